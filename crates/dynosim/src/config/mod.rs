@@ -1,0 +1,108 @@
+//! Configuration: raw options in, one validated [`ReplaySpec`] out.
+//!
+//! [`ReplayOptions`] mirrors the `dynamo.replay` flags one to one (the CLI fills it from clap, the
+//! Python API from keyword arguments). [`ReplayOptions::into_spec`] is the only place where
+//! options are validated and combined, in the reference's order, so the CLI and the Python API
+//! accept and reject exactly the same inputs with the same messages.
+
+pub mod engine_args;
+pub mod options;
+pub mod router_config;
+
+pub use engine_args::{EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, WorkerType};
+pub use options::ReplayOptions;
+pub use router_config::RouterConfig;
+
+use std::path::PathBuf;
+
+/// A fully validated replay: everything needed to load the workload and run the simulation.
+#[derive(Clone, Debug)]
+pub struct ReplaySpec {
+    pub workload: WorkloadSpec,
+    /// Engine arguments of the aggregated workers (defaults materialised, validated).
+    pub engine: EngineArgs,
+    pub num_workers: usize,
+    pub router_mode: RouterMode,
+    /// Router configuration (accepted and validated; round robin ignores it).
+    pub router_config: Option<RouterConfig>,
+    pub arrivals: ArrivalMode,
+    /// Stop before the first event later than this virtual time (ms).
+    pub max_sim_time_ms: Option<f64>,
+    pub sla: Sla,
+    /// Collect per-request records (for `--report-jsonl`).
+    pub capture_requests: bool,
+}
+
+/// Where the requests come from.
+#[derive(Clone, Debug)]
+pub enum WorkloadSpec {
+    Trace(TraceSpec),
+    Synthetic(SyntheticSpec),
+}
+
+#[derive(Clone, Debug)]
+pub struct TraceSpec {
+    pub files: Vec<PathBuf>,
+    pub format: TraceFormat,
+    /// Tokens per trace hash id (default 512 for Mooncake formats).
+    pub block_size: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceFormat {
+    Mooncake,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SyntheticSpec {
+    pub input_tokens: usize,
+    pub output_tokens: usize,
+    /// Number of sessions (= requests when `turns_per_session` is 1).
+    pub request_count: usize,
+    /// First-turn arrival process (`None` under closed-loop concurrency).
+    pub arrival_process: Option<ArrivalProcess>,
+    pub turns_per_session: usize,
+    pub shared_prefix_ratio: f64,
+    pub num_prefix_groups: usize,
+    pub inter_turn_delay_ms: f64,
+    /// Engine block size, used as the hash-id block size on the multi-turn/shared-prefix path.
+    pub engine_block_size: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ArrivalProcess {
+    /// Poisson arrivals at `rate` requests per second, seeded.
+    Poisson { rate: f64, seed: u64 },
+    /// One arrival every `interval_ms` (0 = a burst at t=0).
+    Interval { interval_ms: f64 },
+}
+
+/// How arrival times are derived from the workload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ArrivalMode {
+    /// Open loop: first-turn timestamps normalised to start at 0, then timestamps and
+    /// inter-turn delays divided by `speedup`.
+    Timestamps { speedup: f64 },
+    /// Closed loop: at most `limit` sessions active at once; timestamps ignored, no speed-up.
+    Concurrency { limit: usize },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouterMode {
+    RoundRobin,
+    KvRouter,
+}
+
+/// Goodput service-level bounds (ms); a completed request is good when every set bound holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sla {
+    pub ttft_ms: Option<f64>,
+    pub itl_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+}
+
+impl Sla {
+    pub fn is_set(&self) -> bool {
+        self.ttft_ms.is_some() || self.itl_ms.is_some() || self.e2e_ms.is_some()
+    }
+}

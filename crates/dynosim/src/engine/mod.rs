@@ -1,0 +1,84 @@
+//! Simulated engines: one scheduler per data-parallel rank, over a paged KV cache with prefix
+//! caching, timed by a timing model.
+//!
+//! INTERFACE used by the simulator (`sim`): the simulator owns virtual time. It enqueues routed
+//! requests into a rank's [`RankScheduler`], asks a rank to run one forward pass when the
+//! worker is free, and stamps the returned events: admissions and rejections at the pass start,
+//! tokens and completions at the pass end (for DP groups: the end of the slowest rank's pass).
+
+use crate::config::EngineArgs;
+use crate::tokens::TokenSeq;
+
+pub mod kv;
+pub mod timing;
+pub mod vllm;
+
+/// Dense request index assigned by the simulator (unique within a run).
+pub type RequestId = usize;
+
+/// A request as an engine sees it.
+#[derive(Clone, Debug)]
+pub struct EngineRequest {
+    pub id: RequestId,
+    /// The full prompt.
+    pub prompt: TokenSeq,
+    /// Requested output tokens (may be 0).
+    pub max_output_tokens: usize,
+}
+
+/// What happened to one request during one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PassEvent {
+    /// Admitted (first admission or re-admission after preemption) at the pass start, reusing
+    /// `reused_tokens` prompt tokens from the prefix cache.
+    Admitted { id: RequestId, reused_tokens: usize },
+    /// Can never be served (e.g. prompt >= max_model_len, or more blocks than the pool); terminal.
+    Rejected { id: RequestId },
+    /// Emitted `count` output tokens, stamped at the pass end.
+    Tokens { id: RequestId, count: usize },
+    /// Finished at the pass end (after its last token, if any); terminal.
+    Completed { id: RequestId },
+}
+
+/// One DP rank's scheduler (vLLM / TRT-LLM flavours for now).
+#[derive(Debug)]
+pub enum RankScheduler {
+    Vllm(vllm::VllmScheduler),
+}
+
+impl RankScheduler {
+    /// A scheduler for one rank. `rank_index` is the dense scheduler index (worker * dp + rank).
+    pub fn new(args: &EngineArgs, rank_index: usize) -> Self {
+        RankScheduler::Vllm(vllm::VllmScheduler::new(args, rank_index))
+    }
+
+    /// Queues a request that arrived at this rank; it is considered at the next pass start.
+    pub fn enqueue(&mut self, request: EngineRequest) {
+        match self {
+            RankScheduler::Vllm(s) => s.enqueue(request),
+        }
+    }
+
+    /// True when a pass started now would have something to do (waiting or running requests).
+    pub fn has_work(&self) -> bool {
+        match self {
+            RankScheduler::Vllm(s) => s.has_work(),
+        }
+    }
+
+    /// Requests held by this rank (waiting + running).
+    pub fn num_requests(&self) -> usize {
+        match self {
+            RankScheduler::Vllm(s) => s.num_requests(),
+        }
+    }
+
+    /// Runs one forward pass: commits all scheduling decisions, appends what happened to
+    /// `events` (in the order the engine decided it), and returns the pass duration in ms
+    /// (prefill time + decode time, speed-up ratios applied). A pass with no work returns 0.
+    pub fn run_pass(&mut self, events: &mut Vec<PassEvent>) -> f64 {
+        match self {
+            RankScheduler::Vllm(s) => s.run_pass(events),
+        }
+    }
+}

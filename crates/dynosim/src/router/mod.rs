@@ -1,0 +1,3 @@
+//! Routers: which (worker, rank) target receives each request.
+
+pub mod round_robin;

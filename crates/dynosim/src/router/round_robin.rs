@@ -1,0 +1,1 @@
+//! Round robin over workers, with a rank cursor per worker.

@@ -1,0 +1,1 @@
+//! The virtual-time simulation: event loop, arrival drivers, topologies.

@@ -1,0 +1,122 @@
+//! The workload model: sessions of turns, whatever format they were read from.
+//!
+//! Readers (`mooncake`, the synthetic generator, later more formats) all produce a [`Workload`].
+//! Times are raw: first-turn timestamps as written in the trace (ms) and inter-turn delays as
+//! written. How arrivals are derived from them (normalisation, speed-up, closed-loop concurrency)
+//! is the simulator driver's job (`sim::driver`), because it depends on the run mode.
+//!
+//! Prompts stay compact (interned hash ids, not tokens) until a request is dispatched.
+
+use crate::tokens::{unique_prompt_token, TokenSeq};
+
+pub mod mooncake;
+pub mod synthetic;
+
+/// Everything a replay needs to know about the requests to send.
+#[derive(Clone, Debug, Default)]
+pub struct Workload {
+    /// Sessions in order of first appearance (file order for traces, index order for synthetic).
+    pub sessions: Vec<Session>,
+}
+
+/// An ordered list of turns; turn k+1 is sent `delay_ms` after turn k reaches a terminal state.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// `session_id` from the trace, or `request_<line>` (1-based physical line) when absent.
+    pub id: String,
+    /// The first turn's `timestamp` in ms as written (not normalised), if present.
+    pub first_timestamp_ms: Option<f64>,
+    pub turns: Vec<Turn>,
+}
+
+/// One request of a session.
+#[derive(Clone, Debug)]
+pub struct Turn {
+    /// Prompt length in tokens (already clamped to what the prompt can synthesise). Always >= 1.
+    pub input_length: usize,
+    /// Requested output tokens (`output_length`). May be 0 for traces.
+    pub max_output_tokens: usize,
+    /// Delay after the previous turn's terminal time, in ms as written. 0 for the first turn.
+    pub delay_ms: f64,
+    pub prompt: Prompt,
+    /// Router hints carried from the trace row (defaults 0, 0, None).
+    pub priority: i32,
+    pub strict_priority: u32,
+    pub policy_class: Option<String>,
+}
+
+/// How a turn's prompt tokens are synthesised.
+#[derive(Clone, Debug)]
+pub enum Prompt {
+    /// Trace hash ids (interned to dense u32 in first-seen order): id `k` stands for `block_size`
+    /// copies of token `k`; the prompt is the first `input_length` of those tokens.
+    HashIds { ids: Vec<u32>, block_size: u32 },
+    /// Content that no other request shares (the synthetic workload without sessions).
+    Unique { key: u64 },
+}
+
+impl Prompt {
+    /// The prompt's `input_length` tokens.
+    pub fn tokens(&self, input_length: usize) -> TokenSeq {
+        let mut seq = TokenSeq::new();
+        match self {
+            Prompt::HashIds { ids, block_size } => {
+                let mut remaining = input_length;
+                for &id in ids {
+                    if remaining == 0 {
+                        break;
+                    }
+                    let take = remaining.min(*block_size as usize);
+                    seq.push_run(u64::from(id), take as u32);
+                    remaining -= take;
+                }
+                debug_assert_eq!(remaining, 0, "prompt capacity is checked by the reader");
+            }
+            Prompt::Unique { key } => {
+                seq.push_run(unique_prompt_token(*key), input_length as u32);
+            }
+        }
+        seq
+    }
+}
+
+/// Maps arbitrary 64-bit trace hash ids to dense u32 ids in first-seen order, so that prompts are
+/// compact and ids compare by their full 64-bit value.
+#[derive(Debug, Default)]
+pub struct HashIdInterner {
+    ids: std::collections::HashMap<u64, u32>,
+}
+
+impl HashIdInterner {
+    pub fn intern(&mut self, raw: u64) -> Option<u32> {
+        let next = self.ids.len();
+        if let Some(&id) = self.ids.get(&raw) {
+            return Some(id);
+        }
+        let id = u32::try_from(next).ok()?;
+        self.ids.insert(raw, id);
+        Some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_id_prompt_clips_the_last_block() {
+        let p = Prompt::HashIds { ids: vec![0, 1, 2], block_size: 512 };
+        let t = p.tokens(600);
+        assert_eq!(t.len(), 600);
+        assert_eq!(t.runs().len(), 2);
+        assert_eq!(t.runs()[1].len, 88);
+    }
+
+    #[test]
+    fn interner_is_first_seen_dense() {
+        let mut i = HashIdInterner::default();
+        assert_eq!(i.intern(4294967297), Some(0));
+        assert_eq!(i.intern(1), Some(1));
+        assert_eq!(i.intern(4294967297), Some(0));
+    }
+}

@@ -1,0 +1,1 @@
+//! The `mooncake` JSONL trace reader.
