@@ -15,3 +15,18 @@ pub mod tokens;
 pub mod workload;
 
 pub use error::{Error, Result};
+
+pub use config::ReplaySpec;
+pub use report::{Report, RequestRecord};
+pub use workload::Workload;
+
+/// Reads (or generates) the workload a spec names. Kept apart from [`simulate`] because the
+/// report's `wall_time_ms` measures the simulation only, not trace loading.
+pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
+    sim::load_workload(spec)
+}
+
+/// Runs the replay in virtual time. Pure: no I/O, no clocks.
+pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<sim::Simulated> {
+    sim::simulate(spec, workload)
+}
