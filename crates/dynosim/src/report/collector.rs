@@ -1,8 +1,19 @@
 //! Collects request lifecycle events and turns them into the report and per-request records.
+//!
+//! What counts (frontend.md §3.2): every arrival counts in `num_requests`; only requests that
+//! were admitted and then completed feed the totals, the duration, the reuse ratios and the
+//! distributions. Token gaps (ITL, OTPU) are folded into the streaming statistics when a
+//! request completes, in completion order, as the reference does; gaps of requests that never
+//! complete are dropped. Exact distributions are summed in request-id order, so the report is
+//! reproducible bit for bit.
 
-use super::Report;
+use super::record::TerminalStatus;
+use super::stats::{exact_distribution, DistributionStats, StreamingDistribution};
+use super::{Report, Value, DISTRIBUTION_KEYS, GOODPUT_KEYS, LEADING_KEYS, SPEED_AND_REUSE_KEYS};
 use crate::config::Sla;
 use crate::engine::RequestId;
+
+pub use super::record::RequestRecord;
 
 /// Facts about the run that only the simulator knows.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -15,18 +26,90 @@ pub struct RunFacts {
     pub wall_time_ms: f64,
 }
 
-/// One per-request record (`--report-jsonl`), 28 keys in the reference's order.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RequestRecord {}
+/// What is known about one output-token timeline.
+#[derive(Clone, Copy, Debug, Default)]
+struct TokenSummary {
+    count: usize,
+    first_ms: f64,
+    second_ms: Option<f64>,
+    last_ms: f64,
+}
+
+#[derive(Debug, Default)]
+struct RequestState {
+    arrived: bool,
+    arrival_ms: f64,
+    input_length: usize,
+    requested_output_length: usize,
+    first_admit_ms: Option<f64>,
+    /// Max reuse over all admissions.
+    reused_tokens: usize,
+    first_admission_reused_tokens: usize,
+    decode_worker_idx: Option<usize>,
+    tokens: TokenSummary,
+    /// Token timestamps not yet folded into the gap statistics, run-length encoded as
+    /// (time, tokens stamped at that time). Emptied when the request ends.
+    pending_token_runs: Vec<(f64, usize)>,
+    terminal: Option<(f64, TerminalStatus)>,
+    /// Kept only when records are captured.
+    session: Option<Box<(String, usize)>>,
+}
+
+impl RequestState {
+    fn is_completed(&self) -> bool {
+        self.first_admit_ms.is_some()
+            && matches!(self.terminal, Some((_, TerminalStatus::Completed)))
+    }
+
+    fn ttft_ms(&self) -> Option<f64> {
+        (self.tokens.count > 0).then(|| (self.tokens.first_ms - self.arrival_ms).max(0.0))
+    }
+
+    fn e2e_ms(&self) -> Option<f64> {
+        (self.tokens.count > 0).then(|| (self.tokens.last_ms - self.arrival_ms).max(0.0))
+    }
+
+    fn ttst_ms(&self) -> Option<f64> {
+        self.tokens
+            .second_ms
+            .map(|second| (second - self.tokens.first_ms).max(0.0))
+    }
+
+    /// Mean time per output token after the first.
+    fn tpot_ms(&self) -> Option<f64> {
+        let gaps = self.tokens.count.checked_sub(1).filter(|g| *g > 0)?;
+        Some((self.tokens.last_ms - self.tokens.first_ms).max(0.0) / gaps as f64)
+    }
+}
 
 #[derive(Debug)]
-pub struct Collector {}
+pub struct Collector {
+    sla: Sla,
+    capture_records: bool,
+    /// Indexed by request id.
+    requests: Vec<RequestState>,
+    arrivals: usize,
+    /// Pooled token gaps of completed requests.
+    itl: StreamingDistribution,
+    /// `1000 / gap` for every positive pooled gap.
+    output_token_throughput_per_user: StreamingDistribution,
+    /// Latest terminal time among completed requests.
+    duration_ms: f64,
+}
 
 impl Collector {
     pub fn new(sla: Sla, capture_records: bool) -> Self {
-        let _ = (sla, capture_records);
-        todo!()
+        Collector {
+            sla,
+            capture_records,
+            requests: Vec::new(),
+            arrivals: 0,
+            itl: StreamingDistribution::new(),
+            output_token_throughput_per_user: StreamingDistribution::new(),
+            duration_ms: 0.0,
+        }
     }
+
     /// A request arrived (was released to the router) at `at_ms`.
     pub fn on_arrival(
         &mut self,
@@ -36,29 +119,631 @@ impl Collector {
         requested_output_length: usize,
         session: Option<(&str, usize)>,
     ) {
-        let _ = (id, at_ms, input_length, requested_output_length, session);
-        todo!()
+        if id >= self.requests.len() {
+            self.requests.resize_with(id + 1, RequestState::default);
+        }
+        let state = &mut self.requests[id];
+        if state.arrived {
+            return;
+        }
+        self.arrivals += 1;
+        state.arrived = true;
+        state.arrival_ms = at_ms;
+        state.input_length = input_length;
+        state.requested_output_length = requested_output_length;
+        if self.capture_records {
+            state.session = session.map(|(name, turn)| Box::new((name.to_string(), turn)));
+        }
     }
+
     /// Admitted on scheduler `worker_idx` (worker * dp + rank), reusing `reused_tokens`.
     pub fn on_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize, worker_idx: usize) {
-        let _ = (id, at_ms, reused_tokens, worker_idx);
-        todo!()
+        let Some(state) = self.live_request(id) else {
+            return;
+        };
+        if state.first_admit_ms.is_none() {
+            state.first_admit_ms = Some(at_ms);
+            state.first_admission_reused_tokens = reused_tokens;
+        }
+        state.reused_tokens = state.reused_tokens.max(reused_tokens);
+        state.decode_worker_idx.get_or_insert(worker_idx);
     }
+
     /// `count` tokens emitted at `at_ms`.
     pub fn on_tokens(&mut self, id: RequestId, at_ms: f64, count: usize) {
-        let _ = (id, at_ms, count);
-        todo!()
+        let Some(state) = self.live_request(id) else {
+            return;
+        };
+        if count == 0 {
+            return;
+        }
+        let tokens = &mut state.tokens;
+        match tokens.count {
+            0 => {
+                tokens.first_ms = at_ms;
+                if count >= 2 {
+                    tokens.second_ms = Some(at_ms);
+                }
+            }
+            1 => tokens.second_ms = Some(at_ms),
+            _ => {}
+        }
+        tokens.last_ms = at_ms;
+        tokens.count += count;
+        match state.pending_token_runs.last_mut() {
+            Some((time, run)) if *time == at_ms => *run += count,
+            _ => state.pending_token_runs.push((at_ms, count)),
+        }
     }
+
     pub fn on_completed(&mut self, id: RequestId, at_ms: f64) {
-        let _ = (id, at_ms);
-        todo!()
+        self.on_terminal(id, at_ms, TerminalStatus::Completed);
     }
+
     pub fn on_rejected(&mut self, id: RequestId, at_ms: f64) {
-        let _ = (id, at_ms);
-        todo!()
+        self.on_terminal(id, at_ms, TerminalStatus::Rejected);
     }
+
+    /// The request ended with `status` at `at_ms`; later events for it are ignored.
+    pub fn on_terminal(&mut self, id: RequestId, at_ms: f64, status: TerminalStatus) {
+        let Some(state) = self.requests.get_mut(id).filter(|s| s.arrived) else {
+            return;
+        };
+        if state.terminal.is_some() {
+            return;
+        }
+        state.terminal = Some((at_ms, status));
+        let runs = std::mem::take(&mut state.pending_token_runs);
+        if state.is_completed() {
+            self.duration_ms = self.duration_ms.max(at_ms);
+            fold_token_gaps(
+                &runs,
+                &mut self.itl,
+                &mut self.output_token_throughput_per_user,
+            );
+        }
+    }
+
+    /// Arrivals seen so far.
+    pub fn num_requests(&self) -> usize {
+        self.arrivals
+    }
+
+    /// The report's `duration_s` so far: the latest completion in seconds, floored at 1e-9.
+    /// The single-worker topology reports `1 × duration_s` decode worker seconds.
+    pub fn duration_s(&self) -> f64 {
+        (self.duration_ms / 1000.0).max(1e-9)
+    }
+
+    /// A request that arrived and has not ended.
+    fn live_request(&mut self, id: RequestId) -> Option<&mut RequestState> {
+        self.requests
+            .get_mut(id)
+            .filter(|s| s.arrived && s.terminal.is_none())
+    }
+
     pub fn finish(self, facts: RunFacts) -> (Report, Vec<RequestRecord>) {
-        let _ = facts;
-        todo!()
+        let records = if self.capture_records {
+            self.records()
+        } else {
+            Vec::new()
+        };
+        (self.report(facts), records)
+    }
+
+    fn report(&self, facts: RunFacts) -> Report {
+        let sla = self.sla;
+        let mut ttfts = Vec::new();
+        let mut ttsts = Vec::new();
+        let mut tpots = Vec::new();
+        let mut e2es = Vec::new();
+        let mut completed = 0usize;
+        let mut input_tokens = 0usize;
+        let mut output_tokens = 0usize;
+        let mut reused_tokens = 0usize;
+        let mut first_admission_reused_tokens = 0usize;
+        let mut good_requests = 0usize;
+        let mut good_output_tokens = 0usize;
+
+        for state in self.requests.iter().filter(|s| s.is_completed()) {
+            completed += 1;
+            input_tokens += state.input_length;
+            output_tokens += state.tokens.count;
+            reused_tokens += state.reused_tokens;
+            first_admission_reused_tokens += state.first_admission_reused_tokens;
+
+            let (Some(ttft), Some(e2e)) = (state.ttft_ms(), state.e2e_ms()) else {
+                // No tokens: only an e2e-only SLA can call it good, with e2e up to the end.
+                let terminal_ms = state.terminal.map_or(state.arrival_ms, |(t, _)| t);
+                let e2e = (terminal_ms - state.arrival_ms).max(0.0);
+                if is_good_without_tokens(&sla, e2e) {
+                    good_requests += 1;
+                }
+                continue;
+            };
+            ttfts.push(ttft);
+            e2es.push(e2e);
+            if sla.is_set() && is_good(&sla, ttft, e2e, state.tokens.count) {
+                good_requests += 1;
+                good_output_tokens += state.tokens.count;
+            }
+            if let Some(ttst) = state.ttst_ms() {
+                ttsts.push(ttst);
+            }
+            if let Some(tpot) = state.tpot_ms() {
+                tpots.push(tpot);
+            }
+        }
+
+        let duration_s = self.duration_s();
+        let per_s = |count: usize| count as f64 / duration_s;
+        let gpu_hours = (facts.prefill_worker_seconds * facts.prefill_gpus_per_worker as f64
+            + facts.decode_worker_seconds * facts.decode_gpus_per_worker as f64)
+            / 3600.0;
+        let processed_tokens = input_tokens + output_tokens;
+        let per_wall_s = |count: usize| {
+            if facts.wall_time_ms <= 0.0 {
+                0.0
+            } else {
+                count as f64 / facts.wall_time_ms * 1000.0
+            }
+        };
+        let ratio = |reused: usize| {
+            if input_tokens == 0 {
+                0.0
+            } else {
+                reused as f64 / input_tokens as f64
+            }
+        };
+
+        let int = |v: usize| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
+        let int64 = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
+        let leading = [
+            int(self.arrivals),
+            int(completed),
+            int(input_tokens),
+            int(output_tokens),
+            Value::Float(self.duration_ms),
+            Value::Float(facts.wall_time_ms),
+            Value::Float(per_s(completed)),
+            Value::Float(per_s(input_tokens)),
+            Value::Float(per_s(output_tokens)),
+            Value::Float(per_s(processed_tokens)),
+            Value::Float(facts.prefill_worker_seconds),
+            Value::Float(facts.decode_worker_seconds),
+            int64(facts.prefill_gpus_per_worker),
+            int64(facts.decode_gpus_per_worker),
+            Value::Float(gpu_hours),
+        ];
+        let mut entries: Vec<(&'static str, Value)> =
+            LEADING_KEYS.into_iter().zip(leading).collect();
+        if sla.is_set() {
+            let goodput = [
+                int(good_requests),
+                Value::Float(per_s(good_requests)),
+                Value::Float(per_s(good_output_tokens)),
+            ];
+            entries.extend(GOODPUT_KEYS.into_iter().zip(goodput));
+        }
+        let speed_and_reuse = [
+            int(processed_tokens),
+            Value::Float(per_wall_s(processed_tokens)),
+            Value::Float(per_wall_s(output_tokens)),
+            Value::Float(ratio(reused_tokens)),
+            Value::Float(ratio(first_admission_reused_tokens)),
+        ];
+        entries.extend(SPEED_AND_REUSE_KEYS.into_iter().zip(speed_and_reuse));
+
+        let distributions: [DistributionStats; 6] = [
+            exact_distribution(ttfts),
+            exact_distribution(ttsts),
+            exact_distribution(tpots),
+            self.itl.finish(),
+            exact_distribution(e2es),
+            self.output_token_throughput_per_user.finish(),
+        ];
+        for (keys, stats) in DISTRIBUTION_KEYS.iter().zip(distributions) {
+            entries.extend(
+                keys.iter()
+                    .copied()
+                    .zip(stats.in_key_order().map(Value::Float)),
+            );
+        }
+        Report { entries }
+    }
+
+    /// Records of every request that ended, by arrival time then request id.
+    fn records(&self) -> Vec<RequestRecord> {
+        let mut records: Vec<(f64, usize, RequestRecord)> = Vec::new();
+        for (index, state) in self.requests.iter().enumerate() {
+            let Some((terminal_ms, status)) = state.terminal else {
+                continue;
+            };
+            let has_tokens = state.tokens.count > 0;
+            let record = RequestRecord {
+                session_id: state.session.as_ref().map(|s| s.0.clone()),
+                turn_index: state.session.as_ref().map(|s| s.1),
+                uuid: RequestRecord::uuid_for_index(index),
+                arrival_time_ms: state.arrival_ms,
+                first_admit_ms: state.first_admit_ms,
+                terminal_time_ms: terminal_ms,
+                first_token_ms: has_tokens.then_some(state.tokens.first_ms),
+                last_token_ms: has_tokens.then_some(state.tokens.last_ms),
+                ttft_ms: state.ttft_ms(),
+                ttst_ms: state.ttst_ms(),
+                e2e_latency_ms: state.e2e_ms(),
+                itl_ms: state.tpot_ms(),
+                input_length: state.input_length,
+                requested_output_length: state.requested_output_length,
+                output_length: state.tokens.count,
+                reused_input_tokens: state.reused_tokens,
+                prefill_worker_idx: None,
+                decode_worker_idx: state.decode_worker_idx,
+                prefill_admit_ms: None,
+                source_held_ms: None,
+                destination_reserved_ms: None,
+                destination_activated_ms: None,
+                decode_admit_ms: None,
+                source_released_ms: None,
+                decode_reused_input_tokens: None,
+                prefill_route_overlap_tokens: None,
+                decode_route_overlap_tokens: None,
+                terminal_status: status,
+            };
+            records.push((state.arrival_ms, index, record));
+        }
+        records.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        records.into_iter().map(|(_, _, record)| record).collect()
+    }
+}
+
+/// Feeds every consecutive token gap of one request into the pooled statistics: a run of
+/// tokens stamped at one time contributes zero gaps after its first token.
+fn fold_token_gaps(
+    runs: &[(f64, usize)],
+    itl: &mut StreamingDistribution,
+    output_token_throughput_per_user: &mut StreamingDistribution,
+) {
+    let mut previous: Option<f64> = None;
+    for &(time, count) in runs {
+        let mut add_gap = |gap: f64| {
+            itl.add(gap);
+            if gap > 0.0 {
+                output_token_throughput_per_user.add(1000.0 / gap);
+            }
+        };
+        if let Some(prev) = previous {
+            add_gap((time - prev).max(0.0));
+        }
+        for _ in 1..count {
+            add_gap(0.0);
+        }
+        previous = Some(time);
+    }
+}
+
+/// Goodput rule for a completed request with tokens: every set bound must hold (inclusive);
+/// the ITL bound applies to `(e2e − ttft)/(n − 1)` and only when `n > 1`.
+fn is_good(sla: &Sla, ttft_ms: f64, e2e_ms: f64, output_length: usize) -> bool {
+    if sla.e2e_ms.is_some_and(|bound| e2e_ms > bound) {
+        return false;
+    }
+    if sla.ttft_ms.is_some_and(|bound| ttft_ms > bound) {
+        return false;
+    }
+    if let Some(bound) = sla.itl_ms {
+        if output_length > 1 {
+            let mean_itl_ms = (e2e_ms - ttft_ms) / (output_length as f64 - 1.0);
+            if mean_itl_ms > bound {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Goodput rule for a completed request that emitted no token: only an e2e-only SLA can hold.
+fn is_good_without_tokens(sla: &Sla, e2e_ms: f64) -> bool {
+    sla.ttft_ms.is_none() && sla.itl_ms.is_none() && sla.e2e_ms.is_some_and(|b| e2e_ms <= b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::key_order;
+
+    fn float(report: &Report, key: &str) -> f64 {
+        match report.get(key) {
+            Some(Value::Float(v)) => v,
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+
+    fn int(report: &Report, key: &str) -> i64 {
+        match report.get(key) {
+            Some(Value::Int(v)) => v,
+            other => panic!("{key}: {other:?}"),
+        }
+    }
+
+    /// Arrives at `arrival`, admitted then, one token at each of `times`, completes at the last.
+    fn complete(c: &mut Collector, id: usize, arrival: f64, times: &[f64]) {
+        c.on_arrival(id, arrival, 100, times.len(), None);
+        c.on_admit(id, arrival, 0, 0);
+        for &t in times {
+            c.on_tokens(id, t, 1);
+        }
+        c.on_completed(id, times.last().copied().unwrap_or(arrival));
+    }
+
+    #[test]
+    fn counts_latencies_and_gaps_of_completed_requests_only() {
+        let mut c = Collector::new(Sla::default(), true);
+        c.on_arrival(0, 0.0, 100, 3, Some(("s1", 2)));
+        c.on_admit(0, 1.0, 10, 3);
+        c.on_tokens(0, 10.0, 1);
+        c.on_tokens(0, 12.0, 1);
+        c.on_tokens(0, 15.0, 1);
+        c.on_completed(0, 15.0);
+        c.on_arrival(1, 2.0, 50, 4, None);
+        c.on_rejected(1, 2.0);
+        // In flight at the end: its gap (100 ms) must not reach the ITL statistics.
+        c.on_arrival(2, 3.0, 70, 5, None);
+        c.on_admit(2, 3.0, 0, 1);
+        c.on_tokens(2, 4.0, 1);
+        c.on_tokens(2, 104.0, 1);
+        let facts = RunFacts {
+            decode_worker_seconds: 0.015,
+            decode_gpus_per_worker: 1,
+            wall_time_ms: 2.0,
+            ..RunFacts::default()
+        };
+        let (report, records) = c.finish(facts);
+
+        let keys: Vec<&str> = report.entries.iter().map(|e| e.0).collect();
+        assert_eq!(keys, key_order(false));
+        assert_eq!(int(&report, "num_requests"), 3);
+        assert_eq!(int(&report, "completed_requests"), 1);
+        assert_eq!(int(&report, "total_input_tokens"), 100);
+        assert_eq!(int(&report, "total_output_tokens"), 3);
+        assert_eq!(float(&report, "duration_ms"), 15.0);
+        assert_eq!(float(&report, "request_throughput_rps"), 1.0 / 0.015);
+        assert_eq!(float(&report, "output_throughput_tok_s"), 3.0 / 0.015);
+        assert_eq!(float(&report, "total_throughput_tok_s"), 103.0 / 0.015);
+        assert_eq!(int(&report, "processed_tokens"), 103);
+        assert_eq!(
+            float(&report, "processed_tokens_per_s"),
+            103.0 / 2.0 * 1000.0
+        );
+        assert_eq!(float(&report, "processed_output_tokens_per_s"), 1500.0);
+        assert_eq!(float(&report, "gpu_hours"), 0.015 / 3600.0);
+        assert_eq!(float(&report, "prefix_cache_reused_ratio"), 0.1);
+        assert_eq!(float(&report, "mean_ttft_ms"), 10.0);
+        assert_eq!(float(&report, "mean_ttst_ms"), 2.0);
+        assert_eq!(float(&report, "mean_tpot_ms"), 2.5);
+        assert_eq!(float(&report, "mean_e2e_latency_ms"), 15.0);
+        assert_eq!(float(&report, "std_e2e_latency_ms"), 0.0);
+        // ITL pools the gaps 2 and 3; OTPU pools 1000/2 and 1000/3.
+        assert_eq!(float(&report, "mean_itl_ms"), 2.5);
+        assert_eq!(float(&report, "min_itl_ms"), 2.0);
+        assert_eq!(float(&report, "max_itl_ms"), 3.0);
+        assert_eq!(float(&report, "std_itl_ms"), 0.5);
+        assert_eq!(
+            float(&report, "min_output_token_throughput_per_user"),
+            1000.0 / 3.0
+        );
+        assert_eq!(
+            float(&report, "max_output_token_throughput_per_user"),
+            500.0
+        );
+
+        assert_eq!(records.len(), 2, "the in-flight request has no record");
+        assert_eq!(
+            records[0].to_json_line(),
+            concat!(
+                r#"{"session_id":"s1","turn_index":2,"uuid":"00000000-0000-4000-8000-000000000000","#,
+                r#""arrival_time_ms":0.0,"first_admit_ms":1.0,"terminal_time_ms":15.0,"#,
+                r#""first_token_ms":10.0,"last_token_ms":15.0,"ttft_ms":10.0,"ttst_ms":2.0,"#,
+                r#""e2e_latency_ms":15.0,"itl_ms":2.5,"input_length":100,"#,
+                r#""requested_output_length":3,"output_length":3,"reused_input_tokens":10,"#,
+                r#""prefill_worker_idx":null,"decode_worker_idx":3,"prefill_admit_ms":null,"#,
+                r#""source_held_ms":null,"destination_reserved_ms":null,"#,
+                r#""destination_activated_ms":null,"decode_admit_ms":null,"#,
+                r#""source_released_ms":null,"decode_reused_input_tokens":null,"#,
+                r#""prefill_route_overlap_tokens":null,"decode_route_overlap_tokens":null,"#,
+                r#""terminal_status":"completed"}"#
+            )
+        );
+        assert_eq!(
+            records[1].to_json_line(),
+            concat!(
+                r#"{"session_id":null,"turn_index":null,"uuid":"00000000-0000-4000-8000-000000000001","#,
+                r#""arrival_time_ms":2.0,"first_admit_ms":null,"terminal_time_ms":2.0,"#,
+                r#""first_token_ms":null,"last_token_ms":null,"ttft_ms":null,"ttst_ms":null,"#,
+                r#""e2e_latency_ms":null,"itl_ms":null,"input_length":50,"#,
+                r#""requested_output_length":4,"output_length":0,"reused_input_tokens":0,"#,
+                r#""prefill_worker_idx":null,"decode_worker_idx":null,"prefill_admit_ms":null,"#,
+                r#""source_held_ms":null,"destination_reserved_ms":null,"#,
+                r#""destination_activated_ms":null,"decode_admit_ms":null,"#,
+                r#""source_released_ms":null,"decode_reused_input_tokens":null,"#,
+                r#""prefill_route_overlap_tokens":null,"decode_route_overlap_tokens":null,"#,
+                r#""terminal_status":"rejected"}"#
+            )
+        );
+    }
+
+    #[test]
+    fn tokens_of_one_pass_give_zero_gaps() {
+        let mut c = Collector::new(Sla::default(), false);
+        c.on_arrival(0, 0.0, 10, 4, None);
+        c.on_admit(0, 0.0, 0, 0);
+        c.on_tokens(0, 10.0, 1);
+        c.on_tokens(0, 20.0, 3);
+        c.on_completed(0, 20.0);
+        // Two tokens in the first pass: the second token shares the first one's time.
+        c.on_arrival(1, 0.0, 10, 2, None);
+        c.on_admit(1, 0.0, 0, 0);
+        c.on_tokens(1, 5.0, 2);
+        c.on_completed(1, 5.0);
+        let (report, _) = c.finish(RunFacts::default());
+        // Gaps: 10, 0, 0 (request 0) then 0 (request 1).
+        assert_eq!(float(&report, "mean_itl_ms"), 2.5);
+        assert_eq!(float(&report, "min_itl_ms"), 0.0);
+        assert_eq!(float(&report, "median_itl_ms"), 0.0);
+        // Only the positive gap gives an OTPU sample.
+        assert_eq!(
+            float(&report, "mean_output_token_throughput_per_user"),
+            100.0
+        );
+        // TTST: 10 (request 0) and 0 (request 1); TPOT: 10/3 and 0.
+        assert_eq!(float(&report, "mean_ttst_ms"), 5.0);
+        assert_eq!(float(&report, "max_tpot_ms"), 10.0 / 3.0);
+        assert_eq!(float(&report, "min_tpot_ms"), 0.0);
+        assert_eq!(int(&report, "total_output_tokens"), 6);
+    }
+
+    #[test]
+    fn reuse_ratios_use_max_and_first_admission() {
+        let mut c = Collector::new(Sla::default(), false);
+        c.on_arrival(0, 0.0, 100, 1, None);
+        c.on_admit(0, 1.0, 0, 0);
+        c.on_admit(0, 2.0, 80, 0); // re-admission after preemption
+        c.on_admit(0, 3.0, 40, 0);
+        c.on_tokens(0, 4.0, 1);
+        c.on_completed(0, 4.0);
+        let (report, _) = c.finish(RunFacts::default());
+        assert_eq!(float(&report, "prefix_cache_reused_ratio"), 0.8);
+        assert_eq!(
+            float(&report, "first_admission_prefix_cache_reused_ratio"),
+            0.0
+        );
+    }
+
+    #[test]
+    fn goodput_follows_the_sla_rules() {
+        let sla = Sla {
+            ttft_ms: Some(150.0),
+            itl_ms: Some(30.0),
+            e2e_ms: None,
+        };
+        let mut c = Collector::new(sla, false);
+        complete(&mut c, 0, 0.0, &[100.0, 150.0, 200.0]); // mean ITL 50 > 30: bad
+        complete(&mut c, 1, 0.0, &[100.0, 120.0, 140.0]); // mean ITL 20: good
+        complete(&mut c, 2, 0.0, &[100.0]); // one token: ITL not checked, good
+        complete(&mut c, 3, 0.0, &[151.0, 152.0]); // TTFT 151 > 150: bad
+        let (report, _) = c.finish(RunFacts::default());
+        assert_eq!(report.entries.len(), 77);
+        assert_eq!(int(&report, "goodput_completed_requests"), 2);
+        // duration 200 ms; good output tokens 3 + 1.
+        assert_eq!(float(&report, "goodput_request_throughput_rps"), 2.0 / 0.2);
+        assert_eq!(float(&report, "goodput_output_throughput_tok_s"), 4.0 / 0.2);
+
+        // Bounds are inclusive.
+        let mut c = Collector::new(
+            Sla {
+                itl_ms: Some(50.0),
+                ..Sla::default()
+            },
+            false,
+        );
+        complete(&mut c, 0, 0.0, &[100.0, 150.0, 200.0]);
+        let (report, _) = c.finish(RunFacts::default());
+        assert_eq!(int(&report, "goodput_completed_requests"), 1);
+    }
+
+    #[test]
+    fn zero_token_completions_are_good_only_under_an_e2e_only_sla() {
+        for (sla, good) in [
+            (
+                Sla {
+                    e2e_ms: Some(10.0),
+                    ..Sla::default()
+                },
+                1,
+            ),
+            (
+                Sla {
+                    e2e_ms: Some(10.0),
+                    ttft_ms: Some(10.0),
+                    ..Sla::default()
+                },
+                0,
+            ),
+            (
+                Sla {
+                    e2e_ms: Some(4.0),
+                    ..Sla::default()
+                },
+                0,
+            ),
+        ] {
+            let mut c = Collector::new(sla, false);
+            c.on_arrival(0, 1.0, 10, 0, None);
+            c.on_admit(0, 2.0, 0, 0);
+            c.on_completed(0, 6.0);
+            let (report, _) = c.finish(RunFacts::default());
+            assert_eq!(int(&report, "goodput_completed_requests"), good, "{sla:?}");
+            assert_eq!(int(&report, "completed_requests"), 1);
+            assert_eq!(float(&report, "duration_ms"), 6.0);
+            assert_eq!(float(&report, "mean_ttft_ms"), 0.0);
+            assert_eq!(float(&report, "goodput_output_throughput_tok_s"), 0.0);
+        }
+    }
+
+    #[test]
+    fn nothing_completed_gives_zero_stats_and_the_duration_floor() {
+        let mut c = Collector::new(Sla::default(), false);
+        c.on_arrival(0, 0.0, 10, 2, None);
+        assert_eq!(c.duration_s(), 1e-9);
+        let facts = RunFacts {
+            decode_worker_seconds: c.duration_s(),
+            decode_gpus_per_worker: 8,
+            ..RunFacts::default()
+        };
+        let (report, records) = c.finish(facts);
+        assert!(records.is_empty());
+        assert_eq!(int(&report, "num_requests"), 1);
+        assert_eq!(int(&report, "completed_requests"), 0);
+        assert_eq!(float(&report, "duration_ms"), 0.0);
+        assert_eq!(float(&report, "request_throughput_rps"), 0.0);
+        assert_eq!(float(&report, "decode_worker_seconds"), 1e-9);
+        assert_eq!(float(&report, "gpu_hours"), 8e-9 / 3600.0);
+        assert_eq!(float(&report, "processed_tokens_per_s"), 0.0);
+        for (key, value) in report.entries.iter().skip(20) {
+            if key.contains("ratio") {
+                continue;
+            }
+            assert_eq!(value.as_f64(), 0.0, "{key}");
+        }
+        assert!(report
+            .to_json_file_string()
+            .contains("\"decode_worker_seconds\": 1e-09,\n"));
+    }
+
+    #[test]
+    fn records_sort_by_arrival_then_id_and_events_after_the_end_are_ignored() {
+        let mut c = Collector::new(Sla::default(), true);
+        complete(&mut c, 0, 30.0, &[35.0]);
+        complete(&mut c, 1, 0.0, &[5.0]);
+        complete(&mut c, 2, 0.0, &[6.0]);
+        c.on_tokens(1, 50.0, 4);
+        c.on_completed(1, 60.0);
+        c.on_rejected(2, 61.0);
+        c.on_tokens(9, 1.0, 1); // never arrived
+        let (report, records) = c.finish(RunFacts::default());
+        let order: Vec<&str> = records.iter().map(|r| &r.uuid[24..]).collect();
+        assert_eq!(order, ["000000000001", "000000000002", "000000000000"]);
+        assert_eq!(records[0].output_length, 1);
+        assert_eq!(records[0].terminal_time_ms, 5.0);
+        assert_eq!(records[1].terminal_status, TerminalStatus::Completed);
+        assert_eq!(float(&report, "duration_ms"), 35.0);
+        assert_eq!(int(&report, "num_requests"), 3);
+    }
+
+    #[test]
+    fn records_are_not_captured_unless_asked() {
+        let mut c = Collector::new(Sla::default(), false);
+        complete(&mut c, 0, 0.0, &[1.0]);
+        assert!(c.finish(RunFacts::default()).1.is_empty());
     }
 }

@@ -1,29 +1,349 @@
-//! The virtual-time simulation: event loop, arrival drivers, topologies.
+//! The virtual-time simulation: arrival driver, event loop, topology.
+//!
+//! One clock (`now_ms`, f64 milliseconds) and one queue of pass completions. Each worker runs
+//! its own back-to-back forward passes; a pass is decided eagerly when it starts and its
+//! outcome (tokens, terminal states) is applied when it completes. At one timestamp the loop
+//! settles, in this order and until nothing changes: pass completions (in completion-queue
+//! order), releases of ready arrivals (each routed before the next), then pass starts on idle
+//! workers in ascending worker id. This is the reference's ordering of simultaneous events.
 
-use crate::config::ReplaySpec;
+pub mod driver;
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use crate::config::{ArrivalMode, ReplaySpec, RouterMode, TraceFormat, WorkloadSpec};
+use crate::engine::{EngineRequest, PassEvent, RankScheduler, RequestId};
 use crate::error::{Error, Result};
-use crate::report::{Report, RequestRecord};
-use crate::workload::Workload;
+use crate::report::{Collector, Report, RequestRecord, RunFacts};
+use crate::router::round_robin::RoundRobin;
+use crate::workload::{self, Workload};
+use driver::Driver;
+
+/// Reads or generates the workload named by the spec.
+pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
+    match &spec.workload {
+        WorkloadSpec::Trace(trace) => match trace.format {
+            TraceFormat::Mooncake => {
+                let [path] = trace.files.as_slice() else {
+                    return Err(Error::usage(format!(
+                        "--trace-format=mooncake requires exactly one trace file, got {}",
+                        trace.files.len()
+                    )));
+                };
+                workload::mooncake::read_mooncake(path, trace.block_size)
+            }
+        },
+        WorkloadSpec::Synthetic(synthetic) => workload::synthetic::generate(synthetic),
+    }
+}
+
+/// Runs the whole replay in virtual time.
+pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
+    if spec.router_mode != RouterMode::RoundRobin {
+        return Err(Error::usage("--router-mode kv_router is not supported yet"));
+    }
+    let driver = Driver::new(workload, spec.arrivals)?;
+    let mut sim = Aggregated::new(spec, driver);
+    sim.run()?;
+    Ok(sim.finish())
+}
 
 /// A finished simulation, waiting for the caller's wall-time measurement to become a report.
 #[derive(Debug)]
-pub struct Simulated {}
+pub struct Simulated {
+    collector: Collector,
+    facts: RunFacts,
+}
 
 impl Simulated {
     /// The report (with `wall_time_ms` as measured by the caller) and the per-request records
     /// (empty unless the spec asked for them), sorted by arrival time.
     pub fn into_report(self, wall_time_ms: f64) -> (Report, Vec<RequestRecord>) {
-        let _ = wall_time_ms;
-        todo!()
+        self.collector.finish(RunFacts { wall_time_ms, ..self.facts })
     }
 }
 
-pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
-    let _ = spec;
-    Err(Error::usage("workload loading is not implemented yet"))
+/// A scheduled pass completion.
+#[derive(Clone, Copy, Debug)]
+struct Completion {
+    at_ms: f64,
+    seq: u64,
+    worker: usize,
 }
 
-pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
-    let _ = (spec, workload);
-    Err(Error::runtime("simulation is not implemented yet"))
+impl PartialEq for Completion {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Completion {}
+impl PartialOrd for Completion {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Completion {
+    /// Reversed for a min-heap: earliest time first, then scheduling order.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.at_ms.total_cmp(&self.at_ms).then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Debug, Default)]
+struct WorkerState {
+    /// A pass is in flight.
+    busy: bool,
+    /// The last pass did nothing; do not retry until the worker receives a request.
+    stalled: bool,
+    /// Events of the in-flight pass, applied at its completion.
+    pending: Vec<PassEvent>,
+}
+
+/// Where a request came from, to report its terminal state back to the driver.
+#[derive(Clone, Copy, Debug)]
+struct RequestOrigin {
+    session: usize,
+    turn: usize,
+}
+
+/// Aggregated workers: `num_workers` workers of `dp_size` ranks each, routed round robin.
+struct Aggregated<'s> {
+    spec: &'s ReplaySpec,
+    now_ms: f64,
+    schedulers: Vec<RankScheduler>,
+    workers: Vec<WorkerState>,
+    dp_size: usize,
+    completions: BinaryHeap<Completion>,
+    next_seq: u64,
+    driver: Driver,
+    router: RoundRobin,
+    collector: Collector,
+    origins: Vec<RequestOrigin>,
+    in_flight: usize,
+    /// The reference's single-worker path releases closed-loop arrivals only between passes.
+    release_between_passes_only: bool,
+    /// Integral of the provisioned worker count over virtual time (ms).
+    worker_ms: f64,
+    single_worker: bool,
+    events: Vec<PassEvent>,
+}
+
+impl<'s> Aggregated<'s> {
+    fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
+        let dp_size = spec.engine.dp_size;
+        let schedulers = (0..spec.num_workers * dp_size)
+            .map(|index| RankScheduler::new(&spec.engine, index))
+            .collect();
+        let single_worker = spec.num_workers == 1 && dp_size == 1;
+        let closed_loop = matches!(spec.arrivals, ArrivalMode::Concurrency { .. });
+        Self {
+            spec,
+            now_ms: 0.0,
+            schedulers,
+            workers: (0..spec.num_workers).map(|_| WorkerState::default()).collect(),
+            dp_size,
+            completions: BinaryHeap::new(),
+            next_seq: 0,
+            router: RoundRobin::new(spec.num_workers, dp_size),
+            collector: Collector::new(spec.sla, spec.capture_requests),
+            origins: Vec::with_capacity(driver.total_turns()),
+            driver,
+            in_flight: 0,
+            release_between_passes_only: single_worker && closed_loop,
+            worker_ms: 0.0,
+            single_worker,
+            events: Vec::new(),
+        }
+    }
+
+    fn run(&mut self) -> Result<()> {
+        self.settle()?;
+        while !self.driver.is_drained() {
+            let Some(next_ms) = self.next_timestamp() else {
+                return Err(Error::runtime(format!(
+                    "offline replay reached a dead end with {} in-flight requests remaining \
+                     (no request can be scheduled: a prompt may not fit the KV cache or the \
+                     batch token budget)",
+                    self.in_flight
+                )));
+            };
+            if self.spec.max_sim_time_ms.is_some_and(|cap| next_ms > cap) {
+                break;
+            }
+            self.advance_to(next_ms);
+            self.settle()?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Simulated {
+        let decode_worker_seconds = if self.single_worker {
+            // The reference's single-worker path charges one worker for the report duration.
+            self.collector.duration_s()
+        } else {
+            self.worker_ms / 1000.0
+        };
+        let gpus = (self.spec.engine.aic_tp_size * self.dp_size) as u64;
+        Simulated {
+            collector: self.collector,
+            facts: RunFacts {
+                prefill_worker_seconds: 0.0,
+                decode_worker_seconds,
+                prefill_gpus_per_worker: 0,
+                decode_gpus_per_worker: gpus,
+                wall_time_ms: 0.0,
+            },
+        }
+    }
+
+    fn next_timestamp(&self) -> Option<f64> {
+        let next_completion = self.completions.peek().map(|c| c.at_ms);
+        let arrivals_blocked = self.release_between_passes_only && self.workers[0].busy;
+        let next_arrival = if arrivals_blocked { None } else { self.driver.next_ready_ms() };
+        match (next_completion, next_arrival) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn advance_to(&mut self, t_ms: f64) {
+        let dt = t_ms - self.now_ms;
+        if dt > 0.0 {
+            self.worker_ms += self.workers.len() as f64 * dt;
+        }
+        self.now_ms = t_ms;
+    }
+
+    /// Processes everything that happens at `now_ms` until the state stops changing.
+    fn settle(&mut self) -> Result<()> {
+        loop {
+            let mut changed = false;
+            while let Some(top) = self.completions.peek() {
+                if top.at_ms > self.now_ms {
+                    break;
+                }
+                let worker = self.completions.pop().expect("peeked").worker;
+                self.workers[worker].busy = false;
+                let events = std::mem::take(&mut self.workers[worker].pending);
+                self.apply_pass_end(&events);
+                self.workers[worker].pending = events;
+                self.workers[worker].pending.clear();
+                changed = true;
+            }
+            if !(self.release_between_passes_only && self.workers[0].busy) {
+                changed |= self.release_arrivals();
+            }
+            for worker in 0..self.workers.len() {
+                changed |= self.start_pass(worker);
+            }
+            if !changed {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Releases every turn ready by now, routing each before the next.
+    fn release_arrivals(&mut self) -> bool {
+        let closed_loop = matches!(self.spec.arrivals, ArrivalMode::Concurrency { .. });
+        let mut released = false;
+        while let Some(release) = self.driver.pop_ready(self.now_ms) {
+            let id: RequestId = self.origins.len();
+            let turn = release.turn;
+            let arrival_ms = if closed_loop { self.now_ms } else { release.ready_at_ms };
+            self.collector.on_arrival(
+                id,
+                arrival_ms,
+                turn.input_length,
+                turn.max_output_tokens,
+                Some((release.session_id, release.turn_index)),
+            );
+            let request = EngineRequest {
+                id,
+                prompt: turn.prompt.tokens(turn.input_length),
+                max_output_tokens: turn.max_output_tokens,
+            };
+            self.origins.push(RequestOrigin { session: release.session_index, turn: release.turn_index });
+            let scheduler = self.router.next_scheduler();
+            self.schedulers[scheduler].enqueue(request);
+            self.workers[scheduler / self.dp_size].stalled = false;
+            self.in_flight += 1;
+            released = true;
+        }
+        released
+    }
+
+    /// Starts a pass on `worker` if it is idle and has work. All of a worker's DP ranks pass
+    /// together and the group ends with its slowest rank. Returns whether anything happened.
+    fn start_pass(&mut self, worker: usize) -> bool {
+        let state = &self.workers[worker];
+        if state.busy || state.stalled {
+            return false;
+        }
+        let ranks = worker * self.dp_size..(worker + 1) * self.dp_size;
+        if !ranks.clone().any(|s| self.schedulers[s].has_work()) {
+            return false;
+        }
+        let mut pending = std::mem::take(&mut self.workers[worker].pending);
+        let mut duration_ms: f64 = 0.0;
+        for scheduler in ranks {
+            if !self.schedulers[scheduler].has_work() {
+                continue;
+            }
+            self.events.clear();
+            duration_ms = duration_ms.max(self.schedulers[scheduler].run_pass(&mut self.events));
+            for &event in &self.events {
+                match event {
+                    PassEvent::Admitted { id, reused_tokens } => {
+                        self.collector.on_admit(id, self.now_ms, reused_tokens, scheduler)
+                    }
+                    other => pending.push(other),
+                }
+            }
+        }
+        let did_something = !self.events.is_empty() || !pending.is_empty() || duration_ms > 0.0;
+        if duration_ms > 0.0 {
+            self.workers[worker].pending = pending;
+            self.workers[worker].busy = true;
+            self.completions.push(Completion {
+                at_ms: self.now_ms + duration_ms,
+                seq: self.next_seq,
+                worker,
+            });
+            self.next_seq += 1;
+        } else {
+            // A pass that takes no time completes at once.
+            self.apply_pass_end(&pending);
+            pending.clear();
+            self.workers[worker].pending = pending;
+            if !did_something {
+                self.workers[worker].stalled = true;
+            }
+        }
+        did_something
+    }
+
+    /// Applies the end-of-pass events of one pass at `now_ms`.
+    fn apply_pass_end(&mut self, events: &[PassEvent]) {
+        for &event in events {
+            match event {
+                PassEvent::Tokens { id, count } => self.collector.on_tokens(id, self.now_ms, count),
+                PassEvent::Completed { id } => {
+                    self.collector.on_completed(id, self.now_ms);
+                    self.on_terminal(id);
+                }
+                PassEvent::Rejected { id } => {
+                    self.collector.on_rejected(id, self.now_ms);
+                    self.on_terminal(id);
+                }
+                PassEvent::Admitted { .. } => unreachable!("admissions are applied at pass start"),
+            }
+        }
+    }
+
+    fn on_terminal(&mut self, id: RequestId) {
+        let origin = self.origins[id];
+        self.in_flight -= 1;
+        self.driver.on_terminal(origin.session, origin.turn, self.now_ms);
+    }
 }

@@ -84,18 +84,60 @@ impl Prompt {
 /// compact and ids compare by their full 64-bit value.
 #[derive(Debug, Default)]
 pub struct HashIdInterner {
-    ids: std::collections::HashMap<u64, u32>,
+    ids: std::collections::HashMap<u64, u32, BuildIdHasher>,
 }
 
 impl HashIdInterner {
     pub fn intern(&mut self, raw: u64) -> Option<u32> {
+        use std::collections::hash_map::Entry;
         let next = self.ids.len();
-        if let Some(&id) = self.ids.get(&raw) {
-            return Some(id);
+        match self.ids.entry(raw) {
+            Entry::Occupied(entry) => Some(*entry.get()),
+            Entry::Vacant(entry) => Some(*entry.insert(u32::try_from(next).ok()?)),
         }
-        let id = u32::try_from(next).ok()?;
-        self.ids.insert(raw, id);
-        Some(id)
+    }
+}
+
+/// A fast hasher for integer keys read from workload files (hash ids, line numbers). Loading is
+/// dominated by hashing, and SipHash's flooding resistance buys nothing for a local file: a
+/// hostile trace could at worst make its own load slower.
+#[derive(Clone, Copy, Debug, Default)]
+struct BuildIdHasher;
+
+impl std::hash::BuildHasher for BuildIdHasher {
+    type Hasher = IdHasher;
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher(0)
+    }
+}
+
+/// Multiply-rotate combining (FxHash style) of the written words, then a full avalanche
+/// (MurmurHash3's finaliser) so that the bucket bits depend on every input bit: ids that differ
+/// only in their high bits (e.g. `k << 32`) must not share buckets.
+#[derive(Clone, Copy, Debug)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^ (x >> 33)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
     }
 }
 

@@ -1,1 +1,1069 @@
 //! The `mooncake` JSONL trace reader.
+//!
+//! One JSON object per line, each one request (a turn). Rows sharing a `session_id` form a
+//! session in file order; rows without one are single-turn sessions named `request_<line>`.
+//! The file is streamed line by line and each row is parsed into a short-lived struct, so memory
+//! grows with the hash ids kept (interned to `u32`), not with the file size.
+//!
+//! Error messages start with the reference's words (users grep for them) and then add what the
+//! reference leaves out: the file, and for JSON errors the column, the field and serde's reason.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use serde::de::{Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use super::{HashIdInterner, Prompt, Session, Turn, Workload};
+use crate::{Error, Result};
+
+/// Reads a Mooncake JSONL trace. `trace_block_size` is the number of tokens each hash id stands for.
+pub fn read_mooncake(path: &Path, trace_block_size: u32) -> Result<Workload> {
+    if trace_block_size == 0 {
+        return Err(Error::usage("trace_block_size must be greater than 0"));
+    }
+    let shown = path.display().to_string();
+    let file = File::open(path)
+        .map_err(|e| Error::usage(format!("failed to open trace file {shown}: {e}")))?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut builder = Builder::new(&shown, trace_block_size);
+    let mut buf = Vec::new();
+    let mut line_no = 0usize;
+    loop {
+        buf.clear();
+        line_no += 1;
+        let read = reader.read_until(b'\n', &mut buf).map_err(|e| {
+            Error::usage(format!("failed to read line {line_no} from {shown}: {e}"))
+        })?;
+        if read == 0 {
+            break;
+        }
+        let text = std::str::from_utf8(&buf).map_err(|e| {
+            Error::usage(format!(
+                "failed to read line {line_no} from {shown}: stream did not contain valid UTF-8 ({e})"
+            ))
+        })?;
+        let text = strip_line_ending(text);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let row: Row = serde_json::from_str(text).map_err(|e| {
+            Error::usage(format!(
+                "failed to parse line {line_no} from {shown} as JSON: {}",
+                describe_json_error(text, &e)
+            ))
+        })?;
+        builder.push(line_no, row)?;
+    }
+    builder.finish()
+}
+
+/// Drops the `\n` (and a `\r` before it) the way `BufRead::lines` does.
+fn strip_line_ending(text: &str) -> &str {
+    match text.strip_suffix('\n') {
+        Some(rest) => rest.strip_suffix('\r').unwrap_or(rest),
+        None => text,
+    }
+}
+
+/// One trace row. Every field is optional at the serde level so that a missing required field
+/// gets the reference's own message instead of serde's. Field types are strict (a string
+/// `priority` or a float `input_length` is a parse error), duplicates and name+alias pairs are
+/// rejected by serde, and unknown fields are ignored. The field order matters: like any serde
+/// struct, a row may also be written as a JSON array of the fields in this order (the reference
+/// accepts `[null,"s",5,1,null,[1],0]`, so this reader does too).
+#[derive(Deserialize)]
+#[serde(expecting = "a JSON object (one trace row)")]
+struct Row {
+    /// Only type-checked: the simulator generates its own output tokens, so the id that keys
+    /// authored output tokens is not needed.
+    #[serde(default)]
+    #[allow(dead_code)]
+    request_id: Option<StringShape>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default, alias = "input_tokens")]
+    input_length: Option<usize>,
+    #[serde(default, alias = "output_tokens")]
+    output_length: Option<usize>,
+    /// Only the length is kept (validated against `output_length`).
+    #[serde(default)]
+    output_token_ids: Option<U32Count>,
+    #[serde(default)]
+    hash_ids: Option<Vec<u64>>,
+    #[serde(default, alias = "created_time")]
+    timestamp: Option<f64>,
+    #[serde(default, alias = "delay_ms")]
+    delay: Option<f64>,
+    #[serde(default)]
+    priority: Option<i32>,
+    #[serde(default)]
+    strict_priority: Option<u32>,
+    #[serde(default)]
+    policy_class: Option<String>,
+}
+
+/// A JSON string whose value is not needed.
+struct StringShape;
+
+impl<'de> Deserialize<'de> for StringShape {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StringVisitor;
+        impl<'de> Visitor<'de> for StringVisitor {
+            type Value = StringShape;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<StringShape, E> {
+                Ok(StringShape)
+            }
+        }
+        deserializer.deserialize_str(StringVisitor)
+    }
+}
+
+/// The length of a JSON array of u32, each element type-checked but not stored.
+struct U32Count(usize);
+
+impl<'de> Deserialize<'de> for U32Count {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CountVisitor;
+        impl<'de> Visitor<'de> for CountVisitor {
+            type Value = U32Count;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of u32 token ids")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<U32Count, A::Error> {
+                let mut count = 0;
+                while seq.next_element::<u32>()?.is_some() {
+                    count += 1;
+                }
+                Ok(U32Count(count))
+            }
+        }
+        deserializer.deserialize_seq(CountVisitor)
+    }
+}
+
+/// Folds rows into sessions, applying the reference's per-row checks in its order.
+struct Builder<'p> {
+    path: &'p str,
+    trace_block_size: u32,
+    interner: HashIdInterner,
+    sessions: Vec<Session>,
+    /// Sessions named by a `session_id` field.
+    named_sessions: HashMap<String, usize>,
+    /// Sessions named `request_<line>` by the reader, as (line, session index), in line order.
+    /// Kept apart from `named_sessions` so a trace of single-turn rows (the common case) costs
+    /// no hash map entry per row.
+    auto_sessions: Vec<(usize, usize)>,
+    /// Per session: the last timestamp seen on any of its rows (the base of inferred delays).
+    last_timestamp_ms: Vec<Option<f64>>,
+    /// The zero-length turn that is reported first: lowest (session, turn), plus its line.
+    /// The reference checks prompt lengths after the whole file has parsed, in session order.
+    first_empty_prompt: Option<(usize, usize, usize, EmptyPromptCause)>,
+}
+
+#[derive(Clone, Copy)]
+enum EmptyPromptCause {
+    NoHashIds,
+    ZeroInputLength,
+}
+
+impl<'p> Builder<'p> {
+    fn new(path: &'p str, trace_block_size: u32) -> Self {
+        Self {
+            path,
+            trace_block_size,
+            interner: HashIdInterner::default(),
+            sessions: Vec::new(),
+            named_sessions: HashMap::new(),
+            auto_sessions: Vec::new(),
+            last_timestamp_ms: Vec::new(),
+            first_empty_prompt: None,
+        }
+    }
+
+    fn push(&mut self, line_no: usize, row: Row) -> Result<()> {
+        let path = self.path;
+        let Some(raw_hash_ids) = row.hash_ids else {
+            return Err(Error::usage(format!(
+                "trace line {line_no} is missing hash_ids (in {path}; every row needs a hash_ids array)"
+            )));
+        };
+        let capacity = raw_hash_ids
+            .len()
+            .checked_mul(self.trace_block_size as usize)
+            .ok_or_else(|| {
+                Error::usage(format!(
+                    "trace line {line_no} synthesized capacity overflow (in {path})"
+                ))
+            })?;
+        // Mooncake's input_length counts the whole prompt, which may exceed the hashed part;
+        // only the hashed part can be synthesised, so longer prompts are cut to it.
+        let input_length = row.input_length.unwrap_or(capacity).min(capacity);
+        let Some(output_length) = row.output_length else {
+            return Err(Error::usage(format!(
+                "trace line {line_no} is missing output_length (in {path}; also accepted as output_tokens)"
+            )));
+        };
+        if let Some(U32Count(count)) = row.output_token_ids {
+            if count != output_length {
+                return Err(Error::usage(format!(
+                    "trace line {line_no} output_length {output_length} does not match output_token_ids length {count} (in {path})"
+                )));
+            }
+        }
+
+        let session_idx = match row.session_id {
+            Some(id) => self.named_session(id, row.timestamp),
+            None => self.auto_session(line_no, row.timestamp),
+        };
+        let turn_idx = self.sessions[session_idx].turns.len();
+        let delay_ms = self.delay_for(line_no, session_idx, turn_idx, row.timestamp, row.delay)?;
+
+        if input_length == 0 {
+            let cause = if raw_hash_ids.is_empty() {
+                EmptyPromptCause::NoHashIds
+            } else {
+                EmptyPromptCause::ZeroInputLength
+            };
+            let earlier = matches!(self.first_empty_prompt, Some((s, t, _, _)) if (s, t) <= (session_idx, turn_idx));
+            if !earlier {
+                self.first_empty_prompt = Some((session_idx, turn_idx, line_no, cause));
+            }
+        }
+
+        let mut ids = Vec::with_capacity(raw_hash_ids.len());
+        for raw in raw_hash_ids {
+            let id = self.interner.intern(raw).ok_or_else(|| {
+                Error::usage(format!(
+                    "trace contains more unique hash IDs than u32 can represent (at line {line_no} of {path})"
+                ))
+            })?;
+            ids.push(id);
+        }
+
+        self.sessions[session_idx].turns.push(Turn {
+            input_length,
+            max_output_tokens: output_length,
+            delay_ms,
+            prompt: Prompt::HashIds {
+                ids,
+                block_size: self.trace_block_size,
+            },
+            priority: row.priority.unwrap_or(0),
+            strict_priority: row.strict_priority.unwrap_or(0),
+            policy_class: row.policy_class,
+        });
+        if row.timestamp.is_some() {
+            self.last_timestamp_ms[session_idx] = row.timestamp;
+        }
+        Ok(())
+    }
+
+    /// The session a row with `session_id: id` belongs to, created if new. An explicit id equal
+    /// to an earlier line's automatic id joins that session (a reference quirk kept on purpose).
+    fn named_session(&mut self, id: String, timestamp_ms: Option<f64>) -> usize {
+        if let Some(line) = auto_session_line(&id) {
+            if let Ok(pos) = self.auto_sessions.binary_search_by_key(&line, |&(l, _)| l) {
+                return self.auto_sessions[pos].1;
+            }
+        }
+        if let Some(&idx) = self.named_sessions.get(&id) {
+            return idx;
+        }
+        let idx = self.new_session(id.clone(), timestamp_ms);
+        self.named_sessions.insert(id, idx);
+        idx
+    }
+
+    /// The session of a row without `session_id` on line `line_no`: `request_<line_no>`, unless
+    /// an earlier row named a session exactly that.
+    fn auto_session(&mut self, line_no: usize, timestamp_ms: Option<f64>) -> usize {
+        let id = format!("request_{line_no}");
+        if let Some(&idx) = self.named_sessions.get(&id) {
+            return idx;
+        }
+        let idx = self.new_session(id, timestamp_ms);
+        self.auto_sessions.push((line_no, idx));
+        idx
+    }
+
+    /// Appends a session whose first row has `timestamp_ms`.
+    fn new_session(&mut self, id: String, timestamp_ms: Option<f64>) -> usize {
+        // Most sessions have one turn; a default first growth would reserve room for four.
+        self.sessions.push(Session {
+            id,
+            first_timestamp_ms: timestamp_ms,
+            turns: Vec::with_capacity(1),
+        });
+        self.last_timestamp_ms.push(timestamp_ms);
+        self.sessions.len() - 1
+    }
+
+    /// The delay after the previous turn: explicit `delay`, else the timestamp gap to the
+    /// session's previous timestamped row, else 0. The first turn may only say `delay: 0`.
+    fn delay_for(
+        &self,
+        line_no: usize,
+        session_idx: usize,
+        turn_idx: usize,
+        timestamp_ms: Option<f64>,
+        explicit_delay_ms: Option<f64>,
+    ) -> Result<f64> {
+        let path = self.path;
+        let session = &self.sessions[session_idx].id;
+        if turn_idx == 0 {
+            let delay = explicit_delay_ms.unwrap_or(0.0);
+            if delay != 0.0 {
+                return Err(Error::usage(format!(
+                    "trace line {line_no} sets delay on the first turn of session {session} (in {path}; delay {delay} would have no previous turn to follow)"
+                )));
+            }
+            return Ok(0.0);
+        }
+        let (delay, source) = match (explicit_delay_ms, timestamp_ms) {
+            (Some(delay), _) => (delay, String::from("its delay field")),
+            (None, Some(timestamp)) => {
+                let Some(previous) = self.last_timestamp_ms[session_idx] else {
+                    return Err(Error::usage(format!(
+                        "trace line {line_no} for session {session} cannot infer delay without a previous timestamp (in {path}; give this row a delay, or the session's earlier rows timestamps)"
+                    )));
+                };
+                (
+                    timestamp - previous,
+                    format!(
+                        "timestamp {timestamp} minus the session's previous timestamp {previous}"
+                    ),
+                )
+            }
+            (None, None) => (0.0, String::new()),
+        };
+        if !delay.is_finite() || delay < 0.0 {
+            return Err(Error::usage(format!(
+                "trace line {line_no} has invalid delay {delay} (in {path}; from {source}; delays must be finite and non-negative)"
+            )));
+        }
+        Ok(delay)
+    }
+
+    fn finish(self) -> Result<Workload> {
+        let path = self.path;
+        if self.sessions.is_empty() {
+            return Err(Error::usage(format!(
+                "trace file {path} did not contain any requests"
+            )));
+        }
+        if let Some((session_idx, turn_idx, line_no, cause)) = self.first_empty_prompt {
+            let why = match cause {
+                EmptyPromptCause::NoHashIds => {
+                    "hash_ids is empty, so no prompt tokens can be synthesised"
+                }
+                EmptyPromptCause::ZeroInputLength => "input_length is 0",
+            };
+            return Err(Error::usage(format!(
+                "session {} turn {turn_idx} must have a positive input_length (line {line_no} of {path}: {why})",
+                self.sessions[session_idx].id
+            )));
+        }
+        Ok(Workload {
+            sessions: self.sessions,
+        })
+    }
+}
+
+/// The line `L` if `id` is exactly the automatic id `request_<L>` of some line (canonical
+/// decimal, no sign or leading zero).
+fn auto_session_line(id: &str) -> Option<usize> {
+    let digits = id.strip_prefix("request_")?;
+    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// serde's reason, with the column instead of "line 1 column C" (the trace line is named
+/// already) and the offending field when serde does not say it.
+fn describe_json_error(line: &str, error: &serde_json::Error) -> String {
+    let full = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    let reason = full.strip_suffix(&suffix).unwrap_or(&full);
+    let mut text = if error.column() > 0 {
+        format!("{reason} at column {}", error.column())
+    } else {
+        reason.to_string()
+    };
+    if error.is_data() && !reason.starts_with("duplicate field") {
+        if let Some(field) = offending_field(line) {
+            text.push_str(&format!(" (field {field})"));
+        }
+    }
+    text
+}
+
+/// The first field (in line order) whose value does not have its expected type. Only called
+/// on the error path, so it may re-parse the line as a generic map.
+fn offending_field(line: &str) -> Option<String> {
+    use serde_json::Value;
+    let map: serde_json::Map<String, Value> = serde_json::from_str(line).ok()?;
+    fn fits<T: serde::de::DeserializeOwned>(value: &Value) -> bool {
+        serde_json::from_value::<Option<T>>(value.clone()).is_ok()
+    }
+    map.iter()
+        .find(|(name, value)| match name.as_str() {
+            "session_id" | "request_id" | "policy_class" => !fits::<String>(value),
+            "input_length" | "input_tokens" | "output_length" | "output_tokens" => {
+                !fits::<usize>(value)
+            }
+            "hash_ids" => !fits::<Vec<u64>>(value),
+            "output_token_ids" => !fits::<Vec<u32>>(value),
+            "timestamp" | "created_time" | "delay" | "delay_ms" => !fits::<f64>(value),
+            "priority" => !fits::<i32>(value),
+            "strict_priority" => !fits::<u32>(value),
+            _ => false,
+        })
+        .map(|(name, _)| name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A uniquely named file under the system temp dir, removed on drop.
+    struct TempTrace(PathBuf);
+
+    impl TempTrace {
+        fn new(bytes: &[u8]) -> Self {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path = std::env::temp_dir()
+                .join(format!("dynosim-mooncake-{}-{n}.jsonl", std::process::id()));
+            std::fs::write(&path, bytes).unwrap();
+            Self(path)
+        }
+    }
+
+    impl Drop for TempTrace {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn load(text: &str) -> Result<Workload> {
+        load_bytes(text.as_bytes(), 512)
+    }
+
+    fn load_bytes(bytes: &[u8], block: u32) -> Result<Workload> {
+        let file = TempTrace::new(bytes);
+        read_mooncake(&file.0, block)
+    }
+
+    fn err(text: &str) -> String {
+        let error = load(text).expect_err("trace should be rejected");
+        assert_eq!(error.exit_code(), 2, "{error}");
+        error.to_string()
+    }
+
+    fn assert_starts(message: &str, start: &str) {
+        assert!(
+            message.starts_with(start),
+            "message {message:?} should start with {start:?}"
+        );
+    }
+
+    fn ids(turn: &Turn) -> &[u32] {
+        match &turn.prompt {
+            Prompt::HashIds { ids, .. } => ids,
+            Prompt::Unique { .. } => panic!("trace prompts are hash ids"),
+        }
+    }
+
+    #[test]
+    fn plain_rows_become_single_turn_sessions() {
+        let w = load(
+            "{\"timestamp\":5,\"input_length\":600,\"output_length\":3,\"hash_ids\":[7,8]}\n\
+             {\"timestamp\":9,\"input_length\":10,\"output_length\":0,\"hash_ids\":[8]}\n",
+        )
+        .unwrap();
+        assert_eq!(w.sessions.len(), 2);
+        let (a, b) = (&w.sessions[0], &w.sessions[1]);
+        assert_eq!(
+            (a.id.as_str(), a.first_timestamp_ms),
+            ("request_1", Some(5.0))
+        );
+        assert_eq!(
+            (b.id.as_str(), b.first_timestamp_ms),
+            ("request_2", Some(9.0))
+        );
+        assert_eq!(a.turns[0].input_length, 600);
+        assert_eq!(a.turns[0].max_output_tokens, 3);
+        assert_eq!(b.turns[0].max_output_tokens, 0);
+        assert_eq!(ids(&a.turns[0]), &[0, 1]);
+        assert_eq!(ids(&b.turns[0]), &[1]);
+        assert!(matches!(
+            a.turns[0].prompt,
+            Prompt::HashIds {
+                block_size: 512,
+                ..
+            }
+        ));
+        assert_eq!((a.turns[0].priority, a.turns[0].strict_priority), (0, 0));
+        assert_eq!(a.turns[0].policy_class, None);
+        assert_eq!(a.turns[0].prompt.tokens(600).len(), 600);
+    }
+
+    #[test]
+    fn aliases_are_accepted() {
+        let w = load(
+            "{\"session_id\":\"s\",\"input_tokens\":4,\"output_tokens\":2,\"created_time\":12.5,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"s\",\"input_tokens\":8,\"output_tokens\":1,\"delay_ms\":3.5,\"hash_ids\":[1,2]}\n",
+        )
+        .unwrap();
+        let s = &w.sessions[0];
+        assert_eq!(s.first_timestamp_ms, Some(12.5));
+        assert_eq!(
+            (s.turns[0].input_length, s.turns[0].max_output_tokens),
+            (4, 2)
+        );
+        assert_eq!(
+            (s.turns[1].input_length, s.turns[1].max_output_tokens),
+            (8, 1)
+        );
+        assert_eq!(s.turns[1].delay_ms, 3.5);
+    }
+
+    #[test]
+    fn input_length_is_clamped_to_the_hashed_capacity() {
+        let w = load("{\"input_length\":1000,\"output_length\":1,\"hash_ids\":[1]}\n").unwrap();
+        assert_eq!(w.sessions[0].turns[0].input_length, 512);
+        // Absent input_length means the whole capacity.
+        let w = load("{\"output_length\":1,\"hash_ids\":[1,2,3]}").unwrap();
+        assert_eq!(w.sessions[0].turns[0].input_length, 1536);
+        // The block size scales the capacity; surplus ids are kept (and interned) anyway.
+        let w = load_bytes(
+            b"{\"input_length\":250,\"output_length\":1,\"hash_ids\":[1,2,3,4]}",
+            100,
+        )
+        .unwrap();
+        assert_eq!(w.sessions[0].turns[0].input_length, 250);
+        assert_eq!(ids(&w.sessions[0].turns[0]).len(), 4);
+    }
+
+    #[test]
+    fn hash_ids_are_interned_by_full_64_bit_value() {
+        let w = load(
+            "{\"output_length\":1,\"hash_ids\":[4294967297,1]}\n{\"output_length\":1,\"hash_ids\":[1,18446744073709551615,4294967297]}",
+        )
+        .unwrap();
+        assert_eq!(ids(&w.sessions[0].turns[0]), &[0, 1]);
+        assert_eq!(ids(&w.sessions[1].turns[0]), &[1, 2, 0]);
+    }
+
+    #[test]
+    fn sessions_group_rows_in_file_order_with_delays() {
+        let w = load(
+            "{\"session_id\":\"a\",\"timestamp\":100,\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"b\",\"output_length\":1,\"hash_ids\":[2]}\n\
+             {\"session_id\":\"a\",\"timestamp\":130,\"output_length\":1,\"hash_ids\":[1,3]}\n\
+             {\"session_id\":\"a\",\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"a\",\"timestamp\":175.5,\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"a\",\"timestamp\":50,\"delay\":7,\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"b\",\"delay\":2,\"output_length\":1,\"hash_ids\":[2]}\n\
+             {\"session_id\":\"\",\"delay\":0,\"output_length\":1,\"hash_ids\":[2]}\n",
+        )
+        .unwrap();
+        let names: Vec<&str> = w.sessions.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(names, ["a", "b", ""]);
+        let delays = |s: &Session| s.turns.iter().map(|t| t.delay_ms).collect::<Vec<_>>();
+        // Timestamp gaps use the session's last timestamped row; rows without one add no delay
+        // and do not move the base; an explicit delay wins over the timestamp.
+        assert_eq!(delays(&w.sessions[0]), [0.0, 30.0, 0.0, 45.5, 7.0]);
+        assert_eq!(w.sessions[0].first_timestamp_ms, Some(100.0));
+        assert_eq!(delays(&w.sessions[1]), [0.0, 2.0]);
+        assert_eq!(w.sessions[1].first_timestamp_ms, None);
+        assert_eq!(delays(&w.sessions[2]), [0.0]);
+    }
+
+    #[test]
+    fn explicit_request_1_merges_with_the_auto_session_of_line_1() {
+        let w = load(
+            "{\"timestamp\":0,\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"timestamp\":4,\"output_length\":1,\"hash_ids\":[2]}\n\
+             {\"session_id\":\"request_1\",\"timestamp\":10,\"output_length\":1,\"hash_ids\":[3]}\n",
+        )
+        .unwrap();
+        assert_eq!(w.sessions.len(), 2);
+        assert_eq!(w.sessions[0].id, "request_1");
+        assert_eq!(w.sessions[0].turns.len(), 2);
+        assert_eq!(w.sessions[0].turns[1].delay_ms, 10.0);
+        // An explicit id first, then the auto id of a later line merges into it.
+        let w = load(
+            "{\"session_id\":\"request_2\",\"timestamp\":1,\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"timestamp\":3,\"output_length\":1,\"hash_ids\":[1]}\n",
+        )
+        .unwrap();
+        assert_eq!(w.sessions.len(), 1);
+        assert_eq!(w.sessions[0].turns[1].delay_ms, 2.0);
+        // Only the exact spelling merges; a line that was blank or named has no automatic id.
+        let w = load(
+            "{\"output_length\":1,\"hash_ids\":[1]}\n\n{\"session_id\":\"x\",\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"request_01\",\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"request_2\",\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"request_3\",\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"request_1\",\"output_length\":1,\"hash_ids\":[1]}\n\
+             {\"session_id\":\"request_2\",\"output_length\":1,\"hash_ids\":[1]}\n",
+        )
+        .unwrap();
+        let shape: Vec<(&str, usize)> = w
+            .sessions
+            .iter()
+            .map(|s| (s.id.as_str(), s.turns.len()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("request_1", 2),
+                ("x", 1),
+                ("request_01", 1),
+                ("request_2", 2),
+                ("request_3", 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn blank_lines_are_skipped_but_counted_and_crlf_works() {
+        let w = load("\n  \t\r\n{\"output_length\":1,\"hash_ids\":[1]}\r\n\r\n{\"output_length\":2,\"hash_ids\":[1]}").unwrap();
+        let names: Vec<&str> = w.sessions.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(names, ["request_3", "request_5"]);
+        let message = err("\n\n{\"hash_ids\":[1]}\n");
+        assert_starts(&message, "trace line 3 is missing output_length");
+    }
+
+    #[test]
+    fn positional_array_rows_are_accepted_like_the_reference() {
+        let w = load("[null,\"s\",5,1,null,[1],0]").unwrap();
+        let s = &w.sessions[0];
+        assert_eq!((s.id.as_str(), s.first_timestamp_ms), ("s", Some(0.0)));
+        assert_eq!(
+            (s.turns[0].input_length, s.turns[0].max_output_tokens),
+            (5, 1)
+        );
+    }
+
+    #[test]
+    fn router_hints_are_parsed() {
+        let w = load("{\"output_length\":1,\"hash_ids\":[1],\"priority\":-3,\"strict_priority\":7,\"policy_class\":\"gold\",\"routing_constraints\":5,\"extra\":{\"x\":[1]}}").unwrap();
+        let t = &w.sessions[0].turns[0];
+        assert_eq!(
+            (t.priority, t.strict_priority, t.policy_class.as_deref()),
+            (-3, 7, Some("gold"))
+        );
+    }
+
+    #[test]
+    fn authored_output_tokens_are_checked_for_length_only() {
+        let w = load("{\"request_id\":\"r\",\"output_length\":3,\"output_token_ids\":[5,6,7],\"hash_ids\":[1]}").unwrap();
+        assert_eq!(w.sessions[0].turns[0].max_output_tokens, 3);
+        assert_starts(
+            &err("{\"output_length\":3,\"output_token_ids\":[5,6],\"hash_ids\":[1]}"),
+            "trace line 1 output_length 3 does not match output_token_ids length 2",
+        );
+        assert_starts(
+            &err("{\"output_length\":1,\"output_token_ids\":[-1],\"hash_ids\":[1]}"),
+            "failed to parse line 1 from ",
+        );
+    }
+
+    #[test]
+    fn missing_required_fields() {
+        assert_starts(
+            &err("{\"output_length\":1}"),
+            "trace line 1 is missing hash_ids",
+        );
+        assert_starts(
+            &err("{\"output_length\":1,\"hash_ids\":null}"),
+            "trace line 1 is missing hash_ids",
+        );
+        assert_starts(
+            &err("{\"hash_ids\":[1],\"output_length\":null}"),
+            "trace line 1 is missing output_length",
+        );
+        // hash_ids is checked first.
+        assert_starts(&err("{}"), "trace line 1 is missing hash_ids");
+    }
+
+    #[test]
+    fn json_errors_keep_the_reference_prefix_and_add_details() {
+        let file = TempTrace::new(b"{\"output_length\":1,\"hash_ids\":[1]}\n{\"output_length\":1,\"hash_ids\":[1],\"priority\":\"high\"}\n");
+        let message = read_mooncake(&file.0, 512).unwrap_err().to_string();
+        let prefix = format!("failed to parse line 2 from {} as JSON: ", file.0.display());
+        assert_starts(&message, &prefix);
+        let detail = &message[prefix.len()..];
+        assert_eq!(
+            detail,
+            "invalid type: string \"high\", expected i32 at column 51 (field priority)"
+        );
+
+        for (line, field) in [
+            (
+                "{\"output_length\":1.5,\"hash_ids\":[1]}",
+                Some("output_length"),
+            ),
+            (
+                "{\"output_length\":-1,\"hash_ids\":[1]}",
+                Some("output_length"),
+            ),
+            ("{\"output_length\":1,\"hash_ids\":[-1]}", Some("hash_ids")),
+            ("{\"output_length\":1,\"hash_ids\":[1.5]}", Some("hash_ids")),
+            (
+                "{\"output_length\":1,\"hash_ids\":[18446744073709551616]}",
+                Some("hash_ids"),
+            ),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1],\"session_id\":5}",
+                Some("session_id"),
+            ),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1],\"request_id\":5}",
+                Some("request_id"),
+            ),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1],\"timestamp\":\"0\"}",
+                Some("timestamp"),
+            ),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1],\"created_time\":\"0\"}",
+                Some("created_time"),
+            ),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1],\"priority\":1.5}",
+                Some("priority"),
+            ),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1],\"strict_priority\":-1}",
+                Some("strict_priority"),
+            ),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1],\"policy_class\":3}",
+                Some("policy_class"),
+            ),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1],\"timestamp\":NaN}",
+                None,
+            ),
+            (
+                "{\"output_length\":1,\"output_length\":1,\"hash_ids\":[1]}",
+                None,
+            ),
+            (
+                "{\"output_length\":1,\"output_tokens\":1,\"hash_ids\":[1]}",
+                None,
+            ),
+            (
+                "{\"input_length\":1,\"input_tokens\":1,\"output_length\":1,\"hash_ids\":[1]}",
+                None,
+            ),
+            (
+                "{\"delay\":0,\"delay_ms\":0,\"output_length\":1,\"hash_ids\":[1]}",
+                None,
+            ),
+            ("[1,2,3]", None),
+            ("{\"output_length\":1,\"hash_ids\":[1]} x", None),
+            (
+                "{\"output_length\":1,\"hash_ids\":[1]}{\"output_length\":1,\"hash_ids\":[1]}",
+                None,
+            ),
+            ("{\"output_length\":1,", None),
+            ("\u{feff}{\"output_length\":1,\"hash_ids\":[1]}", None),
+        ] {
+            let message = err(line);
+            assert_starts(&message, "failed to parse line 1 from ");
+            assert!(message.contains(" as JSON: "), "{message}");
+            if let Some(field) = field {
+                assert!(
+                    message.ends_with(&format!("(field {field})")),
+                    "{line}: {message}"
+                );
+            }
+        }
+        assert!(
+            err("{\"output_length\":1,\"output_tokens\":1,\"hash_ids\":[1]}")
+                .contains("duplicate field `output_length`")
+        );
+        assert!(err("5").contains("expected a JSON object (one trace row)"));
+        assert!(
+            err("[1]").contains("(field request_id)") || err("[1]").contains("expected a string")
+        );
+    }
+
+    #[test]
+    fn zero_length_prompts_are_rejected_after_parsing() {
+        assert_starts(
+            &err("{\"output_length\":1,\"hash_ids\":[]}"),
+            "session request_1 turn 0 must have a positive input_length",
+        );
+        assert_starts(
+            &err("{\"input_length\":0,\"output_length\":1,\"hash_ids\":[1]}"),
+            "session request_1 turn 0 must have a positive input_length",
+        );
+        // A later parse error wins: the reference validates prompts once the file has loaded.
+        assert_starts(
+            &err(
+                "{\"output_length\":1,\"hash_ids\":[]}\n{\"output_length\":\"x\",\"hash_ids\":[1]}",
+            ),
+            "failed to parse line 2 from ",
+        );
+        // Reported in session order, then turn order (reference: `session s turn 1`).
+        assert_starts(
+            &err(
+                "{\"session_id\":\"s\",\"timestamp\":0,\"output_length\":1,\"hash_ids\":[1]}\n\
+                  {\"session_id\":\"t\",\"output_length\":1,\"hash_ids\":[]}\n\
+                  {\"session_id\":\"s\",\"delay\":1,\"output_length\":1,\"hash_ids\":[]}\n",
+            ),
+            "session s turn 1 must have a positive input_length",
+        );
+    }
+
+    #[test]
+    fn delay_errors() {
+        assert_starts(
+            &err("{\"session_id\":\"s\",\"delay\":5,\"output_length\":1,\"hash_ids\":[1]}"),
+            "trace line 1 sets delay on the first turn of session s",
+        );
+        assert_starts(
+            &err("{\"delay\":-5,\"output_length\":1,\"hash_ids\":[1]}"),
+            "trace line 1 sets delay on the first turn of session request_1",
+        );
+        // delay 0 (and -0) on a first turn is fine.
+        load("{\"delay\":0,\"output_length\":1,\"hash_ids\":[1]}\n{\"delay\":-0.0,\"output_length\":1,\"hash_ids\":[1]}").unwrap();
+        assert_starts(
+            &err("{\"session_id\":\"s\",\"output_length\":1,\"hash_ids\":[1]}\n{\"session_id\":\"s\",\"delay\":-5,\"output_length\":1,\"hash_ids\":[1]}"),
+            "trace line 2 has invalid delay -5",
+        );
+        assert_starts(
+            &err("{\"session_id\":\"s\",\"timestamp\":10,\"output_length\":1,\"hash_ids\":[1]}\n\n{\"session_id\":\"s\",\"timestamp\":4.5,\"output_length\":1,\"hash_ids\":[1]}"),
+            "trace line 3 has invalid delay -5.5",
+        );
+        assert_starts(
+            &err("{\"session_id\":\"s\",\"timestamp\":-1.7e308,\"output_length\":1,\"hash_ids\":[1]}\n{\"session_id\":\"s\",\"timestamp\":1.7e308,\"output_length\":1,\"hash_ids\":[1]}"),
+            "trace line 2 has invalid delay inf",
+        );
+        assert_starts(
+            &err("{\"session_id\":\"s\",\"output_length\":1,\"hash_ids\":[1]}\n{\"session_id\":\"s\",\"timestamp\":3,\"output_length\":1,\"hash_ids\":[1]}"),
+            "trace line 2 for session s cannot infer delay without a previous timestamp",
+        );
+    }
+
+    #[test]
+    fn file_level_errors() {
+        let message = load_bytes(b"", 512).unwrap_err().to_string();
+        assert!(
+            message.starts_with("trace file ")
+                && message.ends_with(" did not contain any requests"),
+            "{message}"
+        );
+        let message = load_bytes(b"\n \n\r\n", 512).unwrap_err().to_string();
+        assert!(
+            message.ends_with(" did not contain any requests"),
+            "{message}"
+        );
+
+        let missing = std::env::temp_dir().join("dynosim-definitely-missing.jsonl");
+        let message = read_mooncake(&missing, 512).unwrap_err().to_string();
+        assert_starts(
+            &message,
+            &format!("failed to open trace file {}: ", missing.display()),
+        );
+
+        let message = read_mooncake(&std::env::temp_dir(), 512)
+            .unwrap_err()
+            .to_string();
+        assert_starts(&message, "failed to read line 1 from ");
+
+        let message = load_bytes(
+            b"{\"output_length\":1,\"hash_ids\":[1]}\n{\"x\":\"\xff\"}\n",
+            512,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_starts(&message, "failed to read line 2 from ");
+
+        // gzip magic bytes are not valid UTF-8
+        let message = load_bytes(&[0x1f, 0x8b, 0x08, 0x00, b'\n'], 512)
+            .unwrap_err()
+            .to_string();
+        assert_starts(&message, "failed to read line 1 from ");
+
+        let message = load_bytes(b"{\"output_length\":1,\"hash_ids\":[1]}", 0)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(message, "trace_block_size must be greater than 0");
+    }
+
+    /// The Mooncake FAST'25 conversation trace, if the shared traces are present.
+    fn conversation_trace() -> Option<PathBuf> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/traces/conversation_trace.jsonl");
+        if path.is_file() {
+            Some(path)
+        } else {
+            eprintln!("skipping: {} is absent", path.display());
+            None
+        }
+    }
+
+    #[test]
+    fn conversation_trace_loads() {
+        let Some(path) = conversation_trace() else {
+            return;
+        };
+        let start = std::time::Instant::now();
+        let w = read_mooncake(&path, 512).unwrap();
+        eprintln!("conversation_trace.jsonl loaded in {:?}", start.elapsed());
+        assert_eq!(w.sessions.len(), 12_031);
+        assert!(w
+            .sessions
+            .iter()
+            .all(|s| s.turns.len() == 1 && s.first_timestamp_ms.is_some()));
+        assert_eq!(w.sessions[0].first_timestamp_ms, Some(0.0));
+        assert_eq!(
+            w.sessions.last().unwrap().first_timestamp_ms,
+            Some(3_536_999.0)
+        );
+        let turns = w.sessions.iter().map(|s| &s.turns[0]);
+        let total_ids: usize = turns.clone().map(|t| ids(t).len()).sum();
+        let max_id = turns
+            .clone()
+            .flat_map(|t| ids(t).iter().copied())
+            .max()
+            .unwrap();
+        assert_eq!(max_id, 182_789); // the public ids are already dense and first-seen ordered
+        assert!(total_ids > 280_000, "{total_ids}");
+        assert_eq!(turns.clone().map(|t| t.input_length).min(), Some(891));
+        assert_eq!(turns.clone().map(|t| t.input_length).max(), Some(126_195));
+    }
+
+    #[test]
+    fn shared_mooncake_traces_and_fixtures_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+        for (name, sessions, turns) in [
+            ("synthetic_trace.jsonl", 3_993, 3_993),
+            ("fixtures/mooncake.jsonl", 2, 2),
+            ("fixtures/mooncake_tiny.jsonl", 16, 16),
+            ("fixtures/mooncake-delta.jsonl", 1, 2),
+        ] {
+            let path = root.join(name);
+            if !path.is_file() {
+                eprintln!("skipping {name}: {} is absent", path.display());
+                continue;
+            }
+            let w = read_mooncake(&path, 512).unwrap();
+            assert_eq!(w.sessions.len(), sessions, "{name}");
+            assert_eq!(
+                w.sessions.iter().map(|s| s.turns.len()).sum::<usize>(),
+                turns,
+                "{name}"
+            );
+            if name.ends_with("mooncake-delta.jsonl") {
+                // The explicit delay (5) wins over the timestamp gap (10).
+                assert_eq!(w.sessions[0].turns[1].delay_ms, 5.0);
+            }
+        }
+    }
+
+    fn peak_rss_kib() -> Option<u64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Load time and peak memory on a generated 1M-row trace (run with `--ignored --nocapture`,
+    /// in release mode for meaningful times).
+    #[test]
+    #[ignore]
+    fn million_row_trace_memory() {
+        use std::io::Write;
+        let path = std::env::temp_dir().join(format!("dynosim-1m-{}.jsonl", std::process::id()));
+        let mut out = std::io::BufWriter::new(File::create(&path).unwrap());
+        for i in 0..1_000_000u64 {
+            // A shared 2-block prefix among 100 groups plus 2 private blocks: 4 ids per row.
+            writeln!(
+                out,
+                "{{\"timestamp\": {i}, \"input_length\": 2000, \"output_length\": 100, \"hash_ids\": [{}, {}, {}, {}]}}",
+                i % 100,
+                100 + i % 100,
+                1_000 + 2 * i,
+                1_001 + 2 * i
+            )
+            .unwrap();
+        }
+        drop(out);
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        let before = peak_rss_kib();
+        let start = std::time::Instant::now();
+        let w = read_mooncake(&path, 512).unwrap();
+        let elapsed = start.elapsed();
+        let after = peak_rss_kib();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(w.sessions.len(), 1_000_000);
+        eprintln!(
+            "1M rows ({} MB file): loaded in {elapsed:?}; peak RSS {:?} KiB before, {:?} KiB after",
+            bytes / 1_000_000,
+            before,
+            after
+        );
+    }
+
+    mod never_panics {
+        use super::*;
+        use proptest::prelude::*;
+
+        const VALID: &[&str] = &[
+            "{\"timestamp\":0,\"input_length\":600,\"output_length\":3,\"hash_ids\":[1,2]}",
+            "{\"session_id\":\"s\",\"timestamp\":5,\"output_length\":1,\"hash_ids\":[1]}",
+            "{\"session_id\":\"s\",\"delay_ms\":5,\"output_tokens\":2,\"output_token_ids\":[1,2],\"hash_ids\":[3]}",
+            "{\"request_id\":\"r\",\"created_time\":1,\"input_tokens\":3,\"output_length\":0,\"hash_ids\":[9],\"priority\":1,\"strict_priority\":2,\"policy_class\":\"p\"}",
+        ];
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+            #[test]
+            fn on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300), block in 0u32..1024) {
+                let _ = load_bytes(&bytes, block);
+            }
+
+            #[test]
+            fn on_mutated_valid_rows(
+                picks in proptest::collection::vec(0..VALID.len(), 1..6),
+                edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..8),
+                block in 1u32..1024,
+            ) {
+                let mut bytes: Vec<u8> = picks.iter().flat_map(|&i| format!("{}\n", VALID[i]).into_bytes()).collect();
+                for (at, byte, op) in edits {
+                    if bytes.is_empty() { break; }
+                    let i = at.index(bytes.len());
+                    match op {
+                        0 => bytes[i] = byte,
+                        1 => { bytes.remove(i); }
+                        _ => bytes.insert(i, byte),
+                    }
+                }
+                if let Ok(w) = load_bytes(&bytes, block) {
+                    for turn in w.sessions.iter().flat_map(|s| &s.turns) {
+                        prop_assert!(turn.input_length >= 1);
+                        prop_assert!(turn.delay_ms.is_finite() && turn.delay_ms >= 0.0);
+                        prop_assert_eq!(turn.prompt.tokens(turn.input_length).len(), turn.input_length);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,1 +1,537 @@
 //! The synthetic workload generator.
+//!
+//! Two shapes, chosen like the reference does:
+//! * the simple path (one turn, no prefix sharing, no think time): `request_count` single-turn
+//!   sessions whose prompts share nothing with any other request;
+//! * the workload path (more turns, a shared-prefix ratio, prefix groups or an inter-turn delay):
+//!   `request_count` sessions of `turns_per_session` turns whose prompts are hash ids at the
+//!   engine block size, optionally opening with the prefix of a randomly drawn group.
+//!
+//! First-turn arrival times come from the arrival process (seeded Poisson or a fixed interval);
+//! under closed-loop concurrency there is none and sessions carry no timestamp.
+//! The random streams are rand 0.9 `StdRng`s seeded exactly as the reference seeds them, so
+//! arrival times and group choices are bit-identical to it.
+
+use std::collections::HashMap;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::{Prompt, Session, Turn, Workload};
+use crate::config::{ArrivalProcess, SyntheticSpec};
+use crate::{Error, Result};
+
+/// The fixed seed of the reference's structure RNG (group choice), independent of the arrival seed.
+const STRUCTURE_SEED: u64 = 42;
+/// Tag of group-prefix hash ids: `(tag << 48) | (group << 32) | block index`.
+const GROUP_PREFIX_TAG: u64 = 0xD00D;
+
+/// Builds the workload a synthetic spec describes.
+pub fn generate(spec: &SyntheticSpec) -> Result<Workload> {
+    let mut arrivals = ArrivalClock::new(spec.arrival_process)?;
+    if uses_session_workload(spec) {
+        generate_sessions(spec, &mut arrivals)
+    } else {
+        generate_independent_requests(spec, &mut arrivals)
+    }
+}
+
+/// Whether the multi-turn/shared-prefix path is taken. Like the reference this looks only at
+/// positive values, so a negative or NaN ratio or delay silently means the simple path.
+pub fn uses_session_workload(spec: &SyntheticSpec) -> bool {
+    spec.turns_per_session > 1
+        || spec.shared_prefix_ratio > 0.0
+        || spec.num_prefix_groups > 0
+        || spec.inter_turn_delay_ms > 0.0
+}
+
+fn check_common(spec: &SyntheticSpec) -> Result<()> {
+    if spec.input_tokens == 0 {
+        return Err(Error::usage("input_tokens must be at least 1"));
+    }
+    if spec.output_tokens == 0 {
+        return Err(Error::usage("output_tokens must be at least 1"));
+    }
+    if spec.request_count == 0 {
+        return Err(Error::usage("request_count must be at least 1"));
+    }
+    Ok(())
+}
+
+fn generate_independent_requests(
+    spec: &SyntheticSpec,
+    arrivals: &mut ArrivalClock,
+) -> Result<Workload> {
+    check_common(spec)?;
+    let sessions = (0..spec.request_count)
+        .map(|index| Session {
+            id: format!("session_{index}"),
+            first_timestamp_ms: arrivals.next_arrival_ms(),
+            turns: vec![Turn {
+                input_length: spec.input_tokens,
+                max_output_tokens: spec.output_tokens,
+                delay_ms: 0.0,
+                prompt: Prompt::Unique { key: index as u64 },
+                priority: 0,
+                strict_priority: 0,
+                policy_class: None,
+            }],
+        })
+        .collect();
+    Ok(Workload { sessions })
+}
+
+fn generate_sessions(spec: &SyntheticSpec, arrivals: &mut ArrivalClock) -> Result<Workload> {
+    check_common(spec)?;
+    if spec.turns_per_session == 0 {
+        return Err(Error::usage("turns_per_session must be at least 1"));
+    }
+    if !spec.inter_turn_delay_ms.is_finite() || spec.inter_turn_delay_ms < 0.0 {
+        return Err(Error::usage(
+            "inter_turn_delay_ms must be a finite non-negative number",
+        ));
+    }
+    if !(0.0..=1.0).contains(&spec.shared_prefix_ratio) {
+        return Err(Error::usage(format!(
+            "shared_prefix_ratio must be between 0.0 and 1.0, got {}",
+            spec.shared_prefix_ratio
+        )));
+    }
+
+    // The reference never lets the hash block size drop to 0 here.
+    let block_size = spec.engine_block_size.max(1);
+    let num_blocks = spec.input_tokens.div_ceil(block_size as usize);
+    let prefix_blocks =
+        ((num_blocks as f64 * spec.shared_prefix_ratio).round() as usize).min(num_blocks);
+    let grouped = spec.num_prefix_groups > 0 && spec.shared_prefix_ratio > 0.0;
+
+    let mut structure_rng = StdRng::seed_from_u64(STRUCTURE_SEED);
+    let mut ids = DenseIds::default();
+    let mut sessions = Vec::with_capacity(spec.request_count);
+    for session_idx in 0..spec.request_count {
+        let first_timestamp_ms = arrivals.next_arrival_ms();
+        let group = grouped.then(|| structure_rng.random_range(0..spec.num_prefix_groups) as u64);
+        let mut turns = Vec::with_capacity(spec.turns_per_session);
+        for turn_idx in 0..spec.turns_per_session {
+            // Every turn is a fresh prompt: it shares the group prefix, nothing with its
+            // session's earlier turns.
+            let mut prompt_ids = Vec::with_capacity(num_blocks);
+            if let Some(group) = group {
+                for block_idx in 0..prefix_blocks {
+                    let raw = (GROUP_PREFIX_TAG << 48) | (group << 32) | block_idx as u64;
+                    prompt_ids.push(ids.group_block(raw)?);
+                }
+            }
+            while prompt_ids.len() < num_blocks {
+                prompt_ids.push(ids.fresh()?);
+            }
+            turns.push(Turn {
+                input_length: spec.input_tokens,
+                max_output_tokens: spec.output_tokens,
+                delay_ms: if turn_idx == 0 {
+                    0.0
+                } else {
+                    spec.inter_turn_delay_ms
+                },
+                prompt: Prompt::HashIds {
+                    ids: prompt_ids,
+                    block_size,
+                },
+                priority: 0,
+                strict_priority: 0,
+                policy_class: None,
+            });
+        }
+        sessions.push(Session {
+            id: format!("session_{session_idx}"),
+            first_timestamp_ms,
+            turns,
+        });
+    }
+    Ok(Workload { sessions })
+}
+
+/// Dense prompt ids in first-use order: group-prefix blocks are remembered (they recur), every
+/// other block is new by construction, so it just takes the next id.
+#[derive(Default)]
+struct DenseIds {
+    group_blocks: HashMap<u64, u32>,
+    next: u32,
+}
+
+impl DenseIds {
+    fn fresh(&mut self) -> Result<u32> {
+        let id = self.next;
+        self.next = self.next.checked_add(1).ok_or_else(|| {
+            Error::usage("trace contains more unique hash IDs than u32 can represent")
+        })?;
+        Ok(id)
+    }
+
+    fn group_block(&mut self, raw: u64) -> Result<u32> {
+        if let Some(&id) = self.group_blocks.get(&raw) {
+            return Ok(id);
+        }
+        let id = self.fresh()?;
+        self.group_blocks.insert(raw, id);
+        Ok(id)
+    }
+}
+
+/// First-turn arrival times, in order: the first at 0, then one gap per further session.
+enum ArrivalClock {
+    /// Closed loop: no timestamps.
+    None,
+    /// All at 0 (an interval of 0 ms).
+    Burst,
+    /// Fixed gap, accumulated as the reference accumulates it.
+    Fixed { gap_ms: f64, next_ms: Option<f64> },
+    /// Exponential gaps of mean `mean_gap_ms`.
+    Poisson {
+        mean_gap_ms: f64,
+        rng: Box<StdRng>,
+        next_ms: Option<f64>,
+    },
+}
+
+impl ArrivalClock {
+    fn new(process: Option<ArrivalProcess>) -> Result<Self> {
+        match process {
+            None => Ok(Self::None),
+            Some(ArrivalProcess::Poisson { rate, seed }) => {
+                if !rate.is_finite() || rate <= 0.0 {
+                    return Err(Error::usage(format!(
+                        "request_rate must be a finite positive number, got {rate}"
+                    )));
+                }
+                Ok(Self::Poisson {
+                    mean_gap_ms: 1000.0 / rate,
+                    rng: Box::new(StdRng::seed_from_u64(seed)),
+                    next_ms: None,
+                })
+            }
+            Some(ArrivalProcess::Interval { interval_ms }) => {
+                if !interval_ms.is_finite() || interval_ms < 0.0 {
+                    return Err(Error::usage(format!(
+                        "arrival_interval_ms must be a finite non-negative number, got {interval_ms}"
+                    )));
+                }
+                if interval_ms == 0.0 {
+                    return Ok(Self::Burst);
+                }
+                // The reference turns the interval into a rate and the rate back into a gap;
+                // doing the same keeps the times bit-identical (and rejects sub-denormal
+                // intervals whose rate overflows, as it does).
+                let rate = 1000.0 / interval_ms;
+                if !rate.is_finite() || rate <= 0.0 {
+                    return Err(Error::usage(format!(
+                        "qps must be a finite positive number, got {rate}"
+                    )));
+                }
+                Ok(Self::Fixed {
+                    gap_ms: 1000.0 / rate,
+                    next_ms: None,
+                })
+            }
+        }
+    }
+
+    fn next_arrival_ms(&mut self) -> Option<f64> {
+        match self {
+            Self::None => None,
+            Self::Burst => Some(0.0),
+            Self::Fixed { gap_ms, next_ms } => {
+                let t = next_ms.map_or(0.0, |previous| previous + *gap_ms);
+                *next_ms = Some(t);
+                Some(t)
+            }
+            Self::Poisson {
+                mean_gap_ms,
+                rng,
+                next_ms,
+            } => {
+                let t = match *next_ms {
+                    None => 0.0,
+                    Some(previous) => previous + exponential_gap_ms(*mean_gap_ms, rng),
+                };
+                *next_ms = Some(t);
+                Some(t)
+            }
+        }
+    }
+}
+
+/// Inverse-CDF exponential sample; `1 - U` keeps the logarithm's argument in (0, 1].
+fn exponential_gap_ms(mean_ms: f64, rng: &mut StdRng) -> f64 {
+    if mean_ms == 0.0 {
+        return 0.0;
+    }
+    let u = (1.0 - rng.random::<f64>()).clamp(f64::MIN_POSITIVE, 1.0);
+    -mean_ms * u.ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(arrival_process: Option<ArrivalProcess>) -> SyntheticSpec {
+        SyntheticSpec {
+            input_tokens: 100,
+            output_tokens: 10,
+            request_count: 8,
+            arrival_process,
+            turns_per_session: 1,
+            shared_prefix_ratio: 0.0,
+            num_prefix_groups: 0,
+            inter_turn_delay_ms: 0.0,
+            engine_block_size: 64,
+        }
+    }
+
+    fn starts(w: &Workload) -> Vec<Option<f64>> {
+        w.sessions.iter().map(|s| s.first_timestamp_ms).collect()
+    }
+
+    fn rounded(w: &Workload) -> Vec<f64> {
+        w.sessions
+            .iter()
+            .map(|s| (s.first_timestamp_ms.unwrap() * 1e6).round() / 1e6)
+            .collect()
+    }
+
+    fn ids(turn: &Turn) -> &[u32] {
+        match &turn.prompt {
+            Prompt::HashIds { ids, .. } => ids,
+            Prompt::Unique { .. } => panic!("expected hash ids"),
+        }
+    }
+
+    fn usage_error(spec: &SyntheticSpec) -> String {
+        let e = generate(spec).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        e.to_string()
+    }
+
+    #[test]
+    fn poisson_arrivals_match_the_reference_vectors() {
+        let w = generate(&spec(Some(ArrivalProcess::Poisson {
+            rate: 10.0,
+            seed: 42,
+        })))
+        .unwrap();
+        assert_eq!(
+            rounded(&w),
+            [
+                0.0, 74.772462, 153.019540, 254.207537, 306.278595, 309.773234, 363.380201,
+                497.101835
+            ]
+        );
+        let w = generate(&spec(Some(ArrivalProcess::Poisson {
+            rate: 10.0,
+            seed: 7,
+        })))
+        .unwrap();
+        assert_eq!(
+            rounded(&w)[..5],
+            [0.0, 3.078644, 39.763623, 55.153613, 133.355209]
+        );
+        // The workload path draws arrivals from the same stream.
+        let mut multi = spec(Some(ArrivalProcess::Poisson {
+            rate: 10.0,
+            seed: 42,
+        }));
+        multi.turns_per_session = 2;
+        assert_eq!(
+            rounded(&generate(&multi).unwrap())[..3],
+            [0.0, 74.772462, 153.019540]
+        );
+    }
+
+    #[test]
+    fn interval_burst_and_closed_loop_arrivals() {
+        let w = generate(&spec(Some(ArrivalProcess::Interval { interval_ms: 25.0 }))).unwrap();
+        assert_eq!(
+            rounded(&w),
+            [0.0, 25.0, 50.0, 75.0, 100.0, 125.0, 150.0, 175.0]
+        );
+        let w = generate(&spec(Some(ArrivalProcess::Interval { interval_ms: 0.0 }))).unwrap();
+        assert_eq!(rounded(&w), [0.0; 8]);
+        let w = generate(&spec(None)).unwrap();
+        assert_eq!(starts(&w), [None; 8]);
+    }
+
+    #[test]
+    fn simple_path_prompts_share_nothing() {
+        let mut s = spec(None);
+        s.turns_per_session = 0; // silently one turn on the simple path, as in the reference
+        s.shared_prefix_ratio = -0.5; // not positive: ignored, as in the reference
+        let w = generate(&s).unwrap();
+        assert_eq!(w.sessions.len(), 8);
+        for (i, session) in w.sessions.iter().enumerate() {
+            assert_eq!(session.turns.len(), 1);
+            let turn = &session.turns[0];
+            assert!(matches!(turn.prompt, Prompt::Unique { key } if key == i as u64));
+            assert_eq!(
+                (turn.input_length, turn.max_output_tokens, turn.delay_ms),
+                (100, 10, 0.0)
+            );
+        }
+    }
+
+    /// Group of each session, recovered from which sessions share their first prompt id.
+    fn group_partition(groups: usize, sessions: usize) -> Vec<usize> {
+        let mut s = spec(None);
+        s.request_count = sessions;
+        s.num_prefix_groups = groups;
+        s.shared_prefix_ratio = 1.0;
+        let w = generate(&s).unwrap();
+        let mut firsts: Vec<u32> = Vec::new();
+        w.sessions
+            .iter()
+            .map(|session| {
+                let first = ids(&session.turns[0])[0];
+                firsts.iter().position(|&f| f == first).unwrap_or_else(|| {
+                    firsts.push(first);
+                    firsts.len() - 1
+                })
+            })
+            .collect()
+    }
+
+    /// Relabels a group sequence by first appearance, to compare partitions.
+    fn canonical(groups: &[usize]) -> Vec<usize> {
+        let mut seen: Vec<usize> = Vec::new();
+        groups
+            .iter()
+            .map(|g| {
+                seen.iter().position(|s| s == g).unwrap_or_else(|| {
+                    seen.push(*g);
+                    seen.len() - 1
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn group_choices_match_the_reference_vectors() {
+        let vectors: [(usize, [usize; 10]); 4] = [
+            (2, [0, 1, 0, 1, 1, 1, 1, 0, 1, 0]),
+            (3, [0, 1, 0, 1, 2, 1, 2, 1, 2, 0]),
+            (4, [0, 2, 0, 2, 3, 2, 3, 1, 3, 0]),
+            (8, [1, 4, 1, 4, 6, 5, 7, 3, 7, 0]),
+        ];
+        for (groups, expected) in vectors {
+            let mut rng = StdRng::seed_from_u64(STRUCTURE_SEED);
+            let drawn: Vec<usize> = (0..10).map(|_| rng.random_range(0..groups)).collect();
+            assert_eq!(drawn, expected, "G={groups}");
+            assert_eq!(
+                group_partition(groups, 10),
+                canonical(&expected),
+                "G={groups}"
+            );
+        }
+    }
+
+    #[test]
+    fn workload_path_prefixes_and_turns() {
+        // 1 session, 2 turns, G=2, ratio 0.5, 512 tokens at block 64: 8 blocks, 4 shared.
+        let mut s = spec(Some(ArrivalProcess::Interval { interval_ms: 10.0 }));
+        s.request_count = 3;
+        s.input_tokens = 512;
+        s.turns_per_session = 2;
+        s.num_prefix_groups = 2;
+        s.shared_prefix_ratio = 0.5;
+        s.inter_turn_delay_ms = 250.0;
+        let w = generate(&s).unwrap();
+        let t = |i: usize, k: usize| ids(&w.sessions[i].turns[k]).to_vec();
+        for session in &w.sessions {
+            assert_eq!(session.turns.len(), 2);
+            assert_eq!(session.turns[0].delay_ms, 0.0);
+            assert_eq!(session.turns[1].delay_ms, 250.0);
+            for turn in &session.turns {
+                assert_eq!(ids(turn).len(), 8);
+                assert!(matches!(
+                    turn.prompt,
+                    Prompt::HashIds { block_size: 64, .. }
+                ));
+                assert_eq!(turn.prompt.tokens(turn.input_length).len(), 512);
+            }
+        }
+        // Groups of seed 42 with G=2: 0, 1, 0. Turns of a session share only the group prefix.
+        assert_eq!(t(0, 0)[..4], t(0, 1)[..4]);
+        assert_eq!(t(0, 0)[..4], t(2, 0)[..4]);
+        assert_ne!(t(0, 0)[0], t(1, 0)[0]);
+        assert_ne!(t(0, 0)[4..], t(0, 1)[4..]);
+        let mut all: Vec<u32> = w
+            .sessions
+            .iter()
+            .flat_map(|s| &s.turns)
+            .flat_map(|t| ids(t)[4..].to_vec())
+            .collect();
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "non-prefix blocks are unique");
+
+        // A ratio without groups (or groups without a ratio) shares nothing.
+        let mut s = spec(None);
+        s.input_tokens = 130; // 3 blocks of 64
+        s.shared_prefix_ratio = 0.5;
+        let w = generate(&s).unwrap();
+        assert_eq!(ids(&w.sessions[0].turns[0]), &[0, 1, 2]);
+        assert_eq!(ids(&w.sessions[1].turns[0]), &[3, 4, 5]);
+        assert_eq!(starts(&w), [None; 8]);
+    }
+
+    #[test]
+    fn validation_messages() {
+        let mut s = spec(None);
+        s.input_tokens = 0;
+        assert_eq!(usage_error(&s), "input_tokens must be at least 1");
+        let mut s = spec(None);
+        s.output_tokens = 0;
+        assert_eq!(usage_error(&s), "output_tokens must be at least 1");
+        let mut s = spec(None);
+        s.request_count = 0;
+        assert_eq!(usage_error(&s), "request_count must be at least 1");
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let s = spec(Some(ArrivalProcess::Poisson { rate, seed: 1 }));
+            assert_eq!(
+                usage_error(&s),
+                format!("request_rate must be a finite positive number, got {rate}")
+            );
+        }
+        for interval_ms in [-1.0, f64::NAN, f64::INFINITY] {
+            let s = spec(Some(ArrivalProcess::Interval { interval_ms }));
+            assert_eq!(
+                usage_error(&s),
+                format!(
+                    "arrival_interval_ms must be a finite non-negative number, got {interval_ms}"
+                )
+            );
+        }
+        let mut s = spec(None);
+        s.turns_per_session = 2;
+        s.inter_turn_delay_ms = -1.0;
+        assert_eq!(
+            usage_error(&s),
+            "inter_turn_delay_ms must be a finite non-negative number"
+        );
+        let mut s = spec(None);
+        s.inter_turn_delay_ms = f64::INFINITY;
+        assert_eq!(
+            usage_error(&s),
+            "inter_turn_delay_ms must be a finite non-negative number"
+        );
+        let mut s = spec(None);
+        s.shared_prefix_ratio = 5.0;
+        assert_eq!(
+            usage_error(&s),
+            "shared_prefix_ratio must be between 0.0 and 1.0, got 5"
+        );
+        let mut s = spec(None);
+        s.num_prefix_groups = 2;
+        s.turns_per_session = 0;
+        assert_eq!(usage_error(&s), "turns_per_session must be at least 1");
+    }
+}
