@@ -6,12 +6,15 @@
 //! accept and reject exactly the same inputs with the same messages.
 
 pub mod engine_args;
+mod json_fields;
 pub mod options;
 pub mod router_config;
 
-pub use engine_args::{EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, WorkerType};
+pub use engine_args::{
+    EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, WorkerType,
+};
 pub use options::ReplayOptions;
-pub use router_config::RouterConfig;
+pub use router_config::{RouterConfig, RouterQueuePolicy};
 
 use std::path::PathBuf;
 

@@ -1,17 +1,62 @@
 //! Raw replay options, one field per `dynamo.replay` flag, and their validation into a spec.
+//!
+//! [`ReplayOptions::into_spec`] applies the reference's checks in the reference's order, so an
+//! input with several faults reports the same fault first:
+//! 1. the replay front's checks (which inputs go together), then the JSON options
+//!    (`--extra-engine-args`, `--prefill-engine-args`, `--decode-engine-args`, `--router-config`),
+//!    the AIC flags and the planner flags;
+//! 2. integer flags that the reference takes as unsigned must not be negative;
+//! 3. the replay core's checks, whose order differs between trace and synthetic replay.
+//!
+//! Features dynosim does not have yet (online replay, the KV router, disaggregated workers,
+//! trace formats other than `mooncake`, AIC timing, the planner, router policy files) are usage
+//! errors saying so, raised where the reference would start using them, so every check that
+//! the reference runs before that point still applies.
 
 use std::path::PathBuf;
 
-use super::ReplaySpec;
+use super::json_fields::show_f64;
+use super::{
+    ArrivalMode, ArrivalProcess, EngineArgs, ReplaySpec, RouterConfig, RouterMode, Sla,
+    SyntheticSpec, TraceFormat, TraceSpec, WorkerType, WorkloadSpec,
+};
 use crate::error::{Error, Result};
 
-/// One field per flag of `python -m dynamo.replay` (in scope so far), holding the raw value.
-/// Defaults equal the flag defaults. Filled by the CLI (clap) and by the Python API (kwargs).
+/// Tokens per trace `hash_id` when `--trace-block-size` is not given.
+const DEFAULT_TRACE_BLOCK_SIZE: u32 = 512;
+
+/// One field per flag of `python -m dynamo.replay`, holding the raw value. Defaults equal the
+/// flag defaults. Filled by the CLI (clap) and by the Python API (kwargs).
 #[derive(Clone, Debug)]
 pub struct ReplayOptions {
     pub trace_files: Vec<PathBuf>,
     pub extra_engine_args: Option<String>,
+    /// Disaggregated prefill workers (not supported yet; validated as the reference does).
+    pub prefill_engine_args: Option<String>,
+    /// Disaggregated decode workers (not supported yet; validated as the reference does).
+    pub decode_engine_args: Option<String>,
     pub router_config: Option<String>,
+    /// Path of a router policy YAML (not supported yet). The CLI fills it from the flag or from
+    /// `DYN_ROUTER_POLICY_CONFIG`.
+    pub router_policy_config: Option<String>,
+    /// Accepted and ignored: it only selects a profile of a router policy file.
+    pub model_name: Option<String>,
+    /// AIC performance-model flags (not supported yet; the "all three required" rule applies).
+    pub aic_backend: Option<String>,
+    pub aic_system: Option<String>,
+    pub aic_model_path: Option<String>,
+    pub aic_backend_version: Option<String>,
+    pub aic_tp_size: Option<i64>,
+    pub aic_moe_tp_size: Option<i64>,
+    pub aic_moe_ep_size: Option<i64>,
+    pub aic_attention_dp_size: Option<i64>,
+    pub aic_gemm_dtype: Option<String>,
+    pub aic_moe_dtype: Option<String>,
+    pub aic_fmha_dtype: Option<String>,
+    pub aic_kv_cache_dtype: Option<String>,
+    pub aic_comm_dtype: Option<String>,
+    pub aic_nextn: Option<i64>,
+    pub aic_nextn_accept_rates: Option<String>,
     pub input_tokens: Option<i64>,
     pub output_tokens: Option<i64>,
     pub request_count: Option<i64>,
@@ -23,17 +68,33 @@ pub struct ReplayOptions {
     pub num_prefix_groups: i64,
     pub inter_turn_delay_ms: f64,
     pub num_workers: i64,
+    /// Disaggregated pool sizes; must stay 1 for aggregated replay.
+    pub num_prefill_workers: i64,
+    pub num_decode_workers: i64,
     pub replay_concurrency: Option<i64>,
     /// "offline" or "online".
     pub replay_mode: String,
     /// "round_robin" or "kv_router".
     pub router_mode: String,
     pub arrival_speedup_ratio: f64,
-    /// "mooncake", ...
+    /// "mooncake", "mooncake-delta", "agentic_mooncake", "applied_compute_agentic", "dynamo"
+    /// (and the aliases "mooncake_delta", "agentic-mooncake").
     pub trace_format: String,
     pub trace_block_size: Option<i64>,
+    /// Only used by `applied_compute_agentic`; otherwise ignored, as in the reference.
+    pub trace_shared_prefix_ratio: f64,
+    /// Only used by `applied_compute_agentic`; otherwise ignored (but must not be negative).
+    pub trace_num_prefix_groups: i64,
     pub report_jsonl: Option<PathBuf>,
+    /// Planner-in-the-loop config, path or inline JSON (not supported yet).
+    pub planner_config: Option<String>,
+    /// Planner benchmark sweep points; only used with a planner.
+    pub benchmark_granularity: i64,
+    /// The CLI's cap on simulated time, in seconds.
     pub max_sim_time_seconds: Option<f64>,
+    /// The Python API's cap on simulated time, in milliseconds. Give at most one of the two
+    /// caps; both set is a usage error.
+    pub max_sim_time_ms: Option<f64>,
     pub sla_ttft_ms: Option<f64>,
     pub sla_itl_ms: Option<f64>,
     pub sla_e2e_ms: Option<f64>,
@@ -44,7 +105,26 @@ impl Default for ReplayOptions {
         Self {
             trace_files: Vec::new(),
             extra_engine_args: None,
+            prefill_engine_args: None,
+            decode_engine_args: None,
             router_config: None,
+            router_policy_config: None,
+            model_name: None,
+            aic_backend: None,
+            aic_system: None,
+            aic_model_path: None,
+            aic_backend_version: None,
+            aic_tp_size: None,
+            aic_moe_tp_size: None,
+            aic_moe_ep_size: None,
+            aic_attention_dp_size: None,
+            aic_gemm_dtype: None,
+            aic_moe_dtype: None,
+            aic_fmha_dtype: None,
+            aic_kv_cache_dtype: None,
+            aic_comm_dtype: None,
+            aic_nextn: None,
+            aic_nextn_accept_rates: None,
             input_tokens: None,
             output_tokens: None,
             request_count: None,
@@ -56,14 +136,21 @@ impl Default for ReplayOptions {
             num_prefix_groups: 0,
             inter_turn_delay_ms: 0.0,
             num_workers: 1,
+            num_prefill_workers: 1,
+            num_decode_workers: 1,
             replay_concurrency: None,
             replay_mode: "offline".into(),
             router_mode: "round_robin".into(),
             arrival_speedup_ratio: 1.0,
             trace_format: "mooncake".into(),
             trace_block_size: None,
+            trace_shared_prefix_ratio: 0.0,
+            trace_num_prefix_groups: 0,
             report_jsonl: None,
+            planner_config: None,
+            benchmark_granularity: 8,
             max_sim_time_seconds: None,
+            max_sim_time_ms: None,
             sla_ttft_ms: None,
             sla_itl_ms: None,
             sla_e2e_ms: None,
@@ -71,10 +158,1900 @@ impl Default for ReplayOptions {
     }
 }
 
+/// A usage error about one flag: `--flag: message`.
+fn flag_error(flag: &str, message: impl AsRef<str>) -> Error {
+    Error::usage(format!("{flag}: {}", message.as_ref()))
+}
+
+/// A usage error whose message already names the flags involved.
+fn usage(message: impl Into<String>) -> Error {
+    Error::usage(message)
+}
+
+/// The trace dialects of the reference (`--trace-format`), aliases resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TraceDialect {
+    Mooncake,
+    MooncakeDelta,
+    AgenticMooncake,
+    AppliedComputeAgentic,
+    Dynamo,
+}
+
+fn parse_trace_format(text: &str) -> Result<TraceDialect> {
+    match text {
+        "mooncake" => Ok(TraceDialect::Mooncake),
+        "mooncake-delta" | "mooncake_delta" => Ok(TraceDialect::MooncakeDelta),
+        "agentic_mooncake" | "agentic-mooncake" => Ok(TraceDialect::AgenticMooncake),
+        "applied_compute_agentic" => Ok(TraceDialect::AppliedComputeAgentic),
+        "dynamo" => Ok(TraceDialect::Dynamo),
+        other => Err(flag_error(
+            "--trace-format",
+            format!(
+                "trace_format must be 'mooncake', 'mooncake-delta', \
+                 'agentic_mooncake'/'agentic-mooncake', 'applied_compute_agentic', or 'dynamo', \
+                 got '{other}'"
+            ),
+        )),
+    }
+}
+
+fn parse_router_mode(text: &str) -> Result<RouterMode> {
+    match text {
+        "round_robin" => Ok(RouterMode::RoundRobin),
+        "kv_router" => Ok(RouterMode::KvRouter),
+        other => Err(flag_error(
+            "--router-mode",
+            format!("router_mode must be either 'round_robin' or 'kv_router', got '{other}'"),
+        )),
+    }
+}
+
+/// `--replay-mode`: only offline replay exists in dynosim.
+fn check_replay_mode(text: &str) -> Result<()> {
+    match text {
+        "offline" => Ok(()),
+        "online" => Err(flag_error(
+            "--replay-mode",
+            "online replay is not supported; dynosim replays offline in virtual time \
+             (use --replay-mode offline)",
+        )),
+        other => Err(flag_error(
+            "--replay-mode",
+            format!("replay_mode must be either 'offline' or 'online', got '{other}'"),
+        )),
+    }
+}
+
+/// The reference takes these integers as unsigned: a negative value is refused before any of
+/// its checks run.
+fn non_negative(flag: &str, value: i64) -> Result<usize> {
+    usize::try_from(value)
+        .map_err(|_| flag_error(flag, format!("must be a non-negative integer, got {value}")))
+}
+
+/// Python's `value.strip().lower() in {"auto", "none", "null", ""}`: an AIC dtype that means
+/// "the model default" does not count as an AIC setting.
+fn meaningful_dtype(value: &Option<String>) -> bool {
+    value.as_deref().is_some_and(|dtype| {
+        let dtype = dtype.trim();
+        !(dtype.is_empty() || ["auto", "none", "null"].contains(&dtype.to_lowercase().as_str()))
+    })
+}
+
+/// The engine arguments given to the replay, parsed (step 10 of the front).
+struct ParsedEngines {
+    aggregated: Option<EngineArgs>,
+    prefill: Option<EngineArgs>,
+    decode: Option<EngineArgs>,
+}
+
 impl ReplayOptions {
     /// Validates every option (frontend.md §1.3–§1.5, workload.md §7.1) and builds the spec.
     /// Every failure is a usage error whose message names the flag.
     pub fn into_spec(self) -> Result<ReplaySpec> {
-        Err(Error::usage("option validation is not implemented yet"))
+        let using_trace_file = !self.trace_files.is_empty();
+        self.check_front(using_trace_file)?;
+        let engines = self.parse_engines()?;
+        let router_config = self.parse_router_config()?;
+        self.check_aic_flags()?;
+        self.check_planner(using_trace_file)?;
+        if using_trace_file {
+            self.into_trace_spec(engines, router_config)
+        } else {
+            self.into_synthetic_spec(engines, router_config)
+        }
+    }
+
+    /// Whether the synthetic generator is asked for (any synthetic flag away from its default).
+    fn using_synthetic(&self) -> bool {
+        self.input_tokens.is_some()
+            || self.output_tokens.is_some()
+            || self.request_count.is_some()
+            || self.turns_per_session != 1
+            || self.shared_prefix_ratio != 0.0
+            || self.num_prefix_groups != 0
+            || self.inter_turn_delay_ms != 0.0
+    }
+
+    /// The replay front's checks of which inputs go together (frontend.md §1.3, steps 1–9).
+    fn check_front(&self, using_trace_file: bool) -> Result<()> {
+        let using_synthetic = self.using_synthetic();
+        if self.trace_format == "dynamo" && !using_trace_file {
+            return Err(usage(
+                "--trace-format=dynamo requires at least one trace file",
+            ));
+        }
+        if self.trace_format != "dynamo" && self.trace_files.len() > 1 {
+            return Err(usage(format!(
+                "--trace-format={} requires exactly one trace file",
+                self.trace_format
+            )));
+        }
+        if using_trace_file == using_synthetic {
+            return Err(usage(
+                "provide either trace_file or all of --input-tokens/--output-tokens/--request-count",
+            ));
+        }
+        if using_synthetic {
+            if self.input_tokens.is_none()
+                || self.output_tokens.is_none()
+                || self.request_count.is_none()
+            {
+                return Err(usage(
+                    "synthetic replay requires --input-tokens, --output-tokens, and --request-count",
+                ));
+            }
+            let load_controllers = [
+                self.replay_concurrency.is_some(),
+                self.request_rate.is_some(),
+                self.arrival_interval_ms.is_some(),
+            ];
+            if load_controllers.iter().filter(|&&given| given).count() != 1 {
+                return Err(usage(
+                    "synthetic replay requires exactly one of --replay-concurrency, \
+                     --request-rate, or --arrival-interval-ms",
+                ));
+            }
+        } else if self.request_rate.is_some() || self.arrival_interval_ms.is_some() {
+            return Err(usage(
+                "--request-rate and --arrival-interval-ms only apply to synthetic replay",
+            ));
+        }
+        if using_trace_file
+            && self.trace_format == "applied_compute_agentic"
+            && self.replay_concurrency.is_none()
+        {
+            return Err(usage(
+                "--trace-format=applied_compute_agentic requires --replay-concurrency because \
+                 the source traces do not include first-turn timestamps",
+            ));
+        }
+        if self.report_jsonl.is_some() {
+            if self.planner_config.is_some() {
+                return Err(usage(
+                    "--report-jsonl is not supported with --planner-config",
+                ));
+            }
+            if !using_trace_file {
+                return Err(usage(
+                    "--report-jsonl currently only supports trace-file replay",
+                ));
+            }
+        }
+        let max_sim_flag = self.max_sim_time_flag();
+        if self.max_sim_time_seconds.is_some() || self.max_sim_time_ms.is_some() {
+            if self.planner_config.is_some() {
+                return Err(usage(format!(
+                    "{max_sim_flag} is not supported with --planner-config"
+                )));
+            }
+            if !using_trace_file {
+                return Err(usage(format!(
+                    "{max_sim_flag} currently only supports trace-file replay"
+                )));
+            }
+        }
+        if self.max_sim_time_seconds.is_some() && self.max_sim_time_ms.is_some() {
+            return Err(usage(
+                "--max-sim-time-seconds and max_sim_time_ms cannot both be set; give one cap",
+            ));
+        }
+        Ok(())
+    }
+
+    fn max_sim_time_flag(&self) -> &'static str {
+        if self.max_sim_time_ms.is_some() && self.max_sim_time_seconds.is_none() {
+            "max_sim_time_ms"
+        } else {
+            "--max-sim-time-seconds"
+        }
+    }
+
+    fn parse_engines(&self) -> Result<ParsedEngines> {
+        let parse = |flag: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|text| EngineArgs::from_json(flag, text))
+                .transpose()
+        };
+        Ok(ParsedEngines {
+            aggregated: parse("--extra-engine-args", &self.extra_engine_args)?,
+            prefill: parse("--prefill-engine-args", &self.prefill_engine_args)?,
+            decode: parse("--decode-engine-args", &self.decode_engine_args)?,
+        })
+    }
+
+    fn parse_router_config(&self) -> Result<Option<RouterConfig>> {
+        if let Some(policy_path) = &self.router_policy_config {
+            // The front injects the policy path into the router config, which must then be an
+            // object; the policy file itself is read and validated next.
+            if let Some(text) = &self.router_config {
+                let value: serde_json::Value = serde_json::from_str(text).map_err(|error| {
+                    flag_error("--router-config", format!("invalid JSON: {error}"))
+                })?;
+                if !value.is_object() {
+                    return Err(usage("--router-config must contain a JSON object"));
+                }
+            }
+            return Err(flag_error(
+                "--router-policy-config",
+                format!(
+                    "router policy files are not supported yet (got {policy_path}); router \
+                     policy classes are not modelled"
+                ),
+            ));
+        }
+        self.router_config
+            .as_deref()
+            .map(|text| RouterConfig::from_json("--router-config", text))
+            .transpose()
+    }
+
+    /// The AIC flags: any one set requires the three that select a model (step 11).
+    fn check_aic_flags(&self) -> Result<()> {
+        let any_set = self.aic_backend.is_some()
+            || self.aic_system.is_some()
+            || self.aic_model_path.is_some()
+            || self.aic_backend_version.is_some()
+            || self.aic_tp_size.is_some()
+            || self.aic_moe_tp_size.is_some()
+            || self.aic_moe_ep_size.is_some()
+            || self.aic_attention_dp_size.is_some()
+            || meaningful_dtype(&self.aic_gemm_dtype)
+            || meaningful_dtype(&self.aic_moe_dtype)
+            || meaningful_dtype(&self.aic_fmha_dtype)
+            || meaningful_dtype(&self.aic_kv_cache_dtype)
+            || meaningful_dtype(&self.aic_comm_dtype)
+            || self.aic_nextn.is_some()
+            || self.aic_nextn_accept_rates.is_some();
+        if !any_set {
+            return Ok(());
+        }
+        let missing = [
+            ("--aic-backend", &self.aic_backend),
+            ("--aic-system", &self.aic_system),
+            ("--aic-model-path", &self.aic_model_path),
+        ]
+        .iter()
+        .filter(|(_, value)| value.is_none())
+        .map(|(flag, _)| *flag)
+        .collect::<Vec<_>>();
+        if !missing.is_empty() {
+            return Err(usage(format!(
+                "AIC replay modeling requires {}",
+                missing.join(", ")
+            )));
+        }
+        Err(flag_error(
+            "--aic-backend",
+            "the AIC performance model (aiconfigurator) is not supported yet",
+        ))
+    }
+
+    /// Planner-in-the-loop (step 12).
+    fn check_planner(&self, using_trace_file: bool) -> Result<()> {
+        if self.planner_config.is_none() {
+            return Ok(());
+        }
+        if self.replay_mode != "offline" {
+            return Err(usage(
+                "--planner-config only supports --replay-mode=offline",
+            ));
+        }
+        if using_trace_file && !matches!(self.trace_format.as_str(), "mooncake" | "dynamo") {
+            return Err(usage(
+                "--planner-config only supports --trace-format=mooncake or dynamo",
+            ));
+        }
+        Err(flag_error(
+            "--planner-config",
+            "planner-in-the-loop replay is not supported yet",
+        ))
+    }
+
+    /// Which workers the engine arguments describe. Aggregated replay is the only kind dynosim
+    /// runs; the reference's pairing rules are applied first.
+    fn check_worker_topology(&self, engines: &ParsedEngines) -> Result<()> {
+        let has_disagg_args = engines.prefill.is_some() || engines.decode.is_some();
+        if engines.aggregated.is_some() && has_disagg_args {
+            return Err(flag_error(
+                "--extra-engine-args",
+                "extra_engine_args cannot be combined with prefill_engine_args/decode_engine_args",
+            ));
+        }
+        match (&engines.prefill, &engines.decode) {
+            (None, None) => {
+                if self.num_prefill_workers != 1 || self.num_decode_workers != 1 {
+                    let flag = if self.num_prefill_workers != 1 {
+                        "--num-prefill-workers"
+                    } else {
+                        "--num-decode-workers"
+                    };
+                    return Err(flag_error(
+                        flag,
+                        "num_prefill_workers and num_decode_workers are only used for disagg \
+                         replay; use num_workers for aggregated replay",
+                    ));
+                }
+                Ok(())
+            }
+            (Some(_), Some(_)) => {
+                if self.num_workers != 1 {
+                    return Err(flag_error(
+                        "--num-workers",
+                        "num_workers is only used for aggregated replay; use \
+                         num_prefill_workers and num_decode_workers for disagg replay",
+                    ));
+                }
+                Err(flag_error(
+                    "--prefill-engine-args",
+                    "disaggregated prefill/decode replay is not supported yet",
+                ))
+            }
+            _ => Err(flag_error(
+                if engines.prefill.is_some() {
+                    "--prefill-engine-args"
+                } else {
+                    "--decode-engine-args"
+                },
+                "prefill_engine_args and decode_engine_args must be provided together",
+            )),
+        }
+    }
+
+    /// The cap on simulated time, in ms (both cap checks of the reference).
+    fn max_sim_time_ms(&self) -> Result<Option<f64>> {
+        let (flag, name, given, cap_ms) = match (self.max_sim_time_seconds, self.max_sim_time_ms) {
+            (Some(seconds), _) => (
+                "--max-sim-time-seconds",
+                "max_sim_time_seconds",
+                seconds,
+                seconds * 1000.0,
+            ),
+            (None, Some(ms)) => ("max_sim_time_ms", "max_sim_time_ms", ms, ms),
+            (None, None) => return Ok(None),
+        };
+        if !(cap_ms.is_finite() && cap_ms >= 0.0) {
+            return Err(flag_error(
+                flag,
+                format!(
+                    "{name} must be a finite, non-negative value, got {}",
+                    show_f64(given)
+                ),
+            ));
+        }
+        if self.replay_mode == "online" {
+            return Err(flag_error(
+                flag,
+                "max_sim_time_ms only supports replay_mode='offline'",
+            ));
+        }
+        Ok(Some(cap_ms))
+    }
+
+    fn sla(&self) -> Result<Sla> {
+        for (flag, name, bound) in [
+            ("--sla-ttft-ms", "sla_ttft_ms", self.sla_ttft_ms),
+            ("--sla-itl-ms", "sla_itl_ms", self.sla_itl_ms),
+            ("--sla-e2e-ms", "sla_e2e_ms", self.sla_e2e_ms),
+        ] {
+            if let Some(bound) = bound {
+                if !(bound.is_finite() && bound >= 0.0) {
+                    return Err(flag_error(
+                        flag,
+                        format!(
+                            "{name} must be a finite, non-negative value, got {}",
+                            show_f64(bound)
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Sla {
+            ttft_ms: self.sla_ttft_ms,
+            itl_ms: self.sla_itl_ms,
+            e2e_ms: self.sla_e2e_ms,
+        })
+    }
+
+    /// `--replay-concurrency`, which the reference takes as a signed integer.
+    fn concurrency_limit(&self) -> Result<Option<usize>> {
+        match self.replay_concurrency {
+            None => Ok(None),
+            Some(limit) if limit >= 1 => Ok(Some(limit as usize)),
+            Some(_) => Err(flag_error(
+                "--replay-concurrency",
+                "replay_concurrency must be at least 1",
+            )),
+        }
+    }
+
+    /// The checks on the aggregated workers: the KV router needs two targets, then the worker
+    /// count, then the worker role.
+    fn check_aggregated_workers(
+        &self,
+        router_mode: RouterMode,
+        num_workers: usize,
+        engine: &EngineArgs,
+        closed_loop: bool,
+    ) -> Result<()> {
+        if router_mode == RouterMode::KvRouter && num_workers.saturating_mul(engine.dp_size) <= 1 {
+            return Err(flag_error(
+                "--router-mode",
+                "offline replay only supports router_mode=kv_router with more than one \
+                 worker/DP-rank target",
+            ));
+        }
+        let mode = if closed_loop {
+            "concurrency replay"
+        } else {
+            "trace replay"
+        };
+        if num_workers == 0 {
+            return Err(flag_error(
+                "--num-workers",
+                format!("{mode} requires num_workers >= 1"),
+            ));
+        }
+        if engine.worker_type != WorkerType::Aggregated {
+            return Err(flag_error(
+                "--extra-engine-args",
+                format!(
+                    "{mode} only supports aggregated workers, got {:?}",
+                    engine.worker_type
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_speedup(&self, name: &str) -> Result<f64> {
+        let ratio = self.arrival_speedup_ratio;
+        if ratio.is_finite() && ratio > 0.0 {
+            Ok(ratio)
+        } else {
+            Err(flag_error(
+                "--arrival-speedup-ratio",
+                format!(
+                    "{name} must be a finite positive number, got {}",
+                    show_f64(ratio)
+                ),
+            ))
+        }
+    }
+
+    fn into_trace_spec(
+        self,
+        engines: ParsedEngines,
+        router_config: Option<RouterConfig>,
+    ) -> Result<ReplaySpec> {
+        let num_workers = non_negative("--num-workers", self.num_workers)?;
+        non_negative("--num-prefill-workers", self.num_prefill_workers)?;
+        non_negative("--num-decode-workers", self.num_decode_workers)?;
+        let trace_block_size = self
+            .trace_block_size
+            .map(|size| non_negative("--trace-block-size", size))
+            .transpose()?;
+        non_negative("--trace-num-prefix-groups", self.trace_num_prefix_groups)?;
+
+        self.check_worker_topology(&engines)?;
+        let router_mode = parse_router_mode(&self.router_mode)?;
+        let dialect = parse_trace_format(&self.trace_format)?;
+        if dialect != TraceDialect::Dynamo && self.trace_files.len() != 1 {
+            return Err(flag_error(
+                "--trace-format",
+                format!(
+                    "trace_format='{}' requires exactly one trace file, got {}",
+                    self.trace_format,
+                    self.trace_files.len()
+                ),
+            ));
+        }
+        if dialect != TraceDialect::Mooncake {
+            return Err(flag_error(
+                "--trace-format",
+                format!("--trace-format {} is not supported yet", self.trace_format),
+            ));
+        }
+        let max_sim_time_ms = self.max_sim_time_ms()?;
+        let sla = self.sla()?;
+        let concurrency = self.concurrency_limit()?;
+        check_replay_mode(&self.replay_mode)?;
+        let engine = engines.aggregated.unwrap_or_default();
+        self.check_aggregated_workers(router_mode, num_workers, &engine, concurrency.is_some())?;
+
+        let block_size = match trace_block_size {
+            None => DEFAULT_TRACE_BLOCK_SIZE,
+            Some(0) => {
+                return Err(flag_error(
+                    "--trace-block-size",
+                    "trace_block_size must be greater than 0",
+                ))
+            }
+            Some(size) => u32::try_from(size).map_err(|_| {
+                flag_error(
+                    "--trace-block-size",
+                    format!("trace_block_size is too large, got {size}"),
+                )
+            })?,
+        };
+        // The reference checks the speed-up ratio only when it uses it: open-loop arrivals.
+        // (It does so after reading the trace, so a broken trace file is reported first there.)
+        let arrivals = match concurrency {
+            Some(limit) => ArrivalMode::Concurrency { limit },
+            None => ArrivalMode::Timestamps {
+                speedup: self.check_speedup("ratio")?,
+            },
+        };
+        reject_kv_router(router_mode)?;
+
+        Ok(ReplaySpec {
+            workload: WorkloadSpec::Trace(TraceSpec {
+                files: self.trace_files,
+                format: TraceFormat::Mooncake,
+                block_size,
+            }),
+            engine,
+            num_workers,
+            router_mode,
+            router_config,
+            arrivals,
+            max_sim_time_ms,
+            sla,
+            capture_requests: self.report_jsonl.is_some(),
+        })
+    }
+
+    fn into_synthetic_spec(
+        self,
+        engines: ParsedEngines,
+        router_config: Option<RouterConfig>,
+    ) -> Result<ReplaySpec> {
+        // The front guarantees all three are present.
+        let input_tokens = non_negative("--input-tokens", self.input_tokens.unwrap_or(0))?;
+        let output_tokens = non_negative("--output-tokens", self.output_tokens.unwrap_or(0))?;
+        let request_count = non_negative("--request-count", self.request_count.unwrap_or(0))?;
+        let num_workers = non_negative("--num-workers", self.num_workers)?;
+        non_negative("--num-prefill-workers", self.num_prefill_workers)?;
+        non_negative("--num-decode-workers", self.num_decode_workers)?;
+        let arrival_seed = non_negative("--arrival-seed", self.arrival_seed)? as u64;
+        let turns_per_session = non_negative("--turns-per-session", self.turns_per_session)?;
+        let num_prefix_groups = non_negative("--num-prefix-groups", self.num_prefix_groups)?;
+
+        let sla = self.sla()?;
+        self.check_worker_topology(&engines)?;
+        let router_mode = parse_router_mode(&self.router_mode)?;
+        let concurrency = self.concurrency_limit()?;
+        let arrival_process = match (concurrency, self.request_rate, self.arrival_interval_ms) {
+            (Some(_), _, _) => None,
+            (None, Some(rate), _) => {
+                if !(rate.is_finite() && rate > 0.0) {
+                    return Err(flag_error(
+                        "--request-rate",
+                        format!(
+                            "request_rate must be a finite positive number, got {}",
+                            show_f64(rate)
+                        ),
+                    ));
+                }
+                Some(ArrivalProcess::Poisson {
+                    rate,
+                    seed: arrival_seed,
+                })
+            }
+            (None, None, Some(interval_ms)) => {
+                if !(interval_ms.is_finite() && interval_ms >= 0.0) {
+                    return Err(flag_error(
+                        "--arrival-interval-ms",
+                        format!(
+                            "arrival_interval_ms must be a finite non-negative number, got {}",
+                            show_f64(interval_ms)
+                        ),
+                    ));
+                }
+                Some(ArrivalProcess::Interval { interval_ms })
+            }
+            // The front requires exactly one load controller.
+            (None, None, None) => {
+                return Err(usage(
+                    "synthetic replay requires exactly one of --replay-concurrency, \
+                     --request-rate, or --arrival-interval-ms",
+                ))
+            }
+        };
+        for (flag, name, value) in [
+            ("--input-tokens", "input_tokens", input_tokens),
+            ("--output-tokens", "output_tokens", output_tokens),
+            ("--request-count", "request_count", request_count),
+        ] {
+            if value == 0 {
+                return Err(flag_error(flag, format!("{name} must be at least 1")));
+            }
+        }
+
+        // Sessions, shared prefixes or think time select the session generator, which checks
+        // its own settings (and applies the speed-up while building arrivals); otherwise the
+        // simple generator ignores them (`--turns-per-session 0` then means 1).
+        let uses_sessions = turns_per_session > 1
+            || self.shared_prefix_ratio > 0.0
+            || num_prefix_groups > 0
+            || self.inter_turn_delay_ms > 0.0;
+        let mut speedup = None;
+        if uses_sessions {
+            if turns_per_session == 0 {
+                return Err(flag_error(
+                    "--turns-per-session",
+                    "turns_per_session must be at least 1",
+                ));
+            }
+            if !(self.inter_turn_delay_ms.is_finite() && self.inter_turn_delay_ms >= 0.0) {
+                return Err(flag_error(
+                    "--inter-turn-delay-ms",
+                    format!(
+                        "inter_turn_delay_ms must be a finite non-negative number, got {}",
+                        show_f64(self.inter_turn_delay_ms)
+                    ),
+                ));
+            }
+            if !(0.0..=1.0).contains(&self.shared_prefix_ratio) {
+                return Err(flag_error(
+                    "--shared-prefix-ratio",
+                    format!(
+                        "shared_prefix_ratio must be between 0.0 and 1.0, got {}",
+                        show_f64(self.shared_prefix_ratio)
+                    ),
+                ));
+            }
+            if concurrency.is_none() {
+                speedup = Some(self.check_speedup("ratio")?);
+            }
+        }
+
+        check_replay_mode(&self.replay_mode)?;
+        let engine = engines.aggregated.unwrap_or_default();
+        self.check_aggregated_workers(router_mode, num_workers, &engine, concurrency.is_some())?;
+        let arrivals = match concurrency {
+            Some(limit) => ArrivalMode::Concurrency { limit },
+            None => ArrivalMode::Timestamps {
+                speedup: match speedup {
+                    Some(speedup) => speedup,
+                    None => self.check_speedup("arrival_speedup_ratio")?,
+                },
+            },
+        };
+        let engine_block_size = u32::try_from(engine.block_size).map_err(|_| {
+            flag_error(
+                "--extra-engine-args",
+                format!("block_size is too large, got {}", engine.block_size),
+            )
+        })?;
+        reject_kv_router(router_mode)?;
+
+        let (shared_prefix_ratio, inter_turn_delay_ms) = if uses_sessions {
+            (self.shared_prefix_ratio, self.inter_turn_delay_ms)
+        } else {
+            // The simple generator ignores these (they may be negative or NaN here).
+            (0.0, 0.0)
+        };
+        Ok(ReplaySpec {
+            workload: WorkloadSpec::Synthetic(SyntheticSpec {
+                input_tokens,
+                output_tokens,
+                request_count,
+                arrival_process,
+                turns_per_session: turns_per_session.max(1),
+                shared_prefix_ratio,
+                num_prefix_groups,
+                inter_turn_delay_ms,
+                engine_block_size,
+            }),
+            engine,
+            num_workers,
+            router_mode,
+            router_config,
+            arrivals,
+            max_sim_time_ms: None,
+            sla,
+            capture_requests: false,
+        })
+    }
+}
+
+/// Every check the reference applies to a KV-router run has passed by now; the router itself
+/// is not built yet.
+fn reject_kv_router(router_mode: RouterMode) -> Result<()> {
+    match router_mode {
+        RouterMode::RoundRobin => Ok(()),
+        RouterMode::KvRouter => Err(flag_error(
+            "--router-mode",
+            "kv_router is not supported yet; use --router-mode round_robin",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A valid one-file trace replay.
+    fn trace() -> ReplayOptions {
+        ReplayOptions {
+            trace_files: vec![PathBuf::from("t.jsonl")],
+            ..ReplayOptions::default()
+        }
+    }
+
+    /// A valid synthetic replay at a fixed interval.
+    fn synthetic() -> ReplayOptions {
+        ReplayOptions {
+            input_tokens: Some(100),
+            output_tokens: Some(10),
+            request_count: Some(5),
+            arrival_interval_ms: Some(2.0),
+            ..ReplayOptions::default()
+        }
+    }
+
+    fn spec(options: ReplayOptions) -> ReplaySpec {
+        options.into_spec().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn assert_error(options: ReplayOptions, expected: &str) {
+        let error = options.clone().into_spec().expect_err(expected);
+        assert_eq!(error.kind(), crate::error::ErrorKind::Usage);
+        assert_eq!(error.message(), expected, "options: {options:?}");
+    }
+
+    fn two_files() -> Vec<PathBuf> {
+        vec![PathBuf::from("a.jsonl"), PathBuf::from("b.jsonl")]
+    }
+
+    // ---- front checks (frontend.md §1.3), in order ----
+
+    #[test]
+    fn dynamo_format_needs_a_file() {
+        assert_error(
+            ReplayOptions {
+                trace_format: "dynamo".into(),
+                ..synthetic()
+            },
+            "--trace-format=dynamo requires at least one trace file",
+        );
+    }
+
+    #[test]
+    fn other_formats_take_one_file() {
+        assert_error(
+            ReplayOptions {
+                trace_files: two_files(),
+                ..trace()
+            },
+            "--trace-format=mooncake requires exactly one trace file",
+        );
+    }
+
+    #[test]
+    fn trace_or_synthetic_but_not_both() {
+        let expected =
+            "provide either trace_file or all of --input-tokens/--output-tokens/--request-count";
+        assert_error(ReplayOptions::default(), expected);
+        assert_error(
+            ReplayOptions {
+                turns_per_session: 2,
+                ..trace()
+            },
+            expected,
+        );
+        assert_error(
+            ReplayOptions {
+                input_tokens: Some(5),
+                ..trace()
+            },
+            expected,
+        );
+        assert_error(
+            ReplayOptions {
+                inter_turn_delay_ms: -1.0,
+                ..trace()
+            },
+            expected,
+        );
+    }
+
+    #[test]
+    fn synthetic_needs_all_three_sizes() {
+        assert_error(
+            ReplayOptions {
+                request_count: None,
+                ..synthetic()
+            },
+            "synthetic replay requires --input-tokens, --output-tokens, and --request-count",
+        );
+        assert_error(
+            ReplayOptions {
+                shared_prefix_ratio: 0.5,
+                ..ReplayOptions::default()
+            },
+            "synthetic replay requires --input-tokens, --output-tokens, and --request-count",
+        );
+    }
+
+    #[test]
+    fn synthetic_needs_exactly_one_load_controller() {
+        let expected = "synthetic replay requires exactly one of --replay-concurrency, \
+                        --request-rate, or --arrival-interval-ms";
+        assert_error(
+            ReplayOptions {
+                arrival_interval_ms: None,
+                ..synthetic()
+            },
+            expected,
+        );
+        assert_error(
+            ReplayOptions {
+                request_rate: Some(1.0),
+                ..synthetic()
+            },
+            expected,
+        );
+        assert_error(
+            ReplayOptions {
+                replay_concurrency: Some(0),
+                ..synthetic()
+            },
+            expected,
+        );
+    }
+
+    #[test]
+    fn rate_and_interval_are_synthetic_only() {
+        let expected = "--request-rate and --arrival-interval-ms only apply to synthetic replay";
+        assert_error(
+            ReplayOptions {
+                request_rate: Some(1.0),
+                ..trace()
+            },
+            expected,
+        );
+        assert_error(
+            ReplayOptions {
+                arrival_interval_ms: Some(1.0),
+                ..trace()
+            },
+            expected,
+        );
+    }
+
+    #[test]
+    fn applied_compute_agentic_needs_concurrency() {
+        assert_error(
+            ReplayOptions {
+                trace_format: "applied_compute_agentic".into(),
+                ..trace()
+            },
+            "--trace-format=applied_compute_agentic requires --replay-concurrency because the \
+             source traces do not include first-turn timestamps",
+        );
+    }
+
+    #[test]
+    fn report_jsonl_rules() {
+        assert_error(
+            ReplayOptions {
+                report_jsonl: Some("r.jsonl".into()),
+                planner_config: Some("{}".into()),
+                ..trace()
+            },
+            "--report-jsonl is not supported with --planner-config",
+        );
+        assert_error(
+            ReplayOptions {
+                report_jsonl: Some("r.jsonl".into()),
+                ..synthetic()
+            },
+            "--report-jsonl currently only supports trace-file replay",
+        );
+    }
+
+    #[test]
+    fn max_sim_time_rules() {
+        assert_error(
+            ReplayOptions {
+                max_sim_time_seconds: Some(1.0),
+                planner_config: Some("{}".into()),
+                ..trace()
+            },
+            "--max-sim-time-seconds is not supported with --planner-config",
+        );
+        assert_error(
+            ReplayOptions {
+                max_sim_time_seconds: Some(1.0),
+                ..synthetic()
+            },
+            "--max-sim-time-seconds currently only supports trace-file replay",
+        );
+        assert_error(
+            ReplayOptions {
+                max_sim_time_ms: Some(1.0),
+                ..synthetic()
+            },
+            "max_sim_time_ms currently only supports trace-file replay",
+        );
+        assert_error(
+            ReplayOptions {
+                max_sim_time_seconds: Some(1.0),
+                max_sim_time_ms: Some(5.0),
+                ..trace()
+            },
+            "--max-sim-time-seconds and max_sim_time_ms cannot both be set; give one cap",
+        );
+        assert_error(
+            ReplayOptions {
+                max_sim_time_seconds: Some(-1.0),
+                ..trace()
+            },
+            "--max-sim-time-seconds: max_sim_time_seconds must be a finite, non-negative value, \
+             got -1",
+        );
+        assert_error(
+            ReplayOptions {
+                max_sim_time_seconds: Some(f64::NAN),
+                ..trace()
+            },
+            "--max-sim-time-seconds: max_sim_time_seconds must be a finite, non-negative value, \
+             got NaN",
+        );
+        assert_error(
+            ReplayOptions {
+                max_sim_time_ms: Some(f64::INFINITY),
+                ..trace()
+            },
+            "max_sim_time_ms: max_sim_time_ms must be a finite, non-negative value, got inf",
+        );
+        assert_error(
+            ReplayOptions {
+                max_sim_time_seconds: Some(1.0),
+                replay_mode: "online".into(),
+                ..trace()
+            },
+            "--max-sim-time-seconds: max_sim_time_ms only supports replay_mode='offline'",
+        );
+        assert_eq!(
+            spec(ReplayOptions {
+                max_sim_time_seconds: Some(2.5),
+                ..trace()
+            })
+            .max_sim_time_ms,
+            Some(2500.0)
+        );
+        assert_eq!(
+            spec(ReplayOptions {
+                max_sim_time_ms: Some(7.0),
+                ..trace()
+            })
+            .max_sim_time_ms,
+            Some(7.0)
+        );
+        assert_eq!(
+            spec(ReplayOptions {
+                max_sim_time_seconds: Some(0.0),
+                ..trace()
+            })
+            .max_sim_time_ms,
+            Some(0.0)
+        );
+    }
+
+    #[test]
+    fn json_options_are_parsed_with_their_flag() {
+        assert_error(
+            ReplayOptions {
+                extra_engine_args: Some(r#"{"dp_size":0}"#.into()),
+                ..trace()
+            },
+            "--extra-engine-args: dp_size: must be at least 1, got 0",
+        );
+        assert_error(
+            ReplayOptions {
+                decode_engine_args: Some("[]".into()),
+                ..trace()
+            },
+            "--decode-engine-args: engine-args must be a JSON object",
+        );
+        assert_error(
+            ReplayOptions {
+                router_config: Some(r#"{"router_temperature":-1}"#.into()),
+                ..trace()
+            },
+            "--router-config: router_temperature must be greater than or equal to 0, got -1",
+        );
+        // JSON options are read before the worker checks that follow.
+        assert_error(
+            ReplayOptions {
+                extra_engine_args: Some(r#"{"engine_type":"bogus"}"#.into()),
+                num_workers: 0,
+                ..trace()
+            },
+            "--extra-engine-args: Invalid engine_type 'bogus'. Must be 'vllm', 'sglang', or 'trtllm'.",
+        );
+        // Round robin accepts and keeps a router config.
+        let spec = spec(ReplayOptions {
+            router_config: Some(r#"{"router_temperature":0.5}"#.into()),
+            ..trace()
+        });
+        assert_eq!(spec.router_config.unwrap().router_temperature, 0.5);
+    }
+
+    #[test]
+    fn router_policy_files_are_not_supported_yet() {
+        assert_error(
+            ReplayOptions {
+                router_policy_config: Some("p.yaml".into()),
+                router_config: Some("[1]".into()),
+                ..trace()
+            },
+            "--router-config must contain a JSON object",
+        );
+        assert_error(
+            ReplayOptions {
+                router_policy_config: Some("p.yaml".into()),
+                ..trace()
+            },
+            "--router-policy-config: router policy files are not supported yet (got p.yaml); \
+             router policy classes are not modelled",
+        );
+    }
+
+    #[test]
+    fn aic_flags() {
+        assert_error(
+            ReplayOptions {
+                aic_backend: Some("vllm".into()),
+                ..trace()
+            },
+            "AIC replay modeling requires --aic-system, --aic-model-path",
+        );
+        assert_error(
+            ReplayOptions {
+                aic_tp_size: Some(2),
+                ..trace()
+            },
+            "AIC replay modeling requires --aic-backend, --aic-system, --aic-model-path",
+        );
+        // A dtype meaning "model default" is not an AIC setting.
+        spec(ReplayOptions {
+            aic_gemm_dtype: Some(" Auto ".into()),
+            aic_comm_dtype: Some("none".into()),
+            ..trace()
+        });
+        assert_error(
+            ReplayOptions {
+                aic_backend: Some("vllm".into()),
+                aic_system: Some("h200_sxm".into()),
+                aic_model_path: Some("m".into()),
+                ..trace()
+            },
+            "--aic-backend: the AIC performance model (aiconfigurator) is not supported yet",
+        );
+    }
+
+    #[test]
+    fn planner_flags() {
+        assert_error(
+            ReplayOptions {
+                planner_config: Some("{}".into()),
+                replay_mode: "online".into(),
+                ..trace()
+            },
+            "--planner-config only supports --replay-mode=offline",
+        );
+        assert_error(
+            ReplayOptions {
+                planner_config: Some("{}".into()),
+                trace_format: "mooncake-delta".into(),
+                ..trace()
+            },
+            "--planner-config only supports --trace-format=mooncake or dynamo",
+        );
+        assert_error(
+            ReplayOptions {
+                planner_config: Some("{}".into()),
+                ..synthetic()
+            },
+            "--planner-config: planner-in-the-loop replay is not supported yet",
+        );
+    }
+
+    // ---- unsigned integers ----
+
+    #[test]
+    fn negative_integers_are_refused() {
+        let cases = [
+            (
+                ReplayOptions {
+                    num_workers: -1,
+                    ..trace()
+                },
+                "--num-workers: must be a non-negative integer, got -1",
+            ),
+            (
+                ReplayOptions {
+                    num_prefill_workers: -2,
+                    ..trace()
+                },
+                "--num-prefill-workers: must be a non-negative integer, got -2",
+            ),
+            (
+                ReplayOptions {
+                    trace_block_size: Some(-1),
+                    ..trace()
+                },
+                "--trace-block-size: must be a non-negative integer, got -1",
+            ),
+            (
+                ReplayOptions {
+                    trace_num_prefix_groups: -1,
+                    ..trace()
+                },
+                "--trace-num-prefix-groups: must be a non-negative integer, got -1",
+            ),
+            (
+                ReplayOptions {
+                    request_count: Some(-1),
+                    ..synthetic()
+                },
+                "--request-count: must be a non-negative integer, got -1",
+            ),
+            (
+                ReplayOptions {
+                    input_tokens: Some(-3),
+                    ..synthetic()
+                },
+                "--input-tokens: must be a non-negative integer, got -3",
+            ),
+            (
+                ReplayOptions {
+                    arrival_seed: -1,
+                    ..synthetic()
+                },
+                "--arrival-seed: must be a non-negative integer, got -1",
+            ),
+            (
+                ReplayOptions {
+                    turns_per_session: -1,
+                    ..synthetic()
+                },
+                "--turns-per-session: must be a non-negative integer, got -1",
+            ),
+            (
+                ReplayOptions {
+                    num_prefix_groups: -1,
+                    ..synthetic()
+                },
+                "--num-prefix-groups: must be a non-negative integer, got -1",
+            ),
+            // Refused before the replay core's own checks.
+            (
+                ReplayOptions {
+                    num_workers: -1,
+                    sla_ttft_ms: Some(-1.0),
+                    ..trace()
+                },
+                "--num-workers: must be a non-negative integer, got -1",
+            ),
+        ];
+        for (options, expected) in cases {
+            assert_error(options, expected);
+        }
+        // Synthetic-only integers are not passed on (nor checked) in trace replay.
+        spec(ReplayOptions {
+            arrival_seed: -1,
+            ..trace()
+        });
+        // replay_concurrency is signed in the reference: -1 is a range error.
+        assert_error(
+            ReplayOptions {
+                replay_concurrency: Some(-1),
+                num_workers: 0,
+                ..trace()
+            },
+            "--replay-concurrency: replay_concurrency must be at least 1",
+        );
+    }
+
+    // ---- replay core, trace mode ----
+
+    #[test]
+    fn worker_topology_rules() {
+        assert_error(
+            ReplayOptions {
+                extra_engine_args: Some("{}".into()),
+                prefill_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()),
+                ..trace()
+            },
+            "--extra-engine-args: extra_engine_args cannot be combined with \
+             prefill_engine_args/decode_engine_args",
+        );
+        assert_error(
+            ReplayOptions { prefill_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()), ..trace() },
+            "--prefill-engine-args: prefill_engine_args and decode_engine_args must be provided together",
+        );
+        let disagg = ReplayOptions {
+            prefill_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()),
+            decode_engine_args: Some(r#"{"worker_type":"decode"}"#.into()),
+            ..trace()
+        };
+        assert_error(
+            ReplayOptions {
+                num_workers: 7,
+                ..disagg.clone()
+            },
+            "--num-workers: num_workers is only used for aggregated replay; use \
+             num_prefill_workers and num_decode_workers for disagg replay",
+        );
+        assert_error(
+            disagg,
+            "--prefill-engine-args: disaggregated prefill/decode replay is not supported yet",
+        );
+        assert_error(
+            ReplayOptions {
+                num_prefill_workers: 3,
+                num_decode_workers: 3,
+                sla_ttft_ms: Some(-1.0),
+                ..trace()
+            },
+            "--num-prefill-workers: num_prefill_workers and num_decode_workers are only used for \
+             disagg replay; use num_workers for aggregated replay",
+        );
+        assert_error(
+            ReplayOptions {
+                num_decode_workers: 2,
+                ..synthetic()
+            },
+            "--num-decode-workers: num_prefill_workers and num_decode_workers are only used for \
+             disagg replay; use num_workers for aggregated replay",
+        );
+    }
+
+    #[test]
+    fn mode_names() {
+        assert_error(
+            ReplayOptions {
+                router_mode: "bogus".into(),
+                num_workers: 0,
+                ..trace()
+            },
+            "--router-mode: router_mode must be either 'round_robin' or 'kv_router', got 'bogus'",
+        );
+        assert_error(
+            ReplayOptions {
+                replay_mode: "bogus".into(),
+                num_workers: 0,
+                ..trace()
+            },
+            "--replay-mode: replay_mode must be either 'offline' or 'online', got 'bogus'",
+        );
+        assert_error(
+            ReplayOptions {
+                replay_mode: "online".into(),
+                ..trace()
+            },
+            "--replay-mode: online replay is not supported; dynosim replays offline in virtual \
+             time (use --replay-mode offline)",
+        );
+        // The replay core reads the mode after the SLA and concurrency checks.
+        assert_error(
+            ReplayOptions {
+                replay_mode: "bogus".into(),
+                replay_concurrency: Some(0),
+                ..trace()
+            },
+            "--replay-concurrency: replay_concurrency must be at least 1",
+        );
+    }
+
+    #[test]
+    fn trace_formats() {
+        assert_error(
+            ReplayOptions { trace_format: "bogus".into(), num_workers: 0, ..trace() },
+            "--trace-format: trace_format must be 'mooncake', 'mooncake-delta', \
+             'agentic_mooncake'/'agentic-mooncake', 'applied_compute_agentic', or 'dynamo', got 'bogus'",
+        );
+        for format in [
+            "mooncake-delta",
+            "mooncake_delta",
+            "agentic_mooncake",
+            "agentic-mooncake",
+            "dynamo",
+        ] {
+            assert_error(
+                ReplayOptions {
+                    trace_format: format.into(),
+                    ..trace()
+                },
+                &format!("--trace-format: --trace-format {format} is not supported yet"),
+            );
+        }
+        assert_error(
+            ReplayOptions {
+                trace_format: "applied_compute_agentic".into(),
+                replay_concurrency: Some(2),
+                ..trace()
+            },
+            "--trace-format: --trace-format applied_compute_agentic is not supported yet",
+        );
+    }
+
+    #[test]
+    fn sla_bounds() {
+        assert_error(
+            ReplayOptions {
+                sla_e2e_ms: Some(-5.0),
+                ..trace()
+            },
+            "--sla-e2e-ms: sla_e2e_ms must be a finite, non-negative value, got -5",
+        );
+        assert_error(
+            ReplayOptions {
+                sla_ttft_ms: Some(f64::NAN),
+                ..trace()
+            },
+            "--sla-ttft-ms: sla_ttft_ms must be a finite, non-negative value, got NaN",
+        );
+        assert_error(
+            ReplayOptions {
+                sla_itl_ms: Some(f64::INFINITY),
+                sla_e2e_ms: Some(-1.0),
+                ..trace()
+            },
+            "--sla-itl-ms: sla_itl_ms must be a finite, non-negative value, got inf",
+        );
+        // The cap on simulated time is checked first.
+        assert_error(
+            ReplayOptions {
+                sla_ttft_ms: Some(-1.0),
+                max_sim_time_seconds: Some(-1.0),
+                ..trace()
+            },
+            "--max-sim-time-seconds: max_sim_time_seconds must be a finite, non-negative value, \
+             got -1",
+        );
+        let sla = spec(ReplayOptions {
+            sla_ttft_ms: Some(0.0),
+            sla_itl_ms: Some(5.0),
+            sla_e2e_ms: Some(9.0),
+            ..trace()
+        })
+        .sla;
+        assert_eq!(
+            sla,
+            Sla {
+                ttft_ms: Some(0.0),
+                itl_ms: Some(5.0),
+                e2e_ms: Some(9.0)
+            }
+        );
+    }
+
+    #[test]
+    fn concurrency_must_be_positive() {
+        assert_error(
+            ReplayOptions {
+                replay_concurrency: Some(0),
+                num_workers: 0,
+                ..trace()
+            },
+            "--replay-concurrency: replay_concurrency must be at least 1",
+        );
+        assert_error(
+            ReplayOptions {
+                replay_concurrency: Some(0),
+                router_mode: "kv_router".into(),
+                ..trace()
+            },
+            "--replay-concurrency: replay_concurrency must be at least 1",
+        );
+    }
+
+    #[test]
+    fn kv_router() {
+        assert_error(
+            ReplayOptions {
+                router_mode: "kv_router".into(),
+                num_workers: 0,
+                ..trace()
+            },
+            "--router-mode: offline replay only supports router_mode=kv_router with more than one \
+             worker/DP-rank target",
+        );
+        assert_error(
+            ReplayOptions {
+                router_mode: "kv_router".into(),
+                extra_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()),
+                ..trace()
+            },
+            "--router-mode: offline replay only supports router_mode=kv_router with more than one \
+             worker/DP-rank target",
+        );
+        let not_yet =
+            "--router-mode: kv_router is not supported yet; use --router-mode round_robin";
+        assert_error(
+            ReplayOptions {
+                router_mode: "kv_router".into(),
+                num_workers: 2,
+                ..trace()
+            },
+            not_yet,
+        );
+        assert_error(
+            ReplayOptions {
+                router_mode: "kv_router".into(),
+                extra_engine_args: Some(r#"{"dp_size":2}"#.into()),
+                ..trace()
+            },
+            not_yet,
+        );
+        // Checks that follow the target rule still come first.
+        assert_error(
+            ReplayOptions {
+                router_mode: "kv_router".into(),
+                num_workers: 2,
+                trace_block_size: Some(0),
+                ..trace()
+            },
+            "--trace-block-size: trace_block_size must be greater than 0",
+        );
+    }
+
+    #[test]
+    fn worker_count_and_role() {
+        assert_error(
+            ReplayOptions {
+                num_workers: 0,
+                arrival_speedup_ratio: 0.0,
+                ..trace()
+            },
+            "--num-workers: trace replay requires num_workers >= 1",
+        );
+        assert_error(
+            ReplayOptions {
+                num_workers: 0,
+                replay_concurrency: Some(2),
+                ..trace()
+            },
+            "--num-workers: concurrency replay requires num_workers >= 1",
+        );
+        assert_error(
+            ReplayOptions {
+                extra_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()),
+                trace_block_size: Some(0),
+                ..trace()
+            },
+            "--extra-engine-args: trace replay only supports aggregated workers, got Prefill",
+        );
+        assert_error(
+            ReplayOptions {
+                extra_engine_args: Some(r#"{"is_decode":true}"#.into()),
+                replay_concurrency: Some(1),
+                ..trace()
+            },
+            "--extra-engine-args: concurrency replay only supports aggregated workers, got Decode",
+        );
+    }
+
+    #[test]
+    fn trace_block_size_must_be_positive() {
+        assert_error(
+            ReplayOptions {
+                trace_block_size: Some(0),
+                arrival_speedup_ratio: 0.0,
+                ..trace()
+            },
+            "--trace-block-size: trace_block_size must be greater than 0",
+        );
+        assert_error(
+            ReplayOptions {
+                trace_block_size: Some(1 << 40),
+                ..trace()
+            },
+            "--trace-block-size: trace_block_size is too large, got 1099511627776",
+        );
+    }
+
+    #[test]
+    fn speedup_ratio_for_open_loop_traces() {
+        for (ratio, shown) in [
+            (0.0, "0"),
+            (-1.0, "-1"),
+            (f64::INFINITY, "inf"),
+            (f64::NAN, "NaN"),
+            (-0.0, "-0"),
+        ] {
+            assert_error(
+                ReplayOptions {
+                    arrival_speedup_ratio: ratio,
+                    ..trace()
+                },
+                &format!(
+                    "--arrival-speedup-ratio: ratio must be a finite positive number, got {shown}"
+                ),
+            );
+            // Closed-loop replay neither uses nor checks it (as in the reference).
+            let spec = spec(ReplayOptions {
+                arrival_speedup_ratio: ratio,
+                replay_concurrency: Some(2),
+                ..trace()
+            });
+            assert_eq!(spec.arrivals, ArrivalMode::Concurrency { limit: 2 });
+        }
+    }
+
+    #[test]
+    fn trace_spec() {
+        let spec = spec(ReplayOptions {
+            num_workers: 3,
+            arrival_speedup_ratio: 2.0,
+            report_jsonl: Some("out.jsonl".into()),
+            extra_engine_args: Some(r#"{"engine_type":"trtllm"}"#.into()),
+            model_name: Some("m".into()),
+            trace_shared_prefix_ratio: 1.5,
+            ..trace()
+        });
+        match &spec.workload {
+            WorkloadSpec::Trace(trace) => {
+                assert_eq!(trace.files, vec![PathBuf::from("t.jsonl")]);
+                assert_eq!(trace.format, TraceFormat::Mooncake);
+                assert_eq!(trace.block_size, 512);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(spec.num_workers, 3);
+        assert_eq!(spec.engine.block_size, 32);
+        assert_eq!(spec.router_mode, RouterMode::RoundRobin);
+        assert!(spec.router_config.is_none());
+        assert_eq!(spec.arrivals, ArrivalMode::Timestamps { speedup: 2.0 });
+        assert_eq!(spec.max_sim_time_ms, None);
+        assert!(!spec.sla.is_set());
+        assert!(spec.capture_requests);
+
+        let spec = spec_with_block_size(Some(64));
+        match spec.workload {
+            WorkloadSpec::Trace(trace) => assert_eq!(trace.block_size, 64),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(spec.engine, EngineArgs::default());
+        assert!(!spec.capture_requests);
+    }
+
+    fn spec_with_block_size(size: Option<i64>) -> ReplaySpec {
+        spec(ReplayOptions {
+            trace_block_size: size,
+            ..trace()
+        })
+    }
+
+    // ---- replay core, synthetic mode ----
+
+    #[test]
+    fn synthetic_sizes_must_be_positive() {
+        for (options, expected) in [
+            (
+                ReplayOptions {
+                    input_tokens: Some(0),
+                    ..synthetic()
+                },
+                "--input-tokens: input_tokens must be at least 1",
+            ),
+            (
+                ReplayOptions {
+                    output_tokens: Some(0),
+                    ..synthetic()
+                },
+                "--output-tokens: output_tokens must be at least 1",
+            ),
+            (
+                ReplayOptions {
+                    request_count: Some(0),
+                    ..synthetic()
+                },
+                "--request-count: request_count must be at least 1",
+            ),
+            (
+                ReplayOptions {
+                    input_tokens: Some(0),
+                    output_tokens: Some(0),
+                    ..synthetic()
+                },
+                "--input-tokens: input_tokens must be at least 1",
+            ),
+        ] {
+            assert_error(options, expected);
+        }
+    }
+
+    #[test]
+    fn synthetic_arrival_processes() {
+        let poisson = |rate| ReplayOptions {
+            arrival_interval_ms: None,
+            request_rate: Some(rate),
+            ..synthetic()
+        };
+        for (rate, shown) in [
+            (0.0, "0"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+            (-2.0, "-2"),
+        ] {
+            assert_error(
+                poisson(rate),
+                &format!(
+                    "--request-rate: request_rate must be a finite positive number, got {shown}"
+                ),
+            );
+        }
+        // The arrival process is checked before the request sizes.
+        assert_error(
+            ReplayOptions {
+                input_tokens: Some(0),
+                ..poisson(0.0)
+            },
+            "--request-rate: request_rate must be a finite positive number, got 0",
+        );
+        for (interval, shown) in [(-1.0, "-1"), (f64::INFINITY, "inf")] {
+            assert_error(
+                ReplayOptions { arrival_interval_ms: Some(interval), num_workers: 0, ..synthetic() },
+                &format!(
+                    "--arrival-interval-ms: arrival_interval_ms must be a finite non-negative number, got {shown}"
+                ),
+            );
+        }
+        let spec = spec(ReplayOptions {
+            arrival_seed: 7,
+            ..poisson(10.0)
+        });
+        let WorkloadSpec::Synthetic(generated) = spec.workload else {
+            panic!()
+        };
+        assert_eq!(
+            generated.arrival_process,
+            Some(ArrivalProcess::Poisson {
+                rate: 10.0,
+                seed: 7
+            })
+        );
+        let spec = spec_of(ReplayOptions {
+            arrival_interval_ms: Some(0.0),
+            ..synthetic()
+        });
+        assert_eq!(
+            spec.arrival_process,
+            Some(ArrivalProcess::Interval { interval_ms: 0.0 })
+        );
+    }
+
+    fn spec_of(options: ReplayOptions) -> SyntheticSpec {
+        match spec(options).workload {
+            WorkloadSpec::Synthetic(synthetic) => synthetic,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn synthetic_session_settings() {
+        // Checked only when they select the session generator (any of them above its default).
+        assert_error(
+            ReplayOptions {
+                shared_prefix_ratio: 1.5,
+                ..synthetic()
+            },
+            "--shared-prefix-ratio: shared_prefix_ratio must be between 0.0 and 1.0, got 1.5",
+        );
+        assert_error(
+            ReplayOptions {
+                turns_per_session: 3,
+                shared_prefix_ratio: f64::NAN,
+                ..synthetic()
+            },
+            "--shared-prefix-ratio: shared_prefix_ratio must be between 0.0 and 1.0, got NaN",
+        );
+        assert_error(
+            ReplayOptions { turns_per_session: 2, inter_turn_delay_ms: -1.0, shared_prefix_ratio: 1.5, ..synthetic() },
+            "--inter-turn-delay-ms: inter_turn_delay_ms must be a finite non-negative number, got -1",
+        );
+        assert_error(
+            ReplayOptions { inter_turn_delay_ms: f64::INFINITY, ..synthetic() },
+            "--inter-turn-delay-ms: inter_turn_delay_ms must be a finite non-negative number, got inf",
+        );
+        assert_error(
+            ReplayOptions {
+                turns_per_session: 0,
+                inter_turn_delay_ms: 1.0,
+                shared_prefix_ratio: 2.0,
+                ..synthetic()
+            },
+            "--turns-per-session: turns_per_session must be at least 1",
+        );
+        // The simple generator ignores them: negative ratio and delay, zero turns.
+        let simple = spec_of(ReplayOptions {
+            shared_prefix_ratio: -0.1,
+            inter_turn_delay_ms: -5.0,
+            turns_per_session: 0,
+            ..synthetic()
+        });
+        assert_eq!(
+            (
+                simple.turns_per_session,
+                simple.shared_prefix_ratio,
+                simple.inter_turn_delay_ms
+            ),
+            (1, 0.0, 0.0)
+        );
+    }
+
+    #[test]
+    fn synthetic_speedup_ratio() {
+        // Simple generator: checked after the worker checks, with the replay core's own name.
+        assert_error(
+            ReplayOptions { arrival_speedup_ratio: 0.0, ..synthetic() },
+            "--arrival-speedup-ratio: arrival_speedup_ratio must be a finite positive number, got 0",
+        );
+        assert_error(
+            ReplayOptions {
+                arrival_speedup_ratio: 0.0,
+                num_workers: 0,
+                ..synthetic()
+            },
+            "--num-workers: trace replay requires num_workers >= 1",
+        );
+        // Session generator: checked while building sessions, before the worker checks.
+        assert_error(
+            ReplayOptions {
+                arrival_speedup_ratio: 0.0,
+                num_workers: 0,
+                turns_per_session: 2,
+                ..synthetic()
+            },
+            "--arrival-speedup-ratio: ratio must be a finite positive number, got 0",
+        );
+        // Closed loop: not used, not checked.
+        let closed = ReplayOptions {
+            arrival_interval_ms: None,
+            replay_concurrency: Some(3),
+            arrival_speedup_ratio: 0.0,
+            ..synthetic()
+        };
+        let spec = spec(ReplayOptions {
+            turns_per_session: 2,
+            ..closed.clone()
+        });
+        assert_eq!(spec.arrivals, ArrivalMode::Concurrency { limit: 3 });
+        spec_of(closed);
+    }
+
+    #[test]
+    fn synthetic_check_order() {
+        // SLA bounds come before the mode names and the load controller.
+        assert_error(
+            ReplayOptions {
+                sla_ttft_ms: Some(-1.0),
+                router_mode: "bogus".into(),
+                ..synthetic()
+            },
+            "--sla-ttft-ms: sla_ttft_ms must be a finite, non-negative value, got -1",
+        );
+        assert_error(
+            ReplayOptions {
+                router_mode: "bogus".into(),
+                replay_concurrency: Some(0),
+                arrival_interval_ms: None,
+                ..synthetic()
+            },
+            "--router-mode: router_mode must be either 'round_robin' or 'kv_router', got 'bogus'",
+        );
+        assert_error(
+            ReplayOptions {
+                replay_concurrency: Some(0),
+                arrival_interval_ms: None,
+                input_tokens: Some(0),
+                ..synthetic()
+            },
+            "--replay-concurrency: replay_concurrency must be at least 1",
+        );
+        assert_error(
+            ReplayOptions {
+                input_tokens: Some(0),
+                replay_mode: "bogus".into(),
+                ..synthetic()
+            },
+            "--input-tokens: input_tokens must be at least 1",
+        );
+        assert_error(
+            ReplayOptions {
+                replay_mode: "bogus".into(),
+                num_workers: 0,
+                ..synthetic()
+            },
+            "--replay-mode: replay_mode must be either 'offline' or 'online', got 'bogus'",
+        );
+        assert_error(
+            ReplayOptions {
+                router_mode: "kv_router".into(),
+                ..synthetic()
+            },
+            "--router-mode: offline replay only supports router_mode=kv_router with more than one \
+             worker/DP-rank target",
+        );
+        assert_error(
+            ReplayOptions {
+                num_workers: 0,
+                replay_concurrency: Some(2),
+                arrival_interval_ms: None,
+                ..synthetic()
+            },
+            "--num-workers: concurrency replay requires num_workers >= 1",
+        );
+        assert_error(
+            ReplayOptions {
+                extra_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()),
+                ..synthetic()
+            },
+            "--extra-engine-args: trace replay only supports aggregated workers, got Prefill",
+        );
+    }
+
+    #[test]
+    fn synthetic_spec() {
+        let spec = spec(ReplayOptions {
+            turns_per_session: 2,
+            shared_prefix_ratio: 0.5,
+            num_prefix_groups: 3,
+            inter_turn_delay_ms: 10.0,
+            arrival_speedup_ratio: 4.0,
+            extra_engine_args: Some(r#"{"block_size":16}"#.into()),
+            num_workers: 2,
+            ..synthetic()
+        });
+        let WorkloadSpec::Synthetic(generated) = spec.workload.clone() else {
+            panic!()
+        };
+        assert_eq!(
+            generated,
+            SyntheticSpec {
+                input_tokens: 100,
+                output_tokens: 10,
+                request_count: 5,
+                arrival_process: Some(ArrivalProcess::Interval { interval_ms: 2.0 }),
+                turns_per_session: 2,
+                shared_prefix_ratio: 0.5,
+                num_prefix_groups: 3,
+                inter_turn_delay_ms: 10.0,
+                engine_block_size: 16,
+            }
+        );
+        assert_eq!(spec.arrivals, ArrivalMode::Timestamps { speedup: 4.0 });
+        assert_eq!(spec.num_workers, 2);
+        assert_eq!(spec.max_sim_time_ms, None);
+        assert!(!spec.capture_requests);
+        assert_eq!(spec_of(synthetic()).engine_block_size, 64);
     }
 }
