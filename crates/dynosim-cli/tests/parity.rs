@@ -163,7 +163,8 @@ fn run_case(case: &Case, out_dir: &Path) -> Result<(), String> {
     )
     .unwrap();
     let mut problems = Vec::new();
-    for key in ours.keys().chain(reference.keys()) {
+    let keys: std::collections::BTreeSet<&String> = ours.keys().chain(reference.keys()).collect();
+    for key in keys {
         if SIMULATOR_SPEED_KEYS.contains(&key.as_str()) {
             continue;
         }
@@ -174,7 +175,6 @@ fn run_case(case: &Case, out_dir: &Path) -> Result<(), String> {
             (_, None) => problems.push(format!("{key}: missing in the reference")),
         }
     }
-    problems.dedup();
     let golden_records = golden.join(format!("{}.records.tsv.gz", case.name));
     if golden_records.exists() {
         compare_records(&records, &golden_records, &mut problems);

@@ -13,6 +13,8 @@ pub mod kv;
 pub mod timing;
 pub mod vllm;
 
+pub use timing::PassTime;
+
 /// Dense request index assigned by the simulator (unique within a run).
 pub type RequestId = usize;
 
@@ -79,6 +81,16 @@ impl RankScheduler {
     pub fn run_pass(&mut self, events: &mut Vec<PassEvent>) -> f64 {
         match self {
             RankScheduler::Vllm(s) => s.run_pass(events),
+        }
+    }
+
+    /// Like [`RankScheduler::run_pass`], but returns the pass's prefill and decode parts
+    /// separately. The reference advances its clock by each part in turn
+    /// (`end = (start + prefill_ms) + decode_ms`), so use [`PassTime::end_ms`] to get
+    /// bit-identical timestamps.
+    pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
+        match self {
+            RankScheduler::Vllm(s) => s.run_pass_timed(events),
         }
     }
 }

@@ -1,28 +1,631 @@
 //! The vLLM scheduler flavour (and TRT-LLM's guaranteed-no-evict variant).
+//!
+//! One pass: running requests are scheduled first (in admission order) against the token
+//! budget, then waiting requests are admitted from the head of the queue until one does not fit.
+//! KV blocks come from a [`BlockPool`] with prefix caching; when it runs dry while scheduling, a
+//! running request is preempted (vLLM) and re-queued at the front. Prefill time follows the
+//! prompt tokens scheduled this pass, decode time the KV utilisation, and every ready request
+//! then emits one token. See `shared/spec/engine.md` §3 and §4.
 
-use super::{EngineRequest, PassEvent};
-use crate::config::EngineArgs;
+use std::collections::VecDeque;
+
+use super::kv::{BlockPool, CopyId, Finalized};
+use super::timing::{PassTime, TimingModel};
+use super::{EngineRequest, PassEvent, RequestId};
+use crate::config::{EngineArgs, EngineType, PreemptionMode, WorkerType};
+use crate::tokens::{generated_token, TokenSeq};
+
+/// Which admission/preemption policy the shared core follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Policy {
+    /// Admit on the current footprint; preempt on KV exhaustion; recompute a fully cached tail.
+    Vllm,
+    /// Reserve the whole request up front; never preempt.
+    TrtllmNoEvict,
+}
+
+/// A request held by the rank.
+#[derive(Debug)]
+struct Request {
+    id: RequestId,
+    prompt_len: usize,
+    /// Output tokens to generate (already clamped for TRT-LLM).
+    max_output: usize,
+    generated: usize,
+    /// Chained hashes of the leading blocks that are complete and hashable: the prompt's full
+    /// blocks, then each later block once it has been filled and computed.
+    hashes: Vec<u64>,
+    /// Prompt plus generated tokens, kept only with prefix caching on (to hash generated
+    /// blocks by content, as a later prompt containing them would be hashed).
+    tokens: TokenSeq,
+    /// Physical copies held, one per block, from the first block on.
+    blocks: Vec<CopyId>,
+    /// Tokens the held blocks were allocated for.
+    allocated_tokens: usize,
+    num_computed: usize,
+    /// Never admitted yet (a preempted request is not fresh).
+    fresh: bool,
+    /// Finished in the current pass (removed from `running` at its end).
+    finished: bool,
+}
+
+impl Request {
+    fn len(&self) -> usize {
+        self.prompt_len + self.generated
+    }
+
+    /// Tokens it may still generate before its output length or the model length limit.
+    fn remaining_generation(&self, max_model_len: Option<usize>) -> usize {
+        let requested = self.max_output.saturating_sub(self.generated);
+        match max_model_len {
+            Some(limit) => requested.min(limit.saturating_sub(self.len())),
+            None => requested,
+        }
+    }
+}
+
+/// Prefix-cache reuse available to a request about to be admitted.
+#[derive(Clone, Copy, Debug)]
+struct PrefixCost {
+    cached_tokens: usize,
+    active_cached_tokens: usize,
+}
+
+/// What one request contributed to the current pass (so a preemption can undo it).
+#[derive(Clone, Copy, Debug)]
+struct Scheduled {
+    id: RequestId,
+    tokens: usize,
+    prompt_before: usize,
+    prompt_after: usize,
+    /// Nothing left to generate once scheduled (e.g. an output length of 0).
+    terminal: bool,
+}
+
+enum Outcome {
+    Scheduled { tokens: usize },
+    Blocked,
+    CurrentPreempted,
+}
+
+/// Which queue the request being scheduled currently lives in.
+#[derive(Clone, Copy)]
+enum Slot {
+    Running(usize),
+    /// Being admitted from the waiting queue at this position (victims preempted meanwhile
+    /// are put in front of it).
+    Waiting(usize),
+}
+
+/// Prefill batch accumulators of one pass.
+#[derive(Default)]
+struct Batch {
+    count: usize,
+    total_after: usize,
+    total_before: usize,
+    scheduled: Vec<Scheduled>,
+    preempted_any: bool,
+}
 
 #[derive(Debug)]
-pub struct VllmScheduler {}
+pub struct VllmScheduler {
+    policy: Policy,
+    block_size: usize,
+    num_blocks: usize,
+    max_num_seqs: usize,
+    max_batched_tokens: usize,
+    max_model_len: Option<usize>,
+    chunked_prefill: bool,
+    preemption: PreemptionMode,
+    worker_type: WorkerType,
+    timing: TimingModel,
+    pool: BlockPool,
+    waiting: VecDeque<Request>,
+    running: Vec<Request>,
+}
 
 impl VllmScheduler {
     pub fn new(args: &EngineArgs, rank_index: usize) -> Self {
-        let _ = (args, rank_index);
-        todo!("vLLM scheduler")
+        let _ = rank_index;
+        let policy = match args.engine_type {
+            EngineType::Trtllm => Policy::TrtllmNoEvict,
+            _ => Policy::Vllm,
+        };
+        let block_size = args.block_size.max(1);
+        let num_blocks = args.num_gpu_blocks.max(1);
+        Self {
+            policy,
+            block_size,
+            num_blocks,
+            max_num_seqs: args.max_num_seqs.unwrap_or(usize::MAX),
+            max_batched_tokens: args.max_num_batched_tokens.unwrap_or(usize::MAX),
+            max_model_len: match policy {
+                Policy::Vllm => args.max_model_len,
+                Policy::TrtllmNoEvict => None,
+            },
+            chunked_prefill: args.enable_chunked_prefill,
+            preemption: args.preemption_mode,
+            worker_type: args.worker_type,
+            timing: TimingModel::new(args),
+            pool: BlockPool::new(num_blocks, args.enable_prefix_caching),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+        }
     }
+
     pub fn enqueue(&mut self, request: EngineRequest) {
-        let _ = request;
-        todo!()
+        let prompt_len = request.prompt.len();
+        let mut max_output = request.max_output_tokens;
+        if self.policy == Policy::TrtllmNoEvict {
+            // A no-evict request may reserve at most the whole pool. A prompt that alone fills
+            // it keeps its output and is rejected at admission.
+            let capacity = self.num_blocks.saturating_mul(self.block_size);
+            if prompt_len < capacity {
+                max_output = max_output.min(capacity - prompt_len);
+            }
+        }
+        let (hashes, tokens) = if self.pool.caching() {
+            (request.prompt.block_hashes(self.block_size), request.prompt)
+        } else {
+            (Vec::new(), TokenSeq::new())
+        };
+        self.waiting.push_back(Request {
+            id: request.id,
+            prompt_len,
+            max_output,
+            generated: 0,
+            hashes,
+            tokens,
+            blocks: Vec::new(),
+            allocated_tokens: 0,
+            num_computed: 0,
+            fresh: true,
+            finished: false,
+        });
     }
+
     pub fn has_work(&self) -> bool {
-        todo!()
+        !self.waiting.is_empty() || !self.running.is_empty()
     }
+
     pub fn num_requests(&self) -> usize {
-        todo!()
+        self.waiting.len() + self.running.len()
     }
+
+    /// KV blocks in use (resident and not idle in the prefix cache).
+    pub fn active_blocks(&self) -> usize {
+        self.pool.num_active()
+    }
+
     pub fn run_pass(&mut self, events: &mut Vec<PassEvent>) -> f64 {
-        let _ = events;
-        todo!()
+        self.run_pass_timed(events).total_ms()
+    }
+
+    /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
+    pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
+        let mut budget = self.max_batched_tokens;
+        let mut batch = Batch::default();
+
+        // (a) Running requests first, in admission order.
+        let mut index = 0;
+        while index < self.running.len() && budget > 0 {
+            match self.schedule(Slot::Running(index), None, &mut budget, &mut batch) {
+                Outcome::Scheduled { .. } => index += 1,
+                Outcome::Blocked => break,
+                // The request left `running`; the next one slid into `index`.
+                Outcome::CurrentPreempted => {}
+            }
+        }
+
+        // (b) Admissions from the head of the waiting queue.
+        while !batch.preempted_any && self.running.len() < self.max_num_seqs {
+            let Some(head) = self.waiting.front() else {
+                break;
+            };
+            if self.rejects_outright(head) {
+                let id = head.id;
+                self.waiting.pop_front();
+                events.push(PassEvent::Rejected { id });
+                continue;
+            }
+            let Some(cost) = self.admission_cost(head) else {
+                break;
+            };
+            match self.schedule(Slot::Waiting(0), Some(cost), &mut budget, &mut batch) {
+                Outcome::Scheduled { tokens } => {
+                    let admitted = self.running.last().expect("admitted request runs");
+                    events.push(PassEvent::Admitted {
+                        id: admitted.id,
+                        reused_tokens: cost.cached_tokens,
+                    });
+                    if tokens == 0 && budget == 0 {
+                        break;
+                    }
+                }
+                Outcome::Blocked | Outcome::CurrentPreempted => break,
+            }
+        }
+
+        let prefill_ms = if self.worker_type == WorkerType::Decode {
+            0.0
+        } else {
+            self.timing
+                .prefill_clock_ms(batch.count, batch.total_after, batch.total_before)
+        };
+        let scheduled_requests = batch
+            .scheduled
+            .iter()
+            .filter(|s| s.prompt_after > s.prompt_before || !s.terminal)
+            .count();
+        let decode_ms = self.emit_tokens(events);
+        PassTime {
+            prefill_ms,
+            decode_ms,
+            scheduled_requests,
+        }
+    }
+
+    /// Requests that can never be served: prompt at or over `max_model_len` (vLLM), or a fresh
+    /// request whose footprint exceeds the whole pool.
+    fn rejects_outright(&self, request: &Request) -> bool {
+        if let Some(limit) = self.max_model_len {
+            if request.prompt_len >= limit {
+                return true;
+            }
+        }
+        if !request.fresh {
+            return false;
+        }
+        let blocks = match self.policy {
+            Policy::Vllm => request.len().div_ceil(self.block_size),
+            Policy::TrtllmNoEvict => self.completion_blocks(request),
+        };
+        blocks > self.num_blocks
+    }
+
+    fn completion_blocks(&self, request: &Request) -> usize {
+        (request.prompt_len + request.max_output).div_ceil(self.block_size)
+    }
+
+    /// Prefix-cache reuse for `request` if it were allocated from scratch now, after the
+    /// policy's recompute rule. `logits_needed` is false only for a request with nothing left
+    /// to generate.
+    fn prefix_cost(&self, request: &Request, logits_needed: bool) -> PrefixCost {
+        let len = request.len();
+        let found = self.pool.match_prefix(&request.hashes);
+        let mut cost = PrefixCost {
+            cached_tokens: (found.blocks * self.block_size).min(len),
+            active_cached_tokens: (found.active_blocks * self.block_size).min(len),
+        };
+        if logits_needed && self.policy == Policy::Vllm {
+            // The last known token must be computed to produce logits, so a fully cached
+            // sequence recomputes its final (block-aligned) block.
+            let limit = (len.saturating_sub(1) / self.block_size) * self.block_size;
+            if cost.cached_tokens > limit {
+                cost.cached_tokens = limit;
+                cost.active_cached_tokens = cost.active_cached_tokens.min(limit);
+            }
+        }
+        cost
+    }
+
+    /// The head-of-line admission check: `Some(cost)` when the waiting head may be admitted.
+    fn admission_cost(&self, request: &Request) -> Option<PrefixCost> {
+        // The reference asks "nothing left to generate?" here without the model-length cap.
+        let logits_needed = request.generated < request.max_output;
+        let cost = self.prefix_cost(request, logits_needed);
+        let (needed, available) = match self.policy {
+            Policy::Vllm => (
+                request.len().div_ceil(self.block_size)
+                    - cost.active_cached_tokens / self.block_size,
+                self.num_blocks.saturating_sub(self.pool.num_active()),
+            ),
+            Policy::TrtllmNoEvict => {
+                let needed = self
+                    .completion_blocks(request)
+                    .saturating_sub(cost.active_cached_tokens / self.block_size);
+                let reserved: usize = self.running.iter().map(|r| self.blocks_to_finish(r)).sum();
+                let free = self.num_blocks.saturating_sub(self.pool.num_active());
+                (needed, free.saturating_sub(reserved))
+            }
+        };
+        (needed <= available).then_some(cost)
+    }
+
+    /// TRT-LLM: blocks a running request still has to allocate to run to completion.
+    fn blocks_to_finish(&self, request: &Request) -> usize {
+        let total = self.completion_blocks(request);
+        if request.allocated_tokens == 0 {
+            let cost = self.prefix_cost(request, true);
+            total.saturating_sub(cost.active_cached_tokens / self.block_size)
+        } else {
+            total.saturating_sub(request.allocated_tokens.div_ceil(self.block_size))
+        }
+    }
+
+    fn request(&self, slot: Slot) -> &Request {
+        match slot {
+            Slot::Running(i) => &self.running[i],
+            Slot::Waiting(i) => &self.waiting[i],
+        }
+    }
+
+    /// Schedules the next chunk of one request (a running one, or the waiting head being
+    /// admitted with `admission`).
+    fn schedule(
+        &mut self,
+        slot: Slot,
+        admission: Option<PrefixCost>,
+        budget: &mut usize,
+        batch: &mut Batch,
+    ) -> Outcome {
+        let bs = self.block_size;
+        let request = self.request(slot);
+        let cached = if request.num_computed == 0 {
+            match admission {
+                Some(cost) => cost.cached_tokens,
+                None => {
+                    let logits_needed = request.remaining_generation(self.max_model_len) > 0;
+                    self.prefix_cost(request, logits_needed).cached_tokens
+                }
+            }
+        } else {
+            0
+        };
+        let id = request.id;
+        let len = request.len();
+        let prompt_len = request.prompt_len;
+        let before = request.num_computed + cached;
+        let prompt_before = before.min(prompt_len);
+        let remaining = len.saturating_sub(before);
+        let prompt_remaining = prompt_len - prompt_before;
+        if prompt_remaining > 0 && !self.chunked_prefill && prompt_remaining > *budget {
+            return Outcome::Blocked;
+        }
+        let take = remaining.min(*budget);
+        if take == 0 && remaining > 0 {
+            return Outcome::Blocked;
+        }
+        let target = before + take;
+        let mut after = target;
+
+        // Allocate blocks through `target`, preempting on exhaustion.
+        let mut slot = slot;
+        loop {
+            if self.allocate(slot, target, cached / bs) {
+                break;
+            }
+            let Some(victim) = self.pick_victim() else {
+                after = before;
+                break;
+            };
+            let victim_id = self.running[victim].id;
+            self.preempt(victim, batch, budget);
+            if victim_id == id {
+                return Outcome::CurrentPreempted;
+            }
+            slot = match slot {
+                Slot::Running(i) if victim < i => Slot::Running(i - 1),
+                Slot::Waiting(i) => Slot::Waiting(i + 1),
+                unchanged => unchanged,
+            };
+        }
+
+        let tokens = after - before;
+        if tokens == 0 && after < len {
+            return Outcome::Blocked;
+        }
+        self.finalize_computed(slot, before, after);
+
+        let prompt_after = after.min(prompt_len);
+        let terminal = self.request(slot).remaining_generation(self.max_model_len) == 0;
+        batch.scheduled.push(Scheduled {
+            id,
+            tokens,
+            prompt_before,
+            prompt_after,
+            terminal,
+        });
+        if prompt_after > prompt_before && self.worker_type != WorkerType::Decode {
+            batch.count += 1;
+            batch.total_after += prompt_after;
+            batch.total_before += prompt_before;
+        }
+        if let Slot::Waiting(i) = slot {
+            let mut admitted = self.waiting.remove(i).expect("admitted request is waiting");
+            admitted.fresh = false;
+            self.running.push(admitted);
+        }
+        *budget = budget.saturating_sub(tokens);
+        Outcome::Scheduled { tokens }
+    }
+
+    /// Grows the request's block table to cover `target` tokens. The first allocation reuses
+    /// `reusable_blocks` cached prefix blocks. Returns false (nothing changed) when the pool
+    /// cannot supply the fresh blocks.
+    fn allocate(&mut self, slot: Slot, target: usize, reusable_blocks: usize) -> bool {
+        let bs = self.block_size;
+        let request = match slot {
+            Slot::Running(i) => &mut self.running[i],
+            Slot::Waiting(i) => &mut self.waiting[i],
+        };
+        let known_blocks = request.len().div_ceil(bs);
+        let have = request.allocated_tokens.div_ceil(bs).min(known_blocks);
+        let want = target.div_ceil(bs).min(known_blocks);
+        if target <= request.allocated_tokens || want <= have {
+            if target > request.allocated_tokens {
+                request.allocated_tokens = target;
+            }
+            request.num_computed = target;
+            return true;
+        }
+        debug_assert!(reusable_blocks == 0 || request.blocks.is_empty());
+        let reuse = if request.blocks.is_empty() {
+            reusable_blocks.min(want)
+        } else {
+            0
+        };
+        let fresh_start = have + reuse;
+        let fresh = want - fresh_start;
+        let hashes = &request.hashes;
+        let ok = self.pool.allocate(
+            if reuse == 0 {
+                &[]
+            } else {
+                &hashes[have..have + reuse]
+            },
+            fresh,
+            |i| hashes.get(fresh_start + i).copied(),
+            &mut request.blocks,
+        );
+        if ok {
+            request.allocated_tokens = target;
+            request.num_computed = target;
+        }
+        ok
+    }
+
+    /// Makes the blocks completed by this scheduling decision reusable, including a tail block
+    /// that generation filled.
+    fn finalize_computed(&mut self, slot: Slot, before: usize, after: usize) {
+        let bs = self.block_size;
+        let caching = self.pool.caching();
+        let request = match slot {
+            Slot::Running(i) => &mut self.running[i],
+            Slot::Waiting(i) => &mut self.waiting[i],
+        };
+        if caching {
+            let first = before / bs;
+            let last = (after / bs).min(request.blocks.len());
+            for &copy in request.blocks.get(first..last).unwrap_or(&[]) {
+                if self.pool.finalize(copy) == Finalized::Private {
+                    break;
+                }
+            }
+        }
+        // A tail block filled by generated tokens becomes hashable once fully computed.
+        if caching
+            && after > 0
+            && after == request.len()
+            && after.is_multiple_of(bs)
+            && request.hashes.len() < after / bs
+        {
+            let index = after / bs - 1;
+            debug_assert_eq!(index + 1, request.tokens.len() / bs);
+            request.tokens.extend_block_hashes(bs, &mut request.hashes);
+            if let (Some(&hash), Some(&copy)) =
+                (request.hashes.get(index), request.blocks.get(index))
+            {
+                self.pool.promote(copy, hash);
+            }
+        }
+    }
+
+    /// The running request to preempt, if the policy preempts at all.
+    fn pick_victim(&self) -> Option<usize> {
+        if self.policy != Policy::Vllm || self.running.is_empty() {
+            return None;
+        }
+        Some(match self.preemption {
+            PreemptionMode::Lifo => self.running.len() - 1,
+            PreemptionMode::Fifo => 0,
+        })
+    }
+
+    /// Preempts `running[victim]`: frees its blocks, undoes its contribution to this pass, and
+    /// puts it at the front of the waiting queue with its generated tokens kept.
+    fn preempt(&mut self, victim: usize, batch: &mut Batch, budget: &mut usize) {
+        let mut request = self.running.remove(victim);
+        Self::release_blocks(&mut self.pool, &mut request);
+        request.num_computed = 0;
+        batch.preempted_any = true;
+        if let Some(pos) = batch.scheduled.iter().position(|s| s.id == request.id) {
+            let undone = batch.scheduled.swap_remove(pos);
+            *budget = budget.saturating_add(undone.tokens);
+            if undone.prompt_after > undone.prompt_before && self.worker_type != WorkerType::Decode
+            {
+                batch.count = batch.count.saturating_sub(1);
+                batch.total_after = batch.total_after.saturating_sub(undone.prompt_after);
+                batch.total_before = batch.total_before.saturating_sub(undone.prompt_before);
+            }
+        }
+        self.waiting.push_front(request);
+    }
+
+    /// Releases every block of `request`, tail first, so that its suffix blocks are evicted
+    /// before its prefix blocks.
+    fn release_blocks(pool: &mut BlockPool, request: &mut Request) {
+        for &copy in request.blocks.iter().rev() {
+            pool.release(copy);
+        }
+        request.blocks.clear();
+        request.allocated_tokens = 0;
+    }
+
+    /// Completes requests with nothing left to generate, then lets every ready request emit one
+    /// token. Returns the decode part of the pass duration.
+    fn emit_tokens(&mut self, events: &mut Vec<PassEvent>) -> f64 {
+        let max_model_len = self.max_model_len;
+        let caching = self.pool.caching();
+        // Requests already complete after their prefill leave without a token, before the
+        // decode time is measured.
+        let mut ready = 0usize;
+        let mut i = 0;
+        while i < self.running.len() {
+            let request = &self.running[i];
+            if request.num_computed < request.len() {
+                i += 1;
+                continue;
+            }
+            if request.remaining_generation(max_model_len) == 0 {
+                let mut done = self.running.remove(i);
+                Self::release_blocks(&mut self.pool, &mut done);
+                events.push(PassEvent::Completed { id: done.id });
+                continue;
+            }
+            ready += 1;
+            i += 1;
+        }
+        if ready == 0 {
+            return 0.0;
+        }
+        let decode_ms = if self.worker_type == WorkerType::Prefill {
+            0.0
+        } else {
+            self.timing.decode_clock_ms(
+                ready,
+                self.pool.num_active() * self.block_size,
+                self.num_blocks * self.block_size,
+            )
+        };
+        // The new token is not computed yet: it gets its KV when it is next scheduled.
+        let mut any_finished = false;
+        for request in &mut self.running {
+            if request.num_computed < request.len() {
+                continue;
+            }
+            if caching {
+                let token = generated_token(request.id as u64, request.generated as u64);
+                request.tokens.push(token);
+            }
+            request.generated += 1;
+            events.push(PassEvent::Tokens {
+                id: request.id,
+                count: 1,
+            });
+            if request.remaining_generation(max_model_len) == 0 {
+                Self::release_blocks(&mut self.pool, request);
+                request.finished = true;
+                any_finished = true;
+                events.push(PassEvent::Completed { id: request.id });
+            }
+        }
+        if any_finished {
+            self.running.retain(|r| !r.finished);
+        }
+        decode_ms
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -126,6 +126,8 @@ struct Aggregated<'s> {
     /// Integral of the provisioned worker count over virtual time (ms).
     worker_ms: f64,
     single_worker: bool,
+    /// Once past the time cap: the last timestamp still processed.
+    past_cap_stop_ms: Option<f64>,
     events: Vec<PassEvent>,
 }
 
@@ -153,6 +155,7 @@ impl<'s> Aggregated<'s> {
             release_between_passes_only: single_worker && closed_loop,
             worker_ms: 0.0,
             single_worker,
+            past_cap_stop_ms: None,
             events: Vec::new(),
         }
     }
@@ -168,13 +171,37 @@ impl<'s> Aggregated<'s> {
                     self.in_flight
                 )));
             };
-            if self.spec.max_sim_time_ms.is_some_and(|cap| next_ms > cap) {
-                break;
+            if let Some(last_ms) = self.cap_stop(next_ms) {
+                if next_ms > last_ms {
+                    break;
+                }
             }
             self.advance_to(next_ms);
             self.settle()?;
         }
         Ok(())
+    }
+
+    /// With `--max-sim-time-seconds`, the last timestamp the run may still process, given that
+    /// the next one is `next_ms`. Past the cap, the multi-worker loop stops at once; the
+    /// reference's single-worker loop checks the cap only between its steps, so it still
+    /// finishes the pass in flight (and takes the arrivals up to its end), or, when idle,
+    /// takes the next batch of arrivals.
+    fn cap_stop(&mut self, next_ms: f64) -> Option<f64> {
+        let cap = self.spec.max_sim_time_ms?;
+        if let Some(stop) = self.past_cap_stop_ms {
+            return Some(stop);
+        }
+        if next_ms <= cap {
+            return None;
+        }
+        let stop = match (self.single_worker, self.completions.peek()) {
+            (false, _) => cap,
+            (true, Some(in_flight)) => in_flight.at_ms,
+            (true, None) => next_ms,
+        };
+        self.past_cap_stop_ms = Some(stop);
+        Some(stop)
     }
 
     fn finish(self) -> Simulated {
@@ -184,7 +211,7 @@ impl<'s> Aggregated<'s> {
         } else {
             self.worker_ms / 1000.0
         };
-        let gpus = (self.spec.engine.aic_tp_size * self.dp_size) as u64;
+        let gpus = self.spec.engine.gpus_per_worker() as u64;
         Simulated {
             collector: self.collector,
             facts: RunFacts {
@@ -285,13 +312,17 @@ impl<'s> Aggregated<'s> {
             return false;
         }
         let mut pending = std::mem::take(&mut self.workers[worker].pending);
-        let mut duration_ms: f64 = 0.0;
+        // The group ends with its slowest rank (never before it started).
+        let mut end_ms = self.now_ms;
+        let mut scheduled_work = false;
         for scheduler in ranks {
             if !self.schedulers[scheduler].has_work() {
                 continue;
             }
             self.events.clear();
-            duration_ms = duration_ms.max(self.schedulers[scheduler].run_pass(&mut self.events));
+            let time = self.schedulers[scheduler].run_pass_timed(&mut self.events);
+            end_ms = end_ms.max(time.end_ms(self.now_ms));
+            scheduled_work |= time.scheduled_requests > 0 || !self.events.is_empty();
             for &event in &self.events {
                 match event {
                     PassEvent::Admitted { id, reused_tokens } => {
@@ -301,26 +332,23 @@ impl<'s> Aggregated<'s> {
                 }
             }
         }
-        let did_something = !self.events.is_empty() || !pending.is_empty() || duration_ms > 0.0;
-        if duration_ms > 0.0 {
+        if end_ms > self.now_ms {
             self.workers[worker].pending = pending;
             self.workers[worker].busy = true;
-            self.completions.push(Completion {
-                at_ms: self.now_ms + duration_ms,
-                seq: self.next_seq,
-                worker,
-            });
+            self.completions.push(Completion { at_ms: end_ms, seq: self.next_seq, worker });
             self.next_seq += 1;
-        } else {
-            // A pass that takes no time completes at once.
-            self.apply_pass_end(&pending);
-            pending.clear();
-            self.workers[worker].pending = pending;
-            if !did_something {
-                self.workers[worker].stalled = true;
-            }
+            return true;
         }
-        did_something
+        // A pass that takes no time completes at once.
+        self.apply_pass_end(&pending);
+        pending.clear();
+        self.workers[worker].pending = pending;
+        if !scheduled_work {
+            // Nothing could run (e.g. the head request does not fit the KV cache); retrying
+            // before the worker receives a new request would change nothing.
+            self.workers[worker].stalled = true;
+        }
+        scheduled_work
     }
 
     /// Applies the end-of-pass events of one pass at `now_ms`.

@@ -1,0 +1,636 @@
+//! Single-rank behaviour against numbers from the reference (ai-dynamo 1.4.2 `dynamo.replay`).
+//!
+//! `testdata/golden.json` holds small traces (mooncake rows; hash ids as runs of consecutive
+//! ids) with engine args, each replayed by the reference; the expected per-request admission,
+//! first-token and terminal times, reuse and output counts come from its `--report-jsonl`.
+
+use super::*;
+use crate::tokens::TokenSeq;
+
+/// One trace row.
+struct Row {
+    arrival_ms: f64,
+    prompt: TokenSeq,
+    output: usize,
+}
+
+/// What happened to one request in a replay.
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    admit_ms: Option<f64>,
+    first_token_ms: Option<f64>,
+    terminal_ms: Option<f64>,
+    reused: usize,
+    output: usize,
+    rejected: bool,
+    admissions: usize,
+}
+
+/// The prompt of a mooncake row: each hash id stands for `trace_block_size` copies of one token.
+fn prompt(isl: usize, hash_ids: &[u64], trace_block_size: usize) -> TokenSeq {
+    let mut seq = TokenSeq::new();
+    let mut left = isl;
+    for &h in hash_ids {
+        let n = left.min(trace_block_size);
+        seq.push_run(h + 1, n as u32);
+        left -= n;
+    }
+    assert_eq!(left, 0, "hash ids cover the prompt");
+    seq
+}
+
+/// Replays rows through one rank the way the reference's single-worker loop does: a pass
+/// starts whenever the rank has work, arrivals at or before the pass start join first, and an
+/// idle rank jumps to the next arrival.
+fn replay(args: &EngineArgs, rows: &[Row]) -> Vec<Seen> {
+    let mut sched = VllmScheduler::new(args, 0);
+    let mut seen = vec![Seen::default(); rows.len()];
+    let mut now = 0.0f64;
+    let mut next = 0;
+    let mut events = Vec::new();
+    let mut stalled = 0;
+    loop {
+        while next < rows.len() && rows[next].arrival_ms <= now {
+            sched.enqueue(EngineRequest {
+                id: next,
+                prompt: rows[next].prompt.clone(),
+                max_output_tokens: rows[next].output,
+            });
+            next += 1;
+        }
+        if !sched.has_work() {
+            if next == rows.len() {
+                break;
+            }
+            now = rows[next].arrival_ms;
+            continue;
+        }
+        events.clear();
+        let time = sched.run_pass_timed(&mut events);
+        let end = time.end_ms(now);
+        for event in &events {
+            match *event {
+                PassEvent::Admitted { id, reused_tokens } => {
+                    let s = &mut seen[id];
+                    s.admit_ms.get_or_insert(now);
+                    s.reused = s.reused.max(reused_tokens);
+                    s.admissions += 1;
+                }
+                PassEvent::Rejected { id } => {
+                    seen[id].rejected = true;
+                    seen[id].terminal_ms = Some(end);
+                }
+                PassEvent::Tokens { id, count } => {
+                    seen[id].output += count;
+                    seen[id].first_token_ms.get_or_insert(end);
+                }
+                PassEvent::Completed { id } => seen[id].terminal_ms = Some(end),
+            }
+        }
+        if events.is_empty() && end == now {
+            stalled += 1;
+            assert!(
+                stalled < 1024,
+                "dead end with {} requests",
+                sched.num_requests()
+            );
+        } else {
+            stalled = 0;
+        }
+        now = end;
+    }
+    seen
+}
+
+fn args_from_json(engine: &serde_json::Value) -> EngineArgs {
+    let mut args = EngineArgs::default();
+    let opt = |v: &serde_json::Value| v.as_u64().map(|x| x as usize);
+    for (key, value) in engine.as_object().expect("engine args object") {
+        match key.as_str() {
+            "engine_type" => {
+                args.engine_type = match value.as_str().unwrap() {
+                    "trtllm" => EngineType::Trtllm,
+                    "vllm" => EngineType::Vllm,
+                    other => panic!("engine {other}"),
+                }
+            }
+            "block_size" => args.block_size = opt(value).unwrap(),
+            "num_gpu_blocks" => args.num_gpu_blocks = opt(value).unwrap(),
+            "max_model_len" => args.max_model_len = opt(value),
+            "max_num_seqs" => args.max_num_seqs = opt(value),
+            "max_num_batched_tokens" => args.max_num_batched_tokens = opt(value),
+            "enable_chunked_prefill" => args.enable_chunked_prefill = value.as_bool().unwrap(),
+            "enable_prefix_caching" => args.enable_prefix_caching = value.as_bool().unwrap(),
+            "speedup_ratio" => args.speedup_ratio = value.as_f64().unwrap(),
+            "decode_speedup_ratio" => args.decode_speedup_ratio = value.as_f64().unwrap(),
+            "preemption_mode" => {
+                args.preemption_mode = match value.as_str().unwrap() {
+                    "fifo" => PreemptionMode::Fifo,
+                    _ => PreemptionMode::Lifo,
+                }
+            }
+            other => panic!("unhandled engine arg {other}"),
+        }
+    }
+    args
+}
+
+struct Scenario {
+    name: String,
+    args: EngineArgs,
+    rows: Vec<Row>,
+    expected: Vec<serde_json::Value>,
+}
+
+fn golden() -> Vec<Scenario> {
+    let all: serde_json::Value =
+        serde_json::from_str(include_str!("testdata/golden.json")).expect("golden json");
+    let mut out = Vec::new();
+    for s in all.as_array().unwrap() {
+        let tbs = s["tbs"].as_u64().unwrap() as usize;
+        let reqs = s["requests"].as_array().unwrap();
+        let t0 = reqs
+            .iter()
+            .map(|r| r["t"].as_f64().unwrap())
+            .fold(f64::INFINITY, f64::min);
+        let rows = reqs
+            .iter()
+            .map(|r| {
+                // Hash ids are stored as runs of consecutive ids: [first, count].
+                let ids: Vec<u64> = r["hash_runs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|run| {
+                        let first = run[0].as_u64().unwrap();
+                        first..first + run[1].as_u64().unwrap()
+                    })
+                    .collect();
+                Row {
+                    arrival_ms: r["t"].as_f64().unwrap() - t0,
+                    prompt: prompt(r["isl"].as_u64().unwrap() as usize, &ids, tbs),
+                    output: r["osl"].as_u64().unwrap() as usize,
+                }
+            })
+            .collect();
+        out.push(Scenario {
+            name: s["name"].as_str().unwrap().to_string(),
+            args: args_from_json(&s["engine"]),
+            rows,
+            expected: s["expected"].as_array().unwrap().clone(),
+        });
+    }
+    out
+}
+
+/// Expected times are stored as decimal strings (shortest round-trip form) and parsed with the
+/// correctly rounded std parser, so they can be compared exactly.
+fn expected_time(want: &serde_json::Value) -> Option<f64> {
+    want.as_str().map(|text| text.parse().expect("time"))
+}
+
+/// The reference's clock arithmetic is reproduced operation for operation: times agree bit
+/// for bit.
+fn same_time(got: Option<f64>, want: &serde_json::Value) -> bool {
+    got == expected_time(want)
+}
+
+fn check(scenario: &Scenario) -> (Vec<String>, usize) {
+    let seen = replay(&scenario.args, &scenario.rows);
+    let mut errors = Vec::new();
+    let mut preemptions = 0;
+    for (i, (got, want)) in seen.iter().zip(&scenario.expected).enumerate() {
+        preemptions += got.admissions.saturating_sub(1);
+        let status = if got.rejected {
+            "rejected"
+        } else {
+            "completed"
+        };
+        let ok = same_time(got.admit_ms, &want["admit"])
+            && same_time(got.first_token_ms, &want["first"])
+            && same_time(got.terminal_ms, &want["end"])
+            && got.reused as u64 == want["reused"].as_u64().unwrap()
+            && got.output as u64 == want["out"].as_u64().unwrap()
+            && status == want["status"].as_str().unwrap();
+        if !ok {
+            errors.push(format!("{} #{i}: got {got:?}, want {want}", scenario.name));
+        }
+    }
+    (errors, preemptions)
+}
+
+#[test]
+fn golden_scenarios_match_the_reference() {
+    let mut errors = Vec::new();
+    for scenario in golden() {
+        let (mut e, _) = check(&scenario);
+        e.truncate(3);
+        errors.extend(e);
+    }
+    assert!(
+        errors.is_empty(),
+        "{} mismatches:\n{}",
+        errors.len(),
+        errors.join("\n")
+    );
+}
+
+#[test]
+#[ignore]
+fn golden_diagnostics() {
+    for scenario in golden() {
+        let seen = replay(&scenario.args, &scenario.rows);
+        let mut max_rel = 0.0f64;
+        let mut exact = 0;
+        let mut total = 0;
+        let mut preemptions = 0;
+        let mut reused = 0;
+        for (got, want) in seen.iter().zip(&scenario.expected) {
+            preemptions += got.admissions.saturating_sub(1);
+            reused += got.reused;
+            for (g, w) in [
+                (got.first_token_ms, &want["first"]),
+                (got.terminal_ms, &want["end"]),
+            ] {
+                if let (Some(g), Some(w)) = (g, expected_time(w)) {
+                    total += 1;
+                    if g == w {
+                        exact += 1;
+                    } else if std::env::var("GOLDEN_DUMP").is_ok() {
+                        println!("DIFF {} {g:?} {w:?}", scenario.name);
+                    }
+                    max_rel = max_rel.max((g - w).abs() / w.abs().max(1.0));
+                }
+            }
+        }
+        println!(
+            "{:32} preemptions {preemptions:4} reused {reused:7} exact {exact}/{total} max_rel {max_rel:e}",
+            scenario.name
+        );
+    }
+}
+
+/// Whole-trace checks on the public conversation trace (12,031 requests, 144.8 M prompt tokens,
+/// one worker) against the reference's `--report-json` aggregates. Skipped when the trace is
+/// not present. Run in release mode to see the speed: `cargo test --release -p dynosim --lib
+/// conversation -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn conversation_trace_matches_reference_aggregates() {
+    let path = "/work/shared/traces/conversation_trace.jsonl";
+    let Ok(text) = std::fs::read_to_string(path) else {
+        eprintln!("skipped: {path} not found");
+        return;
+    };
+    let mut rows = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ids: Vec<u64> = r["hash_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_u64().unwrap())
+            .collect();
+        rows.push(Row {
+            arrival_ms: r["timestamp"].as_f64().unwrap(),
+            prompt: prompt(r["input_length"].as_u64().unwrap() as usize, &ids, 512),
+            output: r["output_length"].as_u64().unwrap() as usize,
+        });
+    }
+    let total_input: usize = rows.iter().map(|r| r.prompt.len()).sum();
+    assert_eq!(total_input, 144_793_823);
+    // (engine args, duration_ms, prefix_cache_reused_ratio, mean_ttft_ms)
+    let cases = [
+        (
+            EngineArgs::default(),
+            4587879.512412907,
+            0.06814876350077448,
+            544459.8590519523,
+        ),
+        (
+            trtllm(16384),
+            6452973.8539496735,
+            0.04679006230811379,
+            1531245.3227685543,
+        ),
+        (
+            vllm(64, 3000),
+            12989211.371787015,
+            0.06274345004344557,
+            5005965.510649088,
+        ),
+        (
+            EngineArgs {
+                preemption_mode: PreemptionMode::Fifo,
+                max_num_batched_tokens: Some(4096),
+                ..vllm(64, 3000)
+            },
+            13170811.980971964,
+            0.0763930930948622,
+            5101901.876099407,
+        ),
+    ];
+    for (args, want_duration, want_reuse, want_ttft) in cases {
+        let started = std::time::Instant::now();
+        let seen = replay(&args, &rows);
+        let elapsed = started.elapsed();
+        let duration = seen
+            .iter()
+            .filter_map(|s| s.terminal_ms)
+            .fold(0.0, f64::max);
+        let reused: usize = seen.iter().map(|s| s.reused).sum();
+        let reuse = reused as f64 / total_input as f64;
+        let ttft = seen
+            .iter()
+            .zip(&rows)
+            .filter_map(|(s, r)| s.first_token_ms.map(|t| t - r.arrival_ms))
+            .sum::<f64>()
+            / seen.len() as f64;
+        let output: usize = seen.iter().map(|s| s.output).sum();
+        let preemptions: usize = seen.iter().map(|s| s.admissions.saturating_sub(1)).sum();
+        println!(
+            "{:?}/{} blocks: simulated in {elapsed:?}, duration {duration:?}, reuse {reuse:?}, \
+             mean ttft {ttft:?}, preemptions {preemptions}",
+            args.engine_type, args.num_gpu_blocks
+        );
+        assert_eq!(output, 4_122_048);
+        assert_eq!(duration, want_duration);
+        assert!((reuse - want_reuse).abs() < 1e-12, "{reuse}");
+        assert!((ttft - want_ttft).abs() < 1e-9 * want_ttft, "{ttft}");
+    }
+}
+
+/// Replays `(arrival_ms, input_length, output_length, hash_ids)` rows with trace block size 512.
+fn run(args: &EngineArgs, rows: &[(f64, usize, usize, &[u64])]) -> Vec<Seen> {
+    let rows: Vec<Row> = rows
+        .iter()
+        .map(|&(t, isl, osl, ids)| Row {
+            arrival_ms: t,
+            prompt: prompt(isl, ids, 512),
+            output: osl,
+        })
+        .collect();
+    replay(args, &rows)
+}
+
+fn vllm(block_size: usize, num_gpu_blocks: usize) -> EngineArgs {
+    EngineArgs {
+        block_size,
+        num_gpu_blocks,
+        ..EngineArgs::default()
+    }
+}
+
+fn trtllm(num_gpu_blocks: usize) -> EngineArgs {
+    EngineArgs {
+        engine_type: EngineType::Trtllm,
+        block_size: 32,
+        num_gpu_blocks,
+        ..EngineArgs::default()
+    }
+}
+
+fn assert_ms(got: Option<f64>, want: f64) {
+    let got = got.expect("a time");
+    assert!((got - want).abs() < 1e-6, "got {got}, want {want}");
+}
+
+#[test]
+fn single_request_ttft_and_ttst_follow_the_polynomials() {
+    // engine.md §2.4: vllm defaults (bs 64, C 16384), one request at a time.
+    let cases = [
+        (128, &[1u64][..], 24.198391, 5.749889),
+        (1000, &[2, 3][..], 37.898579, 5.792720),
+        (1024, &[4, 5][..], 38.283432, 5.796013),
+        (4096, &[6, 7, 8, 9, 10, 11, 12, 13][..], 91.706564, 5.953868),
+    ];
+    for (isl, ids, ttft, ttst) in cases {
+        let seen = run(&EngineArgs::default(), &[(0.0, isl, 2, ids)]);
+        assert_ms(seen[0].first_token_ms, ttft);
+        assert_ms(seen[0].terminal_ms, ttft + ttst);
+    }
+    // 16384 tokens are prefilled in two 8192-token chunks.
+    let ids: Vec<u64> = (100..132).collect();
+    let seen = run(&EngineArgs::default(), &[(0.0, 16384, 2, &ids)]);
+    assert_ms(seen[0].first_token_ms, 344.851458);
+    assert_ms(seen[0].terminal_ms, 344.851458 + 6.580869);
+}
+
+#[test]
+fn trtllm_single_request_uses_block_size_32() {
+    let seen = run(&trtllm(16384), &[(0.0, 1000, 2, &[1, 2])]);
+    assert_ms(seen[0].first_token_ms, 37.951249);
+}
+
+#[test]
+fn vllm_recomputes_the_last_block_of_a_fully_cached_prompt() {
+    let seen = run(
+        &EngineArgs::default(),
+        &[
+            (0.0, 1024, 2, &[1, 2]),
+            (1000.0, 1024, 2, &[1, 2]),
+            (2000.0, 1000, 2, &[5, 6]),
+            (3000.0, 1001, 2, &[5, 6]),
+        ],
+    );
+    assert_eq!(
+        seen.iter().map(|s| s.reused).collect::<Vec<_>>(),
+        [0, 960, 0, 960]
+    );
+    // TTFT of the repeat = prefill of the 64 recomputed tokens + one decode step.
+    assert_ms(seen[1].first_token_ms, 1023.267605);
+}
+
+#[test]
+fn trtllm_reuses_a_fully_cached_prompt_entirely() {
+    let seen = run(
+        &trtllm(16384),
+        &[(0.0, 1024, 2, &[1, 2]), (20000.0, 1024, 2, &[1, 2])],
+    );
+    assert_eq!(seen[1].reused, 1024);
+    // No prefill at all: TTFT is one decode step.
+    assert_ms(seen[1].first_token_ms, 20005.84539);
+}
+
+#[test]
+fn reuse_stops_at_the_last_shared_full_block() {
+    // 600 and 700 tokens over hash ids [1, 2] (512 tokens each): they share 600 tokens, so
+    // nine 64-token blocks.
+    let seen = run(
+        &EngineArgs::default(),
+        &[(0.0, 600, 2, &[1, 2]), (1000.0, 700, 2, &[1, 2])],
+    );
+    assert_eq!(seen[1].reused, 576);
+    assert_ms(seen[1].first_token_ms, 1024.16689);
+}
+
+#[test]
+fn blocks_computed_earlier_in_the_same_pass_are_reusable() {
+    let seen = run(
+        &EngineArgs::default(),
+        &[(0.0, 1024, 2, &[1, 2]), (0.0, 1500, 2, &[1, 2, 3])],
+    );
+    assert_eq!(seen[1].reused, 1024);
+    assert_ms(seen[0].first_token_ms, 46.042889);
+    assert_ms(seen[1].first_token_ms, 46.042889);
+}
+
+#[test]
+fn preemption_order_follows_the_mode() {
+    // Three 200-token prompts generating 200 tokens each in a 40-block pool of 16-token blocks.
+    let rows: [(f64, usize, usize, &[u64]); 3] = [
+        (0.0, 200, 200, &[1]),
+        (0.0, 201, 200, &[2]),
+        (0.0, 202, 200, &[3]),
+    ];
+    let lifo = run(&vllm(16, 40), &rows);
+    let fifo = run(
+        &EngineArgs {
+            preemption_mode: PreemptionMode::Fifo,
+            ..vllm(16, 40)
+        },
+        &rows,
+    );
+    for seen in [&lifo, &fifo] {
+        for s in seen.iter() {
+            assert_ms(s.first_token_ms, 59.740776);
+            assert_eq!(s.output, 200);
+        }
+    }
+    // LIFO evicts the newest request, so they finish in arrival order; FIFO evicts the oldest.
+    let ends = |seen: &[Seen]| {
+        seen.iter()
+            .map(|s| s.terminal_ms.unwrap())
+            .collect::<Vec<_>>()
+    };
+    let lifo_ends = ends(&lifo);
+    let fifo_ends = ends(&fifo);
+    for (got, want) in
+        lifo_ends
+            .iter()
+            .zip([6225.481903000018, 8793.000219000036, 12671.578015000041])
+    {
+        assert_ms(Some(*got), want);
+    }
+    for (got, want) in
+        fifo_ends
+            .iter()
+            .zip([11771.101726000032, 12675.36073400004, 6260.491528000018])
+    {
+        assert_ms(Some(*got), want);
+    }
+    // Re-admitted requests reuse their own prompt and generated blocks (more than the prompt).
+    assert_eq!(
+        lifo.iter().map(|s| s.reused).collect::<Vec<_>>(),
+        [0, 240, 240]
+    );
+    assert_eq!(
+        fifo.iter().map(|s| s.reused).collect::<Vec<_>>(),
+        [0, 240, 0]
+    );
+    assert!(lifo.iter().map(|s| s.admissions).sum::<usize>() > 3);
+}
+
+#[test]
+fn trtllm_reserves_whole_requests_and_never_preempts() {
+    // 4 x (500 + 1000 tokens) need 47 blocks each of the 100: exactly two run at a time.
+    let seen = run(
+        &trtllm(100),
+        &[
+            (0.0, 500, 1000, &[10]),
+            (0.0, 501, 1000, &[11]),
+            (0.0, 502, 1000, &[12]),
+            (0.0, 503, 1000, &[13]),
+        ],
+    );
+    assert_eq!(
+        seen.iter().map(|s| s.admissions).collect::<Vec<_>>(),
+        [1, 1, 1, 1]
+    );
+    assert_ms(seen[0].admit_ms, 0.0);
+    assert_ms(seen[1].admit_ms, 0.0);
+    assert_ms(seen[2].admit_ms, 28843.182612999975);
+    assert_ms(seen[3].admit_ms, 28843.182612999975);
+    assert_ms(seen[3].terminal_ms, 57713.18555800001);
+}
+
+#[test]
+fn trtllm_clamps_output_to_the_pool_and_rejects_oversized_prompts() {
+    let seen = run(
+        &trtllm(100),
+        &[
+            (0.0, 500, 5000, &[1]),
+            (0.0, 3300, 10, &[2, 3, 4, 5, 6, 7, 8]),
+            (10.0, 3200, 0, &[20, 21, 22, 23, 24, 25, 26]),
+            (20.0, 100, 5, &[30]),
+        ],
+    );
+    assert_eq!(seen[0].output, 2700);
+    assert!(!seen[0].rejected);
+    assert_ms(seen[0].terminal_ms, 72781.35744600034);
+    // Rejected at the first pass, stamped at that pass's end; later requests still run.
+    assert!(seen[1].rejected);
+    assert_eq!(seen[1].admit_ms, None);
+    assert_ms(seen[1].terminal_ms, 37.921046);
+    // A prompt exactly filling the pool with no output is admitted and completes tokenless.
+    assert!(!seen[2].rejected);
+    assert_eq!(seen[2].first_token_ms, None);
+    assert_ms(seen[3].terminal_ms, 72908.07695700033);
+}
+
+#[test]
+fn vllm_max_model_len_rejects_long_prompts_and_caps_generation() {
+    let args = EngineArgs {
+        max_model_len: Some(700),
+        ..vllm(16, 50)
+    };
+    let seen = run(
+        &args,
+        &[
+            (0.0, 300, 500, &[1]),
+            (0.0, 800, 10, &[2, 3]),
+            (0.0, 650, 100, &[4, 5]),
+            (5.0, 100, 0, &[6]),
+        ],
+    );
+    assert_eq!(seen[0].output, 400);
+    assert!(seen[1].rejected);
+    assert_ms(seen[1].terminal_ms, 43.641286);
+    assert_eq!(seen[2].output, 50);
+    // OSL 0 completes at the end of its prefill pass without a token.
+    assert_eq!(seen[3].output, 0);
+    assert_ms(seen[3].terminal_ms, 11719.158377999956);
+}
+
+#[test]
+fn vllm_rejects_a_fresh_prompt_larger_than_the_pool() {
+    let seen = run(
+        &vllm(16, 50),
+        &[(0.0, 801, 10, &[2, 3]), (0.0, 300, 5, &[4])],
+    );
+    assert!(seen[0].rejected);
+    assert!(!seen[1].rejected);
+    assert_eq!(seen[1].output, 5);
+}
+
+#[test]
+fn unchunked_prompt_larger_than_the_budget_never_runs() {
+    let args = EngineArgs {
+        enable_chunked_prefill: false,
+        max_num_batched_tokens: Some(1000),
+        ..EngineArgs::default()
+    };
+    let mut sched = VllmScheduler::new(&args, 0);
+    sched.enqueue(EngineRequest {
+        id: 0,
+        prompt: prompt(1001, &[1, 2], 512),
+        max_output_tokens: 3,
+    });
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        let time = sched.run_pass_timed(&mut events);
+        assert_eq!(time, PassTime::default());
+    }
+    assert!(events.is_empty());
+    assert!(sched.has_work());
+}
