@@ -1,0 +1,176 @@
+//! Invariants of every run, checked over random small workloads and deployments.
+//!
+//! Whatever the workload and configuration: every released request reaches a terminal state
+//! (no time cap), latencies are non-negative with TTFT <= E2E, no request emits more tokens than
+//! it asked for, the report's totals equal the sums over the records, timestamps within a record
+//! are ordered, and the same spec gives the same report twice.
+
+use dynosim::config::{
+    ArrivalMode, EngineArgs, EngineType, PreemptionMode, ReplaySpec, RouterMode, Sla,
+};
+use dynosim::report::record::TerminalStatus;
+use dynosim::report::Value;
+use dynosim::workload::{Prompt, Session, Turn, Workload};
+use dynosim::{RequestRecord, Report};
+use proptest::prelude::*;
+
+fn arb_turn(first: bool) -> impl Strategy<Value = Turn> {
+    (
+        prop::collection::vec(0u32..12, 1..6),
+        1usize..3000,
+        0usize..40,
+        if first { Just(0.0).boxed() } else { (0.0f64..50.0).boxed() },
+    )
+        .prop_map(|(ids, input, output, delay_ms)| {
+            let block_size = 256;
+            let input_length = input.min(ids.len() * block_size as usize);
+            Turn {
+                input_length,
+                max_output_tokens: output,
+                delay_ms,
+                prompt: Prompt::HashIds { ids, block_size },
+                priority: 0,
+                strict_priority: 0,
+                policy_class: None,
+            }
+        })
+}
+
+fn arb_session() -> impl Strategy<Value = Session> {
+    (0.0f64..500.0, arb_turn(true), prop::collection::vec(arb_turn(false), 0..3)).prop_map(
+        |(ts, first, rest)| {
+            let mut turns = vec![first];
+            turns.extend(rest);
+            Session { id: String::new(), first_timestamp_ms: Some(ts), turns }
+        },
+    )
+}
+
+fn arb_workload() -> impl Strategy<Value = Workload> {
+    prop::collection::vec(arb_session(), 1..14).prop_map(|mut sessions| {
+        for (i, s) in sessions.iter_mut().enumerate() {
+            s.id = format!("s{i}");
+        }
+        Workload { sessions }
+    })
+}
+
+fn arb_engine() -> impl Strategy<Value = EngineArgs> {
+    (
+        prop_oneof![Just(EngineType::Vllm), Just(EngineType::Trtllm)],
+        prop_oneof![Just(16usize), Just(32), Just(64)],
+        // Enough blocks for the largest prompt (3072 tokens) plus its output.
+        200usize..600,
+        prop_oneof![Just(None), Just(Some(2usize)), Just(Some(8))],
+        prop_oneof![Just(None), Just(Some(4096usize)), Just(Some(8192))],
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![Just(PreemptionMode::Lifo), Just(PreemptionMode::Fifo)],
+        1usize..3,
+    )
+        .prop_map(|(engine_type, block_size, blocks, seqs, batched, caching, chunked, preemption, dp)| {
+            EngineArgs {
+                engine_type,
+                num_gpu_blocks: blocks.max(3200 / block_size + 2),
+                block_size,
+                max_num_seqs: seqs,
+                max_num_batched_tokens: batched,
+                enable_prefix_caching: caching,
+                // Without chunking, a prompt larger than the token budget can never run.
+                enable_chunked_prefill: chunked || batched.is_some_and(|b| b < 3072),
+                preemption_mode: preemption,
+                dp_size: dp,
+                ..EngineArgs::default()
+            }
+        })
+}
+
+fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
+    (
+        arb_engine(),
+        1usize..4,
+        prop_oneof![
+            (0.5f64..4.0).prop_map(|speedup| ArrivalMode::Timestamps { speedup }),
+            (1usize..5).prop_map(|limit| ArrivalMode::Concurrency { limit }),
+        ],
+    )
+        .prop_map(|(engine, num_workers, arrivals)| ReplaySpec {
+            workload: dynosim::config::WorkloadSpec::Trace(dynosim::config::TraceSpec {
+                files: Vec::new(),
+                format: dynosim::config::TraceFormat::Mooncake,
+                block_size: 256,
+            }),
+            engine,
+            num_workers,
+            router_mode: RouterMode::RoundRobin,
+            router_config: None,
+            arrivals,
+            max_sim_time_ms: None,
+            sla: Sla::default(),
+            capture_requests: true,
+        })
+}
+
+fn run(spec: &ReplaySpec, workload: Workload) -> (Report, Vec<RequestRecord>) {
+    dynosim::simulate(spec, workload).expect("simulation runs").into_report(0.0)
+}
+
+fn int(report: &Report, key: &str) -> i64 {
+    match report.get(key) {
+        Some(Value::Int(v)) => v,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_run_satisfies_the_invariants(spec in arb_spec(), workload in arb_workload()) {
+        let turns: usize = workload.sessions.iter().map(|s| s.turns.len()).sum();
+        let (report, records) = run(&spec, workload.clone());
+
+        // Every request arrives and ends.
+        prop_assert_eq!(int(&report, "num_requests") as usize, turns);
+        prop_assert_eq!(records.len(), turns);
+
+        let completed: Vec<_> =
+            records.iter().filter(|r| r.terminal_status == TerminalStatus::Completed).collect();
+        prop_assert_eq!(int(&report, "completed_requests") as usize, completed.len());
+        // Tokens are conserved between the records and the report.
+        let out: usize = completed.iter().map(|r| r.output_length).sum();
+        let inp: usize = completed.iter().map(|r| r.input_length).sum();
+        prop_assert_eq!(int(&report, "total_output_tokens") as usize, out);
+        prop_assert_eq!(int(&report, "total_input_tokens") as usize, inp);
+
+        let mut last_arrival = 0.0;
+        for r in &records {
+            prop_assert!(r.arrival_time_ms >= 0.0);
+            prop_assert!(r.arrival_time_ms >= last_arrival, "records sorted by arrival");
+            last_arrival = r.arrival_time_ms;
+            prop_assert!(r.terminal_time_ms >= r.arrival_time_ms);
+            prop_assert!(r.output_length <= r.requested_output_length);
+            if let Some(admit) = r.first_admit_ms {
+                prop_assert!(admit >= r.arrival_time_ms);
+            }
+            if let (Some(ttft), Some(e2e)) = (r.ttft_ms, r.e2e_latency_ms) {
+                prop_assert!(ttft >= 0.0 && ttft <= e2e, "ttft {} e2e {}", ttft, e2e);
+            }
+            if let (Some(first), Some(last)) = (r.first_token_ms, r.last_token_ms) {
+                prop_assert!(first <= last && last <= r.terminal_time_ms);
+            }
+            if let Some(ttst) = r.ttst_ms {
+                prop_assert!(ttst >= 0.0);
+            }
+            if r.terminal_status == TerminalStatus::Completed {
+                // No max_model_len and pools larger than any request: outputs are never cut.
+                prop_assert_eq!(r.output_length, r.requested_output_length);
+            }
+        }
+
+        // Same inputs, same outputs.
+        let (again, again_records) = run(&spec, workload);
+        prop_assert_eq!(report, again);
+        prop_assert_eq!(records, again_records);
+    }
+}
