@@ -1,1 +1,118 @@
 //! The `dynosim` command line, as a library so the Python package runs the very same parser.
+//!
+//! Flow: flags -> [`ReplayOptions`] -> validated spec -> workload -> timed simulation ->
+//! report; the per-request JSONL and the report JSON are written before anything is printed,
+//! then the table and `Saved full report to: <path>` go to stdout.
+
+pub mod args;
+pub mod output;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{CommandFactory, FromArgMatches};
+use dynosim::config::{ReplayOptions, ReplaySpec};
+use dynosim::{Report, RequestRecord};
+
+pub use args::Cli;
+
+/// Exit code of a usage error (bad flags, values, files or JSON), as `dynosim::Error` uses.
+const USAGE_EXIT_CODE: i32 = 2;
+
+/// Loads the workload, simulates it, and builds the report. `wall_time_ms` measures the
+/// simulation only (not workload loading), as the reference's does.
+pub fn replay(spec: &ReplaySpec) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    let workload = dynosim::load_workload(spec)?;
+    let started = Instant::now();
+    let simulated = dynosim::simulate(spec, workload)?;
+    let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(simulated.into_report(wall_time_ms))
+}
+
+/// Runs the command: `args` are the arguments after the program name, `prog` is the name
+/// shown in usage and error lines (`dynosim`, `python -m dynamo.replay`). Returns the exit
+/// code: 0 on success (and for `--help`), 2 for usage errors, 1 for runtime errors.
+pub fn run<I, T>(prog: &str, args: I, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let mut command = Cli::command().bin_name(prog).no_binary_name(true);
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| Cli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+
+    match run_parsed(&cli) {
+        Ok((table, report_path)) => {
+            let printed = write!(
+                stdout,
+                "{table}\nSaved full report to: {}\n",
+                report_path.display()
+            )
+            .and_then(|()| stdout.flush());
+            match printed {
+                Ok(()) => 0,
+                // A closed stdout (`| head`) is not worth a panic; the report is on disk.
+                Err(_) => 1,
+            }
+        }
+        Err(err) => {
+            let _ = writeln!(stderr, "{prog}: error: {}", err.message());
+            if err.exit_code() == USAGE_EXIT_CODE {
+                let usage = command.render_usage().to_string();
+                let _ = write!(stderr, "\n{usage}\n\nFor more information, try '--help'.\n");
+            }
+            let _ = stderr.flush();
+            err.exit_code()
+        }
+    }
+}
+
+/// Validates, replays and writes the output files; returns the table and the report path.
+fn run_parsed(cli: &Cli) -> dynosim::Result<(String, PathBuf)> {
+    let options: ReplayOptions = cli.to_options();
+    let jsonl_path = options.report_jsonl.clone();
+    let spec = options.into_spec()?;
+    let (report, records) = replay(&spec)?;
+    if let Some(path) = jsonl_path {
+        output::write_jsonl(&path, &records)?;
+    }
+    let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
+    output::write_atomically(
+        &report_path,
+        report.to_json_file_string().as_bytes(),
+        "report JSON",
+    )?;
+    Ok((report.render_table(), report_path))
+}
+
+/// Prints a clap outcome: help goes to stdout with exit 0; errors go to stderr as
+/// `<prog>: error: ...` (like the library's usage errors) with exit 2.
+fn report_clap_error(
+    prog: &str,
+    err: &clap::Error,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let rendered = err.render().to_string();
+    if err.use_stderr() {
+        let text = match rendered.strip_prefix("error: ") {
+            Some(rest) => format!("{prog}: error: {rest}"),
+            None => rendered,
+        };
+        let _ = stderr.write_all(text.as_bytes());
+        let _ = stderr.flush();
+        // Every clap failure is a usage error.
+        USAGE_EXIT_CODE
+    } else {
+        let _ = stdout.write_all(rendered.as_bytes());
+        let _ = stdout.flush();
+        0
+    }
+}

@@ -1,1 +1,13 @@
-fn main() {}
+//! `dynosim`: see the library crate for the flow; this only binds it to the process.
+
+fn main() {
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let code = dynosim_cli::run(
+        "dynosim",
+        std::env::args_os().skip(1),
+        &mut stdout.lock(),
+        &mut stderr.lock(),
+    );
+    std::process::exit(code);
+}

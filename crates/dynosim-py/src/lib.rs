@@ -1,1 +1,398 @@
+//! `dynosim._dynosim`: the Python face of dynosim.
+//!
+//! The two API functions take the reference's `dynamo.replay` signatures and fill the same
+//! [`ReplayOptions`] the CLI fills, so validation (and every message) is shared with the CLI.
+//! `main` runs the CLI itself, parser included. The GIL is released while a replay runs.
 
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use dynosim::config::ReplayOptions;
+use dynosim::error::ErrorKind;
+use dynosim::report::Value;
+use dynosim::Report;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+/// Usage errors (bad arguments) become `ValueError`, run failures `RuntimeError`.
+fn to_py_err(err: dynosim::Error) -> PyErr {
+    match err.kind() {
+        ErrorKind::Usage => PyValueError::new_err(err.message().to_owned()),
+        ErrorKind::Runtime => PyRuntimeError::new_err(err.message().to_owned()),
+    }
+}
+
+/// `trace_files` may be one path (`str` or `os.PathLike`) or an iterable of paths.
+fn trace_file_list(trace_files: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
+    let wrong_type = |what: &Bound<'_, PyAny>| {
+        let type_name = what
+            .get_type()
+            .name()
+            .map(|name| name.to_string())
+            .unwrap_or_else(|_| "?".to_owned());
+        PyTypeError::new_err(format!(
+            "argument 'trace_files': expected a path or an iterable of paths, got '{type_name}'"
+        ))
+    };
+    if trace_files.is_instance_of::<PyString>() || trace_files.hasattr("__fspath__")? {
+        return trace_files
+            .extract::<PathBuf>()
+            .map(|path| vec![path])
+            .map_err(|_| wrong_type(trace_files));
+    }
+    let items = trace_files
+        .try_iter()
+        .map_err(|_| wrong_type(trace_files))?;
+    let mut files = Vec::new();
+    for item in items {
+        let item = item?;
+        files.push(item.extract::<PathBuf>().map_err(|_| wrong_type(&item))?);
+    }
+    Ok(files)
+}
+
+/// Engine arguments, router and planner configs are given as a dict or as text (inline JSON;
+/// for the planner also a file path); a dict is serialised with Python's own `json.dumps` so
+/// numbers keep their Python spelling.
+fn json_text(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    let Some(value) = value else { return Ok(None) };
+    if value.is_none() {
+        return Ok(None);
+    }
+    if value.is_instance_of::<PyString>() {
+        return Ok(Some(value.extract::<String>()?));
+    }
+    if value.is_instance_of::<PyDict>() {
+        let json = value.py().import("json")?;
+        let text = json.call_method1("dumps", (value,))?;
+        return Ok(Some(text.extract::<String>()?));
+    }
+    let type_name = value.get_type().name()?.to_string();
+    Err(PyTypeError::new_err(format!(
+        "argument '{name}': expected a dict or a JSON string, got '{type_name}'"
+    )))
+}
+
+/// The AIC performance-model settings, given as a dict with the reference's `AicPerfConfig`
+/// field names, copied onto the options (whose validation decides what is supported).
+fn apply_aic_perf_config(
+    options: &mut ReplayOptions,
+    aic_perf_config: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let Some(config) = aic_perf_config.filter(|config| !config.is_none()) else {
+        return Ok(());
+    };
+    let config = config.cast::<PyDict>().map_err(|_| {
+        let type_name = config
+            .get_type()
+            .name()
+            .map(|name| name.to_string())
+            .unwrap_or_default();
+        PyTypeError::new_err(format!(
+            "argument 'aic_perf_config': expected a dict of AicPerfConfig fields, got '{type_name}'"
+        ))
+    })?;
+    for (key, value) in config.iter() {
+        let key: String = key.extract()?;
+        let text = || -> PyResult<Option<String>> { value.extract() };
+        let int = || -> PyResult<Option<i64>> { value.extract() };
+        match key.as_str() {
+            "aic_backend" => options.aic_backend = text()?,
+            "aic_system" => options.aic_system = text()?,
+            "aic_model_path" => options.aic_model_path = text()?,
+            "aic_backend_version" => options.aic_backend_version = text()?,
+            "aic_tp_size" => options.aic_tp_size = int()?,
+            "aic_moe_tp_size" => options.aic_moe_tp_size = int()?,
+            "aic_moe_ep_size" => options.aic_moe_ep_size = int()?,
+            "aic_attention_dp_size" => options.aic_attention_dp_size = int()?,
+            "aic_gemm_dtype" => options.aic_gemm_dtype = text()?,
+            "aic_moe_dtype" => options.aic_moe_dtype = text()?,
+            "aic_fmha_dtype" => options.aic_fmha_dtype = text()?,
+            "aic_kv_cache_dtype" => options.aic_kv_cache_dtype = text()?,
+            "aic_comm_dtype" => options.aic_comm_dtype = text()?,
+            "aic_nextn" => options.aic_nextn = int()?,
+            "aic_nextn_accept_rates" => options.aic_nextn_accept_rates = text()?,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "aic_perf_config: unknown field '{other}'"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Validates, replays (without the GIL), writes the optional JSONL, and returns the report.
+fn replay_to_dict<'py>(py: Python<'py>, options: ReplayOptions) -> PyResult<Bound<'py, PyDict>> {
+    let jsonl_path = options.report_jsonl.clone();
+    let spec = options.into_spec().map_err(to_py_err)?;
+    let report = py
+        .detach(move || -> dynosim::Result<Report> {
+            let (report, records) = dynosim_cli::replay(&spec)?;
+            if let Some(path) = jsonl_path {
+                dynosim_cli::output::write_jsonl(&path, &records)?;
+            }
+            Ok(report)
+        })
+        .map_err(to_py_err)?;
+    report_to_dict(py, &report)
+}
+
+/// The report as a dict in the reference's key order, with Python ints and floats.
+fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (key, value) in &report.entries {
+        match *value {
+            Value::Int(int) => dict.set_item(*key, int)?,
+            Value::Float(float) => dict.set_item(*key, float)?,
+        }
+    }
+    Ok(dict)
+}
+
+/// Replays one or more trace files and returns the report dict.
+#[pyfunction]
+#[pyo3(signature = (
+    trace_files,
+    *,
+    extra_engine_args=None,
+    prefill_engine_args=None,
+    decode_engine_args=None,
+    router_config=None,
+    aic_perf_config=None,
+    num_workers=1,
+    num_prefill_workers=1,
+    num_decode_workers=1,
+    replay_concurrency=None,
+    replay_mode="offline".to_owned(),
+    router_mode="round_robin".to_owned(),
+    arrival_speedup_ratio=1.0,
+    trace_block_size=None,
+    trace_format="mooncake".to_owned(),
+    trace_shared_prefix_ratio=0.0,
+    trace_num_prefix_groups=0,
+    report_jsonl_path=None,
+    max_sim_time_ms=None,
+    model_name=None,
+    sla_ttft_ms=None,
+    sla_itl_ms=None,
+    sla_e2e_ms=None,
+    planner_config=None,
+    benchmark_granularity=8,
+))]
+#[pyo3(
+    text_signature = "(trace_files, *, extra_engine_args=None, prefill_engine_args=None, \
+    decode_engine_args=None, router_config=None, aic_perf_config=None, num_workers=1, \
+    num_prefill_workers=1, num_decode_workers=1, replay_concurrency=None, \
+    replay_mode='offline', router_mode='round_robin', arrival_speedup_ratio=1.0, \
+    trace_block_size=None, trace_format='mooncake', trace_shared_prefix_ratio=0.0, \
+    trace_num_prefix_groups=0, report_jsonl_path=None, max_sim_time_ms=None, model_name=None, \
+    sla_ttft_ms=None, sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, \
+    benchmark_granularity=8)"
+)]
+#[allow(clippy::too_many_arguments)]
+fn run_trace_replay<'py>(
+    py: Python<'py>,
+    trace_files: &Bound<'py, PyAny>,
+    extra_engine_args: Option<&Bound<'py, PyAny>>,
+    prefill_engine_args: Option<&Bound<'py, PyAny>>,
+    decode_engine_args: Option<&Bound<'py, PyAny>>,
+    router_config: Option<&Bound<'py, PyAny>>,
+    aic_perf_config: Option<&Bound<'py, PyAny>>,
+    num_workers: i64,
+    num_prefill_workers: i64,
+    num_decode_workers: i64,
+    replay_concurrency: Option<i64>,
+    replay_mode: String,
+    router_mode: String,
+    arrival_speedup_ratio: f64,
+    trace_block_size: Option<i64>,
+    trace_format: String,
+    trace_shared_prefix_ratio: f64,
+    trace_num_prefix_groups: i64,
+    report_jsonl_path: Option<PathBuf>,
+    max_sim_time_ms: Option<f64>,
+    model_name: Option<String>,
+    sla_ttft_ms: Option<f64>,
+    sla_itl_ms: Option<f64>,
+    sla_e2e_ms: Option<f64>,
+    planner_config: Option<&Bound<'py, PyAny>>,
+    benchmark_granularity: i64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut options = ReplayOptions {
+        trace_files: trace_file_list(trace_files)?,
+        extra_engine_args: json_text("extra_engine_args", extra_engine_args)?,
+        prefill_engine_args: json_text("prefill_engine_args", prefill_engine_args)?,
+        decode_engine_args: json_text("decode_engine_args", decode_engine_args)?,
+        router_config: json_text("router_config", router_config)?,
+        model_name,
+        num_workers,
+        num_prefill_workers,
+        num_decode_workers,
+        replay_concurrency,
+        replay_mode,
+        router_mode,
+        arrival_speedup_ratio,
+        trace_format,
+        trace_block_size,
+        trace_shared_prefix_ratio,
+        trace_num_prefix_groups,
+        report_jsonl: report_jsonl_path,
+        planner_config: json_text("planner_config", planner_config)?,
+        benchmark_granularity,
+        max_sim_time_ms,
+        sla_ttft_ms,
+        sla_itl_ms,
+        sla_e2e_ms,
+        ..ReplayOptions::default()
+    };
+    apply_aic_perf_config(&mut options, aic_perf_config)?;
+    replay_to_dict(py, options)
+}
+
+/// Replays a generated workload of identical requests and returns the report dict.
+#[pyfunction]
+#[pyo3(signature = (
+    input_tokens,
+    output_tokens,
+    request_count,
+    *,
+    extra_engine_args=None,
+    prefill_engine_args=None,
+    decode_engine_args=None,
+    router_config=None,
+    aic_perf_config=None,
+    num_workers=1,
+    num_prefill_workers=1,
+    num_decode_workers=1,
+    replay_concurrency=None,
+    replay_mode="offline".to_owned(),
+    router_mode="round_robin".to_owned(),
+    arrival_speedup_ratio=1.0,
+    request_rate=None,
+    arrival_interval_ms=None,
+    arrival_seed=42,
+    turns_per_session=1,
+    shared_prefix_ratio=0.0,
+    num_prefix_groups=0,
+    inter_turn_delay_ms=0.0,
+    model_name=None,
+    sla_ttft_ms=None,
+    sla_itl_ms=None,
+    sla_e2e_ms=None,
+    planner_config=None,
+    benchmark_granularity=8,
+))]
+#[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
+    extra_engine_args=None, prefill_engine_args=None, decode_engine_args=None, \
+    router_config=None, aic_perf_config=None, num_workers=1, num_prefill_workers=1, \
+    num_decode_workers=1, replay_concurrency=None, replay_mode='offline', \
+    router_mode='round_robin', arrival_speedup_ratio=1.0, request_rate=None, \
+    arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
+    num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
+    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8)")]
+#[allow(clippy::too_many_arguments)]
+fn run_synthetic_trace_replay<'py>(
+    py: Python<'py>,
+    input_tokens: i64,
+    output_tokens: i64,
+    request_count: i64,
+    extra_engine_args: Option<&Bound<'py, PyAny>>,
+    prefill_engine_args: Option<&Bound<'py, PyAny>>,
+    decode_engine_args: Option<&Bound<'py, PyAny>>,
+    router_config: Option<&Bound<'py, PyAny>>,
+    aic_perf_config: Option<&Bound<'py, PyAny>>,
+    num_workers: i64,
+    num_prefill_workers: i64,
+    num_decode_workers: i64,
+    replay_concurrency: Option<i64>,
+    replay_mode: String,
+    router_mode: String,
+    arrival_speedup_ratio: f64,
+    request_rate: Option<f64>,
+    arrival_interval_ms: Option<f64>,
+    arrival_seed: i64,
+    turns_per_session: i64,
+    shared_prefix_ratio: f64,
+    num_prefix_groups: i64,
+    inter_turn_delay_ms: f64,
+    model_name: Option<String>,
+    sla_ttft_ms: Option<f64>,
+    sla_itl_ms: Option<f64>,
+    sla_e2e_ms: Option<f64>,
+    planner_config: Option<&Bound<'py, PyAny>>,
+    benchmark_granularity: i64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let mut options = ReplayOptions {
+        extra_engine_args: json_text("extra_engine_args", extra_engine_args)?,
+        prefill_engine_args: json_text("prefill_engine_args", prefill_engine_args)?,
+        decode_engine_args: json_text("decode_engine_args", decode_engine_args)?,
+        router_config: json_text("router_config", router_config)?,
+        model_name,
+        input_tokens: Some(input_tokens),
+        output_tokens: Some(output_tokens),
+        request_count: Some(request_count),
+        request_rate,
+        arrival_interval_ms,
+        arrival_seed,
+        turns_per_session,
+        shared_prefix_ratio,
+        num_prefix_groups,
+        inter_turn_delay_ms,
+        num_workers,
+        num_prefill_workers,
+        num_decode_workers,
+        replay_concurrency,
+        replay_mode,
+        router_mode,
+        arrival_speedup_ratio,
+        planner_config: json_text("planner_config", planner_config)?,
+        benchmark_granularity,
+        sla_ttft_ms,
+        sla_itl_ms,
+        sla_e2e_ms,
+        ..ReplayOptions::default()
+    };
+    apply_aic_perf_config(&mut options, aic_perf_config)?;
+    replay_to_dict(py, options)
+}
+
+/// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),
+/// `prog` is the name shown in usage and error lines. Returns the exit code.
+#[pyfunction]
+#[pyo3(signature = (argv=None, prog="dynosim".to_owned()), text_signature = "(argv=None, prog='dynosim')")]
+fn main(py: Python<'_>, argv: Option<Vec<OsString>>, prog: String) -> PyResult<i32> {
+    let argv = match argv {
+        Some(argv) => argv,
+        None => {
+            let sys_argv: Vec<OsString> = py.import("sys")?.getattr("argv")?.extract()?;
+            sys_argv.into_iter().skip(1).collect()
+        }
+    };
+    let (code, out, err) = py.detach(move || {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let code = dynosim_cli::run(&prog, argv, &mut out, &mut err);
+        (code, out, err)
+    });
+    // Through sys.stdout/sys.stderr so Python-level redirection (pytest, contextlib) works.
+    let sys = py.import("sys")?;
+    for (stream, bytes) in [("stdout", out), ("stderr", err)] {
+        if !bytes.is_empty() {
+            let stream = sys.getattr(stream)?;
+            stream.call_method1("write", (String::from_utf8_lossy(&bytes).into_owned(),))?;
+            stream.call_method0("flush")?;
+        }
+    }
+    Ok(code)
+}
+
+#[pymodule]
+fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(run_trace_replay, module)?)?;
+    module.add_function(wrap_pyfunction!(run_synthetic_trace_replay, module)?)?;
+    module.add_function(wrap_pyfunction!(main, module)?)?;
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

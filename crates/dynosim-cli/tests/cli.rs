@@ -1,0 +1,464 @@
+//! Black-box tests of the `dynosim` binary: exit codes, stdout/stderr and the files it writes
+//! (frontend.md §1.1, §3.6–§3.8).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+const SYNTHETIC: [&str; 8] = [
+    "--input-tokens",
+    "1000",
+    "--output-tokens",
+    "100",
+    "--request-count",
+    "50",
+    "--replay-concurrency",
+    "8",
+];
+
+/// A small Mooncake trace: 4 requests, two sharing a prefix block.
+const TINY_TRACE: &str = concat!(
+    "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [0, 1]}\n",
+    "{\"timestamp\": 10, \"input_length\": 700, \"output_length\": 3, \"hash_ids\": [0, 2]}\n",
+    "\n",
+    "{\"timestamp\": 25, \"input_length\": 300, \"output_length\": 4, \"hash_ids\": [3]}\n",
+    "{\"timestamp\": 40, \"input_length\": 512, \"output_length\": 2, \"hash_ids\": [4]}\n",
+);
+
+fn dynosim(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dynosim"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("the dynosim binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
+}
+
+fn with_args<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    base.iter().chain(extra).copied().collect()
+}
+
+fn saved_path(stdout: &str) -> PathBuf {
+    let line = stdout.lines().last().expect("stdout has lines");
+    PathBuf::from(
+        line.strip_prefix("Saved full report to: ")
+            .expect("last line names the report"),
+    )
+}
+
+fn read_json(path: &Path) -> serde_json::Map<String, Value> {
+    match serde_json::from_str(&fs::read_to_string(path).expect("report exists")).unwrap() {
+        Value::Object(map) => map,
+        other => panic!("report is not an object: {other}"),
+    }
+}
+
+fn report_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    found.sort();
+    found
+}
+
+fn is_timestamped_report_name(name: &str) -> bool {
+    let Some(stamp) = name
+        .strip_prefix("dynamo_replay_report_")
+        .and_then(|rest| rest.strip_suffix(".json"))
+    else {
+        return false;
+    };
+    stamp.len() == 15
+        && stamp.as_bytes()[8] == b'_'
+        && stamp
+            .chars()
+            .filter(|c| *c != '_')
+            .all(|c| c.is_ascii_digit())
+}
+
+#[test]
+fn help_exits_zero_and_lists_every_flag() {
+    let dir = TempDir::new().unwrap();
+    let out = dynosim(dir.path(), &["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for flag in [
+        "--extra-engine-args",
+        "--router-config",
+        "--input-tokens",
+        "--output-tokens",
+        "--request-count",
+        "--request-rate",
+        "--arrival-interval-ms",
+        "--arrival-seed",
+        "--turns-per-session",
+        "--shared-prefix-ratio",
+        "--num-prefix-groups",
+        "--inter-turn-delay-ms",
+        "--num-workers",
+        "--replay-concurrency",
+        "--replay-mode",
+        "--router-mode",
+        "--arrival-speedup-ratio",
+        "--trace-format",
+        "--trace-block-size",
+        "--report-json",
+        "--report-jsonl",
+        "--max-sim-time-seconds",
+        "--sla-ttft-ms",
+        "--sla-itl-ms",
+        "--sla-e2e-ms",
+    ] {
+        assert!(help.contains(flag), "help lists {flag}");
+    }
+    assert!(help.contains("Usage: dynosim [OPTIONS] [TRACE_FILES]..."));
+    assert!(out.stderr.is_empty());
+}
+
+#[test]
+fn synthetic_run_prints_the_table_and_writes_the_report_where_asked() {
+    let dir = TempDir::new().unwrap();
+    let out = dynosim(
+        dir.path(),
+        &with_args(&SYNTHETIC, &["--report-json", "syn.json"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    // Title, 12 table lines (3 borders, header, 8 rows), 3 trailer lines, the saved line.
+    assert_eq!(lines.len(), 17, "{stdout}");
+    assert_eq!(lines[0], "NVIDIA AIPerf | LLM Metrics");
+    assert!(lines[1].starts_with("┏━") && lines[1].ends_with("┓"));
+    assert!(lines[2].starts_with("┃ Metric"));
+    assert!(lines[4].starts_with("┃ Time to First Token (ms)"));
+    assert!(lines[11].starts_with("┃ Request Count (requests)"));
+    assert!(lines[11].contains(" 50.00 ┃"));
+    assert!(lines[12].starts_with("└━") && lines[12].ends_with("┘"));
+    assert!(lines[13].starts_with("Wall Time (ms): "));
+    assert!(lines[14].starts_with("Prefix Cache Reused Ratio: "));
+    assert!(lines[15].starts_with("First Admission Prefix Cache Reused Ratio: "));
+    assert_eq!(lines[16], "Saved full report to: syn.json");
+    assert!(stdout.ends_with("syn.json\n"));
+    assert!(out.stderr.is_empty(), "stderr: {}", text(&out.stderr));
+
+    let raw = fs::read_to_string(dir.path().join("syn.json")).unwrap();
+    assert!(raw.ends_with("}\n"));
+    let report = read_json(&dir.path().join("syn.json"));
+    assert_eq!(report.len(), 74);
+    assert_eq!(report["num_requests"], Value::from(50));
+    assert_eq!(report["completed_requests"], Value::from(50));
+    assert_eq!(report["total_input_tokens"], Value::from(50_000));
+    assert_eq!(report["total_output_tokens"], Value::from(5_000));
+    // The file's keys are sorted (json.dumps sort_keys=True).
+    let key_lines: Vec<&str> = raw
+        .lines()
+        .filter(|line| line.starts_with("  \""))
+        .map(|line| line.trim())
+        .collect();
+    let mut sorted = key_lines.clone();
+    sorted.sort();
+    assert_eq!(key_lines, sorted);
+}
+
+#[test]
+fn default_report_path_is_a_timestamped_file_in_the_working_directory() {
+    let dir = TempDir::new().unwrap();
+    let out = dynosim(dir.path(), &SYNTHETIC);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let printed = saved_path(&text(&out.stdout));
+    assert!(
+        printed.is_absolute(),
+        "printed as an absolute path: {}",
+        printed.display()
+    );
+    let name = printed.file_name().unwrap().to_str().unwrap();
+    assert!(is_timestamped_report_name(name), "{name}");
+    let files = report_files(dir.path());
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].file_name(), printed.file_name());
+    assert_eq!(read_json(&files[0]).len(), 74);
+}
+
+#[test]
+fn an_existing_directory_gets_a_timestamped_report_inside() {
+    let dir = TempDir::new().unwrap();
+    fs::create_dir(dir.path().join("reports")).unwrap();
+    let out = dynosim(
+        dir.path(),
+        &with_args(&SYNTHETIC, &["--report-json", "reports"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let printed = saved_path(&text(&out.stdout));
+    assert_eq!(printed.parent(), Some(Path::new("reports")));
+    assert!(is_timestamped_report_name(
+        printed.file_name().unwrap().to_str().unwrap()
+    ));
+    assert!(dir.path().join(&printed).is_file());
+    let leftovers = fs::read_dir(dir.path().join("reports")).unwrap().count();
+    assert_eq!(leftovers, 1, "only the report, no temporary file");
+}
+
+#[test]
+fn missing_parent_directories_are_created_and_the_path_is_printed_as_given() {
+    let dir = TempDir::new().unwrap();
+    let out = dynosim(
+        dir.path(),
+        &with_args(&SYNTHETIC, &["--report-json", "a/b/report"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(saved_path(&text(&out.stdout)), PathBuf::from("a/b/report"));
+    assert_eq!(read_json(&dir.path().join("a/b/report")).len(), 74);
+}
+
+#[test]
+fn the_last_occurrence_of_a_repeated_flag_wins() {
+    let dir = TempDir::new().unwrap();
+    let args = with_args(
+        &SYNTHETIC,
+        &[
+            "--report-json",
+            "first.json",
+            "--report-json",
+            "second.json",
+        ],
+    );
+    let out = dynosim(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(dir.path().join("second.json").is_file());
+    assert!(!dir.path().join("first.json").exists());
+}
+
+#[test]
+fn an_sla_adds_the_goodput_keys() {
+    let dir = TempDir::new().unwrap();
+    let args = with_args(
+        &SYNTHETIC,
+        &["--sla-e2e-ms", "1_000", "--report-json", "r.json"],
+    );
+    let out = dynosim(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let report = read_json(&dir.path().join("r.json"));
+    assert_eq!(report.len(), 77);
+    assert!(report.contains_key("goodput_completed_requests"));
+}
+
+#[test]
+fn synthetic_runs_are_deterministic() {
+    let dir = TempDir::new().unwrap();
+    let poisson = [
+        "--input-tokens",
+        "300",
+        "--output-tokens",
+        "20",
+        "--request-count",
+        "40",
+    ];
+    for name in ["one.json", "two.json"] {
+        let args = with_args(&poisson, &["--request-rate", "50", "--report-json", name]);
+        let out = dynosim(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    }
+    let mut one = read_json(&dir.path().join("one.json"));
+    let mut two = read_json(&dir.path().join("two.json"));
+    for clock_dependent in [
+        "wall_time_ms",
+        "processed_tokens_per_s",
+        "processed_output_tokens_per_s",
+    ] {
+        one.remove(clock_dependent);
+        two.remove(clock_dependent);
+    }
+    assert_eq!(one, two);
+}
+
+#[test]
+fn trace_replay_writes_the_per_request_jsonl() {
+    let dir = TempDir::new().unwrap();
+    fs::write(dir.path().join("trace.jsonl"), TINY_TRACE).unwrap();
+    let args = [
+        "trace.jsonl",
+        "--report-json",
+        "r.json",
+        "--report-jsonl",
+        "out/requests.jsonl",
+    ];
+    let out = dynosim(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        read_json(&dir.path().join("r.json"))["num_requests"],
+        Value::from(4)
+    );
+    let jsonl = fs::read_to_string(dir.path().join("out/requests.jsonl")).unwrap();
+    let records: Vec<serde_json::Map<String, Value>> = jsonl
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(records.len(), 4);
+    for record in &records {
+        assert_eq!(record.len(), 28);
+        assert_eq!(record["terminal_status"], Value::from("completed"));
+    }
+    let arrivals: Vec<f64> = records
+        .iter()
+        .map(|r| r["arrival_time_ms"].as_f64().unwrap())
+        .collect();
+    assert_eq!(arrivals, vec![0.0, 10.0, 25.0, 40.0]);
+}
+
+/// Runs `args`, expects exit `code`, no report file, and returns stderr.
+fn expect_failure(args: &[&str], code: i32) -> String {
+    let dir = TempDir::new().unwrap();
+    fs::write(dir.path().join("trace.jsonl"), TINY_TRACE).unwrap();
+    let out = dynosim(dir.path(), args);
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "args {args:?}; stderr: {stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing on stdout: {}",
+        text(&out.stdout)
+    );
+    assert!(
+        report_files(dir.path()).is_empty(),
+        "no report is written on failure"
+    );
+    assert!(stderr.starts_with("dynosim: error: "), "{stderr}");
+    stderr
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    let stderr = expect_failure(&with_args(&SYNTHETIC, &["--num-workers", "two"]), 2);
+    assert!(
+        stderr.contains("--num-workers") && stderr.contains("two"),
+        "{stderr}"
+    );
+    let stderr = expect_failure(&with_args(&SYNTHETIC, &["--replay-mode", "bogus"]), 2);
+    assert!(
+        stderr.contains("--replay-mode") && stderr.contains("offline, online"),
+        "{stderr}"
+    );
+    let stderr = expect_failure(&with_args(&SYNTHETIC, &["--sla-ttft-ms", "fast"]), 2);
+    assert!(stderr.contains("--sla-ttft-ms"), "{stderr}");
+    let stderr = expect_failure(&with_args(&SYNTHETIC, &["--no-such-flag"]), 2);
+    assert!(stderr.contains("--no-such-flag"), "{stderr}");
+    let stderr = expect_failure(&with_args(&SYNTHETIC, &["--report-json"]), 2);
+    assert!(stderr.contains("--report-json"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_end_with_the_usage_hint() {
+    let stderr = expect_failure(&[], 2);
+    assert!(
+        stderr.contains(
+            "provide either trace_file or all of --input-tokens/--output-tokens/--request-count"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("\nUsage: dynosim [OPTIONS] [TRACE_FILES]...\n"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.ends_with("For more information, try '--help'.\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_values_exit_2_naming_the_flag() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--num-workers", "0"], "num_workers"),
+        (&["--num-workers", "-1"], "num_workers"),
+        (&["--replay-concurrency", "0"], "replay_concurrency"),
+        (&["--sla-ttft-ms", "nan"], "sla_ttft_ms"),
+        (&["--sla-e2e-ms=-5"], "sla_e2e_ms"),
+    ];
+    for (extra, named) in cases {
+        let stderr = expect_failure(&with_args(&SYNTHETIC, extra), 2);
+        let dashed = named.replace('_', "-");
+        assert!(
+            stderr.contains(named) || stderr.contains(&dashed),
+            "{extra:?}: {stderr}"
+        );
+    }
+    let stderr = expect_failure(
+        &[
+            "--input-tokens",
+            "0",
+            "--output-tokens",
+            "5",
+            "--request-count",
+            "2",
+            "--replay-concurrency",
+            "1",
+        ],
+        2,
+    );
+    assert!(
+        stderr.contains("input_tokens") || stderr.contains("--input-tokens"),
+        "{stderr}"
+    );
+    // The speed-up only matters (and is only checked) for open-loop arrivals.
+    let open_loop = [
+        "--input-tokens",
+        "10",
+        "--output-tokens",
+        "2",
+        "--request-count",
+        "3",
+    ];
+    let args = with_args(
+        &open_loop,
+        &["--request-rate", "5", "--arrival-speedup-ratio", "-1"],
+    );
+    let stderr = expect_failure(&args, 2);
+    assert!(stderr.contains("arrival_speedup_ratio"), "{stderr}");
+    let stderr = expect_failure(&["trace.jsonl", "--request-rate", "5"], 2);
+    assert!(
+        stderr.contains("--request-rate and --arrival-interval-ms only apply to synthetic replay"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bad_json_exits_2_naming_the_flag() {
+    for json in ["{bad", "[1, 2]", "{\"no_such_field\": 1}"] {
+        let stderr = expect_failure(&with_args(&SYNTHETIC, &["--extra-engine-args", json]), 2);
+        assert!(stderr.to_lowercase().contains("engine"), "{json}: {stderr}");
+    }
+    let stderr = expect_failure(&with_args(&SYNTHETIC, &["--router-config", "{bad"]), 2);
+    assert!(stderr.to_lowercase().contains("router"), "{stderr}");
+}
+
+#[test]
+fn a_missing_trace_file_is_an_error_naming_it() {
+    let stderr = expect_failure(&["/nonexistent/trace.jsonl"], 2);
+    assert!(stderr.contains("/nonexistent/trace.jsonl"), "{stderr}");
+}
+
+#[test]
+fn an_unwritable_report_path_is_a_runtime_error_naming_it() {
+    let dir = TempDir::new().unwrap();
+    fs::write(dir.path().join("blocker"), "a file, not a directory").unwrap();
+    let out = dynosim(
+        dir.path(),
+        &with_args(&SYNTHETIC, &["--report-json", "blocker/r.json"]),
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("dynosim: error: "), "{stderr}");
+    assert!(stderr.contains("blocker/r.json"), "{stderr}");
+    assert!(out.stdout.is_empty());
+}

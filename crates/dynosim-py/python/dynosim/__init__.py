@@ -1,0 +1,16 @@
+"""dynosim: a deterministic virtual-time replay of an LLM-serving workload.
+
+``run_trace_replay`` and ``run_synthetic_trace_replay`` take the signatures of
+``dynamo.replay``'s functions and return the report as a dict; ``main`` runs the
+``dynosim`` command line (the same parser as the Rust binary) and returns its exit code.
+"""
+
+from dynosim._dynosim import __version__, run_synthetic_trace_replay, run_trace_replay
+from dynosim._dynosim import main as _main
+
+__all__ = ["run_trace_replay", "run_synthetic_trace_replay", "main"]
+
+
+def main(argv=None, prog="dynosim"):
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    return _main(None if argv is None else [str(arg) for arg in argv], prog)

@@ -1,0 +1,220 @@
+"""Tests of the installed Python package: the API, and the CLI under both module names."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import dynosim
+from dynamo.replay import run_synthetic_trace_replay, run_trace_replay
+
+SYNTHETIC_ARGS = [
+    "--input-tokens",
+    "1000",
+    "--output-tokens",
+    "100",
+    "--request-count",
+    "50",
+    "--replay-concurrency",
+    "8",
+]
+
+TINY_TRACE = "".join(
+    json.dumps(line) + "\n"
+    for line in [
+        {"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]},
+        {"timestamp": 10, "input_length": 700, "output_length": 3, "hash_ids": [0, 2]},
+        {"timestamp": 25, "input_length": 300, "output_length": 4, "hash_ids": [3]},
+    ]
+)
+
+# Keys that measure the host's clock, not the simulation.
+CLOCK_KEYS = {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}
+
+INT_KEYS = {
+    "num_requests",
+    "completed_requests",
+    "total_input_tokens",
+    "total_output_tokens",
+    "prefill_gpus_per_worker",
+    "decode_gpus_per_worker",
+    "processed_tokens",
+}
+
+
+def run_module(module, args, cwd):
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def without_clock(report):
+    return {key: value for key, value in report.items() if key not in CLOCK_KEYS}
+
+
+def synthetic(**kwargs):
+    kwargs.setdefault("replay_concurrency", 8)
+    return run_synthetic_trace_replay(1000, 100, 50, **kwargs)
+
+
+def test_package_exports():
+    import dynamo.replay
+
+    assert dynamo.replay.__all__ == ["run_trace_replay", "run_synthetic_trace_replay"]
+    assert callable(dynosim.main)
+    assert dynosim.run_trace_replay is run_trace_replay
+    assert not (pathlib.Path(dynamo.replay.__file__).parent.parent / "__init__.py").exists()
+
+
+@pytest.mark.parametrize("module", ["dynamo.replay", "dynosim"])
+def test_cli_module_prints_the_table_and_writes_the_report(module, tmp_path):
+    result = run_module(module, [*SYNTHETIC_ARGS, "--report-json", "out.json"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "NVIDIA AIPerf | LLM Metrics"
+    assert lines[-1] == "Saved full report to: out.json"
+    assert any(line.startswith("┃ Request Count (requests)") for line in lines)
+    assert result.stdout.endswith("\n")
+    raw = (tmp_path / "out.json").read_text(encoding="utf-8")
+    report = json.loads(raw)
+    assert len(report) == 74
+    assert list(report) == sorted(report)
+    assert raw == json.dumps(report, indent=2, sort_keys=True) + "\n"
+
+
+def test_cli_errors_name_the_program_and_exit_2(tmp_path):
+    result = run_module("dynamo.replay", ["--num-workers", "two"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("python -m dynamo.replay: error: ")
+    assert "--num-workers" in result.stderr
+    assert result.stdout == ""
+    result = run_module("dynamo.replay", [], tmp_path)
+    assert result.returncode == 2
+    assert "Usage: python -m dynamo.replay [OPTIONS] [TRACE_FILES]..." in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_help_exits_0(tmp_path):
+    result = run_module("dynosim", ["--help"], tmp_path)
+    assert result.returncode == 0
+    assert "--report-json" in result.stdout
+
+
+def test_main_returns_the_exit_code_and_writes_through_sys_stdout(tmp_path, capsys):
+    code = dynosim.main([*SYNTHETIC_ARGS, "--report-json", str(tmp_path / "r.json")])
+    assert code == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("NVIDIA AIPerf | LLM Metrics\n")
+    assert dynosim.main(["--bogus"]) == 2
+    assert capsys.readouterr().err.startswith("dynosim: error: ")
+
+
+def test_synthetic_api_returns_the_report_dict_in_order():
+    report = synthetic()
+    assert isinstance(report, dict)
+    assert len(report) == 74
+    assert list(report)[:4] == [
+        "num_requests",
+        "completed_requests",
+        "total_input_tokens",
+        "total_output_tokens",
+    ]
+    for key, value in report.items():
+        expected = int if key in INT_KEYS else float
+        assert type(value) is expected, key
+    assert report["completed_requests"] == 50
+    assert report["total_output_tokens"] == 5000
+
+
+def test_api_and_cli_give_the_same_report(tmp_path):
+    result = run_module("dynosim", [*SYNTHETIC_ARGS, "--report-json", "r.json"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    from_cli = json.loads((tmp_path / "r.json").read_text())
+    assert without_clock(from_cli) == without_clock(synthetic())
+
+
+def test_engine_args_as_dict_or_json_string_agree():
+    engine = {"num_gpu_blocks": 2048, "max_num_seqs": 4, "block_size": 32}
+    from_dict = synthetic(extra_engine_args=engine)
+    from_text = synthetic(extra_engine_args=json.dumps(engine))
+    assert without_clock(from_dict) == without_clock(from_text)
+    assert without_clock(from_dict) != without_clock(synthetic())
+
+
+def test_an_sla_adds_goodput_keys():
+    report = synthetic(sla_e2e_ms=1e9)
+    assert len(report) == 77
+    assert report["goodput_completed_requests"] == 50
+
+
+def test_bad_values_raise_value_error_with_the_cli_message(tmp_path):
+    with pytest.raises(ValueError) as raised:
+        run_synthetic_trace_replay(0, 100, 5, replay_concurrency=1)
+    message = str(raised.value)
+    assert "input_tokens" in message
+    result = run_module(
+        "dynamo.replay",
+        ["--input-tokens", "0", "--output-tokens", "100", "--request-count", "5",
+         "--replay-concurrency", "1"],
+        tmp_path,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == f"python -m dynamo.replay: error: {message}"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"replay_concurrency": 0},
+        {"replay_concurrency": 1, "request_rate": 5.0},
+        {"replay_concurrency": 1, "num_workers": 0},
+        {"replay_concurrency": 1, "extra_engine_args": "{bad"},
+        {"replay_concurrency": 1, "extra_engine_args": {"no_such_field": 1}},
+        {"replay_concurrency": 1, "router_mode": "bogus"},
+        {"replay_concurrency": 1, "sla_ttft_ms": float("nan")},
+        {"replay_concurrency": 1, "num_prefill_workers": 2},
+    ],
+)
+def test_invalid_arguments_raise_value_error(kwargs):
+    with pytest.raises(ValueError):
+        run_synthetic_trace_replay(100, 10, 5, **kwargs)
+
+
+def test_wrong_python_types_raise_type_error():
+    with pytest.raises(TypeError):
+        run_synthetic_trace_replay([100], 10, 5, replay_concurrency=1)
+    with pytest.raises(TypeError):
+        run_synthetic_trace_replay(100, 10, 5, replay_concurrency=1, extra_engine_args=[1])
+    with pytest.raises(TypeError):
+        run_trace_replay("t.jsonl", request_rate=1.0)
+    with pytest.raises(TypeError):
+        run_synthetic_trace_replay(100, 10, 5, 1)  # the rest is keyword-only
+
+
+def test_trace_api_accepts_str_pathlike_and_lists_and_writes_jsonl(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(TINY_TRACE)
+    jsonl = tmp_path / "nested" / "requests.jsonl"
+    by_path = run_trace_replay(trace, report_jsonl_path=jsonl)
+    by_str = run_trace_replay(str(trace))
+    by_list = run_trace_replay([os.fspath(trace)])
+    assert by_path["num_requests"] == 3
+    assert without_clock(by_path) == without_clock(by_str) == without_clock(by_list)
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert len(records) == 3
+    assert all(len(record) == 28 for record in records)
+    assert [record["arrival_time_ms"] for record in records] == [0.0, 10.0, 25.0]
+
+
+def test_trace_api_errors():
+    with pytest.raises(ValueError, match="nonexistent"):
+        run_trace_replay("/nonexistent/trace.jsonl")
+    with pytest.raises(TypeError):
+        run_trace_replay(42)
