@@ -284,9 +284,13 @@ fn without_clock_lines(report: &str) -> String {
     report
         .lines()
         .filter(|l| {
-            !["\"wall_time_ms\"", "\"processed_tokens_per_s\"", "\"processed_output_tokens_per_s\""]
-                .iter()
-                .any(|k| l.trim_start().starts_with(k))
+            ![
+                "\"wall_time_ms\"",
+                "\"processed_tokens_per_s\"",
+                "\"processed_output_tokens_per_s\"",
+            ]
+            .iter()
+            .any(|k| l.trim_start().starts_with(k))
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -299,15 +303,29 @@ fn the_same_command_twice_writes_byte_identical_files() {
     for run in ["a", "b"] {
         let json = format!("{run}.json");
         let jsonl = format!("{run}.jsonl");
-        let args = ["trace.jsonl", "--num-workers", "2", "--report-json", &json, "--report-jsonl", &jsonl];
+        let args = [
+            "trace.jsonl",
+            "--num-workers",
+            "2",
+            "--report-json",
+            &json,
+            "--report-jsonl",
+            &jsonl,
+        ];
         let out = dynosim(dir.path(), &args);
         assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     }
     let read = |name: &str| fs::read_to_string(dir.path().join(name)).unwrap();
     assert_eq!(read("a.jsonl"), read("b.jsonl"));
     assert_eq!(read("a.jsonl").lines().count(), 12);
-    assert_eq!(without_clock_lines(&read("a.json")), without_clock_lines(&read("b.json")));
-    assert_eq!(without_clock_lines(&read("a.json")).lines().count() + 3, read("a.json").lines().count());
+    assert_eq!(
+        without_clock_lines(&read("a.json")),
+        without_clock_lines(&read("b.json"))
+    );
+    assert_eq!(
+        without_clock_lines(&read("a.json")).lines().count() + 3,
+        read("a.json").lines().count()
+    );
 }
 
 #[test]

@@ -15,13 +15,25 @@ use serde_json::Value;
 
 const RTOL: f64 = 1e-6;
 const ATOL: f64 = 1e-6;
-const SIMULATOR_SPEED_KEYS: [&str; 3] =
-    ["wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"];
-const RECORD_KEYS: [&str; 6] =
-    ["ttft_ms", "ttst_ms", "e2e_latency_ms", "itl_ms", "output_length", "reused_input_tokens"];
+const SIMULATOR_SPEED_KEYS: [&str; 3] = [
+    "wall_time_ms",
+    "processed_tokens_per_s",
+    "processed_output_tokens_per_s",
+];
+const RECORD_KEYS: [&str; 6] = [
+    "ttft_ms",
+    "ttst_ms",
+    "e2e_latency_ms",
+    "itl_ms",
+    "output_length",
+    "reused_input_tokens",
+];
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 struct Case {
@@ -35,7 +47,10 @@ fn cases() -> Vec<Case> {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| {
             let (name, args) = l.split_once('\t').expect("name<TAB>args");
-            Case { name: name.into(), args: args.split_whitespace().map(String::from).collect() }
+            Case {
+                name: name.into(),
+                args: args.split_whitespace().map(String::from).collect(),
+            }
         })
         .collect()
 }
@@ -59,11 +74,21 @@ fn values_agree(ours: &Value, reference: &Value) -> bool {
 fn read_golden_records(path: &Path) -> Vec<BTreeMap<String, String>> {
     let file = std::fs::File::open(path).unwrap();
     let mut lines = BufReader::new(flate2::read::GzDecoder::new(file)).lines();
-    let header: Vec<String> = lines.next().unwrap().unwrap().split('\t').map(String::from).collect();
+    let header: Vec<String> = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .split('\t')
+        .map(String::from)
+        .collect();
     lines
         .map(|l| {
             let l = l.unwrap();
-            header.iter().cloned().zip(l.split('\t').map(String::from)).collect()
+            header
+                .iter()
+                .cloned()
+                .zip(l.split('\t').map(String::from))
+                .collect()
         })
         .collect()
 }
@@ -94,7 +119,11 @@ fn compare_records(ours_jsonl: &Path, golden: &Path, problems: &mut Vec<String>)
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
             let v: Value = serde_json::from_str(l).unwrap();
-            v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), field(v))).collect()
+            v.as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), field(v)))
+                .collect()
         })
         .collect();
     let cmp = |a: &BTreeMap<String, String>, b: &BTreeMap<String, String>| {
@@ -104,7 +133,11 @@ fn compare_records(ours_jsonl: &Path, golden: &Path, problems: &mut Vec<String>)
     let mut reference = read_golden_records(golden);
     reference.sort_by(cmp);
     if ours.len() != reference.len() {
-        problems.push(format!("records: ours {} reference {}", ours.len(), reference.len()));
+        problems.push(format!(
+            "records: ours {} reference {}",
+            ours.len(),
+            reference.len()
+        ));
         return;
     }
     let mut bad = 0;
@@ -134,7 +167,11 @@ fn compare_records(ours_jsonl: &Path, golden: &Path, problems: &mut Vec<String>)
 fn run_case(case: &Case, out_dir: &Path) -> Result<(), String> {
     let root = repo_root();
     let golden = root.join("tests/parity/golden");
-    let trace = case.args.first().filter(|a| !a.starts_with("--")).map(|a| root.join(a));
+    let trace = case
+        .args
+        .first()
+        .filter(|a| !a.starts_with("--"))
+        .map(|a| root.join(a));
     if let Some(trace) = &trace {
         if !trace.exists() {
             eprintln!("skipping {}: {} is absent", case.name, trace.display());
@@ -144,7 +181,10 @@ fn run_case(case: &Case, out_dir: &Path) -> Result<(), String> {
     let report = out_dir.join(format!("{}.json", case.name));
     let records = out_dir.join(format!("{}.jsonl", case.name));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_dynosim"));
-    cmd.current_dir(&root).args(&case.args).arg("--report-json").arg(&report);
+    cmd.current_dir(&root)
+        .args(&case.args)
+        .arg("--report-json")
+        .arg(&report);
     if trace.is_some() {
         cmd.arg("--report-jsonl").arg(&records);
     }
@@ -204,5 +244,10 @@ fn reports_and_records_match_the_reference() {
     }
     let _ = std::fs::remove_dir_all(&out_dir);
     assert!(ran > 0, "no parity case selected");
-    assert!(failures.is_empty(), "{} of {ran} cases differ:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -24,11 +24,17 @@ pub struct Error {
 
 impl Error {
     pub fn usage(message: impl Into<String>) -> Self {
-        Self { kind: ErrorKind::Usage, message: message.into() }
+        Self {
+            kind: ErrorKind::Usage,
+            message: message.into(),
+        }
     }
 
     pub fn runtime(message: impl Into<String>) -> Self {
-        Self { kind: ErrorKind::Runtime, message: message.into() }
+        Self {
+            kind: ErrorKind::Runtime,
+            message: message.into(),
+        }
     }
 
     pub fn kind(&self) -> ErrorKind {

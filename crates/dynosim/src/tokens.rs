@@ -135,7 +135,9 @@ const SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// A strong 64-bit mix (SplitMix64 finaliser) of `a` and `b`.
 fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a.wrapping_add(b.wrapping_mul(0xD6E8_FEB8_6659_FD93)).wrapping_add(SEED);
+    let mut z = a
+        .wrapping_add(b.wrapping_mul(0xD6E8_FEB8_6659_FD93))
+        .wrapping_add(SEED);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

@@ -11,7 +11,7 @@ use dynosim::config::{
 use dynosim::report::record::TerminalStatus;
 use dynosim::report::Value;
 use dynosim::workload::{Prompt, Session, Turn, Workload};
-use dynosim::{RequestRecord, Report};
+use dynosim::{Report, RequestRecord};
 use proptest::prelude::*;
 
 fn arb_turn(first: bool) -> impl Strategy<Value = Turn> {
@@ -19,7 +19,11 @@ fn arb_turn(first: bool) -> impl Strategy<Value = Turn> {
         prop::collection::vec(0u32..12, 1..6),
         1usize..3000,
         0usize..40,
-        if first { Just(0.0).boxed() } else { (0.0f64..50.0).boxed() },
+        if first {
+            Just(0.0).boxed()
+        } else {
+            (0.0f64..50.0).boxed()
+        },
     )
         .prop_map(|(ids, input, output, delay_ms)| {
             let block_size = 256;
@@ -37,13 +41,20 @@ fn arb_turn(first: bool) -> impl Strategy<Value = Turn> {
 }
 
 fn arb_session() -> impl Strategy<Value = Session> {
-    (0.0f64..500.0, arb_turn(true), prop::collection::vec(arb_turn(false), 0..3)).prop_map(
-        |(ts, first, rest)| {
+    (
+        0.0f64..500.0,
+        arb_turn(true),
+        prop::collection::vec(arb_turn(false), 0..3),
+    )
+        .prop_map(|(ts, first, rest)| {
             let mut turns = vec![first];
             turns.extend(rest);
-            Session { id: String::new(), first_timestamp_ms: Some(ts), turns }
-        },
-    )
+            Session {
+                id: String::new(),
+                first_timestamp_ms: Some(ts),
+                turns,
+            }
+        })
 }
 
 fn arb_workload() -> impl Strategy<Value = Workload> {
@@ -68,21 +79,23 @@ fn arb_engine() -> impl Strategy<Value = EngineArgs> {
         prop_oneof![Just(PreemptionMode::Lifo), Just(PreemptionMode::Fifo)],
         1usize..3,
     )
-        .prop_map(|(engine_type, block_size, blocks, seqs, batched, caching, chunked, preemption, dp)| {
-            EngineArgs {
-                engine_type,
-                num_gpu_blocks: blocks.max(3200 / block_size + 2),
-                block_size,
-                max_num_seqs: seqs,
-                max_num_batched_tokens: batched,
-                enable_prefix_caching: caching,
-                // Without chunking, a prompt larger than the token budget can never run.
-                enable_chunked_prefill: chunked || batched.is_some_and(|b| b < 3072),
-                preemption_mode: preemption,
-                dp_size: dp,
-                ..EngineArgs::default()
-            }
-        })
+        .prop_map(
+            |(engine_type, block_size, blocks, seqs, batched, caching, chunked, preemption, dp)| {
+                EngineArgs {
+                    engine_type,
+                    num_gpu_blocks: blocks.max(3200 / block_size + 2),
+                    block_size,
+                    max_num_seqs: seqs,
+                    max_num_batched_tokens: batched,
+                    enable_prefix_caching: caching,
+                    // Without chunking, a prompt larger than the token budget can never run.
+                    enable_chunked_prefill: chunked || batched.is_some_and(|b| b < 3072),
+                    preemption_mode: preemption,
+                    dp_size: dp,
+                    ..EngineArgs::default()
+                }
+            },
+        )
 }
 
 fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
@@ -112,7 +125,9 @@ fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
 }
 
 fn run(spec: &ReplaySpec, workload: Workload) -> (Report, Vec<RequestRecord>) {
-    dynosim::simulate(spec, workload).expect("simulation runs").into_report(0.0)
+    dynosim::simulate(spec, workload)
+        .expect("simulation runs")
+        .into_report(0.0)
 }
 
 fn int(report: &Report, key: &str) -> i64 {

@@ -12,7 +12,11 @@ pub struct RoundRobin {
 impl RoundRobin {
     pub fn new(num_workers: usize, dp_size: usize) -> Self {
         assert!(num_workers > 0 && dp_size > 0, "validated by the config");
-        Self { dp_size, next_worker: 0, next_rank: vec![0; num_workers] }
+        Self {
+            dp_size,
+            next_worker: 0,
+            next_rank: vec![0; num_workers],
+        }
     }
 
     /// The scheduler index (worker * dp_size + rank) of the next request.

@@ -95,7 +95,11 @@ impl Driver {
                 }
                 for (index, session) in sessions.iter().enumerate() {
                     let ts = session.first_timestamp_ms.expect("checked above");
-                    ready.push(ReadyTurn { at_ms: (ts - start) / speedup, session: index, turn: 0 });
+                    ready.push(ReadyTurn {
+                        at_ms: (ts - start) / speedup,
+                        session: index,
+                        turn: 0,
+                    });
                 }
                 (speedup, false, sessions.len())
             }
@@ -112,13 +116,24 @@ impl Driver {
                 }
                 let active = limit.min(sessions.len());
                 for index in 0..active {
-                    ready.push(ReadyTurn { at_ms: 0.0, session: index, turn: 0 });
+                    ready.push(ReadyTurn {
+                        at_ms: 0.0,
+                        session: index,
+                        turn: 0,
+                    });
                 }
                 (1.0, true, active)
             }
         };
         let unfinished_sessions = sessions.len();
-        Ok(Self { sessions, ready, delay_divisor, next_session, unfinished_sessions, closed_loop })
+        Ok(Self {
+            sessions,
+            ready,
+            delay_divisor,
+            next_session,
+            unfinished_sessions,
+            closed_loop,
+        })
     }
 
     /// Total number of turns in the workload.
@@ -158,12 +173,20 @@ impl Driver {
         let turns = &self.sessions[session].turns;
         if let Some(next) = turns.get(turn + 1) {
             let at_ms = now_ms + next.delay_ms / self.delay_divisor;
-            self.ready.push(ReadyTurn { at_ms, session, turn: turn + 1 });
+            self.ready.push(ReadyTurn {
+                at_ms,
+                session,
+                turn: turn + 1,
+            });
             return;
         }
         self.unfinished_sessions -= 1;
         if self.closed_loop && self.next_session < self.sessions.len() {
-            self.ready.push(ReadyTurn { at_ms: now_ms, session: self.next_session, turn: 0 });
+            self.ready.push(ReadyTurn {
+                at_ms: now_ms,
+                session: self.next_session,
+                turn: 0,
+            });
             self.next_session += 1;
         }
     }
@@ -187,13 +210,20 @@ mod tests {
     }
 
     fn session(id: &str, ts: Option<f64>, delays: &[f64]) -> Session {
-        Session { id: id.into(), first_timestamp_ms: ts, turns: delays.iter().map(|&d| turn(d)).collect() }
+        Session {
+            id: id.into(),
+            first_timestamp_ms: ts,
+            turns: delays.iter().map(|&d| turn(d)).collect(),
+        }
     }
 
     #[test]
     fn open_loop_normalises_and_speeds_up() {
         let w = Workload {
-            sessions: vec![session("a", Some(1000.0), &[0.0, 100.0]), session("b", Some(1200.0), &[0.0])],
+            sessions: vec![
+                session("a", Some(1000.0), &[0.0, 100.0]),
+                session("b", Some(1200.0), &[0.0]),
+            ],
         };
         let mut d = Driver::new(w, ArrivalMode::Timestamps { speedup: 2.0 }).unwrap();
         let r = d.pop_ready(0.0).unwrap();
@@ -213,9 +243,14 @@ mod tests {
 
     #[test]
     fn open_loop_requires_first_timestamps() {
-        let w = Workload { sessions: vec![session("request_1", None, &[0.0])] };
+        let w = Workload {
+            sessions: vec![session("request_1", None, &[0.0])],
+        };
         let err = Driver::new(w, ArrivalMode::Timestamps { speedup: 1.0 }).unwrap_err();
-        assert_eq!(err.message(), "trace mode requires first_arrival_timestamp_ms for session request_1");
+        assert_eq!(
+            err.message(),
+            "trace mode requires first_arrival_timestamp_ms for session request_1"
+        );
     }
 
     #[test]
@@ -240,8 +275,13 @@ mod tests {
 
     #[test]
     fn closed_loop_rejects_negative_first_timestamps() {
-        let w = Workload { sessions: vec![session("request_1", Some(-10.0), &[0.0])] };
+        let w = Workload {
+            sessions: vec![session("request_1", Some(-10.0), &[0.0])],
+        };
         let err = Driver::new(w, ArrivalMode::Concurrency { limit: 1 }).unwrap_err();
-        assert_eq!(err.message(), "session request_1 has invalid first_arrival_timestamp_ms -10");
+        assert_eq!(
+            err.message(),
+            "session request_1 has invalid first_arrival_timestamp_ms -10"
+        );
     }
 }

@@ -60,7 +60,10 @@ impl Simulated {
     /// The report (with `wall_time_ms` as measured by the caller) and the per-request records
     /// (empty unless the spec asked for them), sorted by arrival time.
     pub fn into_report(self, wall_time_ms: f64) -> (Report, Vec<RequestRecord>) {
-        self.collector.finish(RunFacts { wall_time_ms, ..self.facts })
+        self.collector.finish(RunFacts {
+            wall_time_ms,
+            ..self.facts
+        })
     }
 }
 
@@ -86,7 +89,10 @@ impl PartialOrd for Completion {
 impl Ord for Completion {
     /// Reversed for a min-heap: earliest time first, then scheduling order.
     fn cmp(&self, other: &Self) -> Ordering {
-        other.at_ms.total_cmp(&self.at_ms).then_with(|| other.seq.cmp(&self.seq))
+        other
+            .at_ms
+            .total_cmp(&self.at_ms)
+            .then_with(|| other.seq.cmp(&self.seq))
     }
 }
 
@@ -143,7 +149,9 @@ impl<'s> Aggregated<'s> {
             spec,
             now_ms: 0.0,
             schedulers,
-            workers: (0..spec.num_workers).map(|_| WorkerState::default()).collect(),
+            workers: (0..spec.num_workers)
+                .map(|_| WorkerState::default())
+                .collect(),
             dp_size,
             completions: BinaryHeap::new(),
             next_seq: 0,
@@ -227,7 +235,11 @@ impl<'s> Aggregated<'s> {
     fn next_timestamp(&self) -> Option<f64> {
         let next_completion = self.completions.peek().map(|c| c.at_ms);
         let arrivals_blocked = self.release_between_passes_only && self.workers[0].busy;
-        let next_arrival = if arrivals_blocked { None } else { self.driver.next_ready_ms() };
+        let next_arrival = if arrivals_blocked {
+            None
+        } else {
+            self.driver.next_ready_ms()
+        };
         match (next_completion, next_arrival) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -277,7 +289,11 @@ impl<'s> Aggregated<'s> {
         while let Some(release) = self.driver.pop_ready(self.now_ms) {
             let id: RequestId = self.origins.len();
             let turn = release.turn;
-            let arrival_ms = if closed_loop { self.now_ms } else { release.ready_at_ms };
+            let arrival_ms = if closed_loop {
+                self.now_ms
+            } else {
+                release.ready_at_ms
+            };
             self.collector.on_arrival(
                 id,
                 arrival_ms,
@@ -290,7 +306,10 @@ impl<'s> Aggregated<'s> {
                 prompt: turn.prompt.tokens(turn.input_length),
                 max_output_tokens: turn.max_output_tokens,
             };
-            self.origins.push(RequestOrigin { session: release.session_index, turn: release.turn_index });
+            self.origins.push(RequestOrigin {
+                session: release.session_index,
+                turn: release.turn_index,
+            });
             let scheduler = self.router.next_scheduler();
             self.schedulers[scheduler].enqueue(request);
             self.workers[scheduler / self.dp_size].stalled = false;
@@ -326,7 +345,8 @@ impl<'s> Aggregated<'s> {
             for &event in &self.events {
                 match event {
                     PassEvent::Admitted { id, reused_tokens } => {
-                        self.collector.on_admit(id, self.now_ms, reused_tokens, scheduler)
+                        self.collector
+                            .on_admit(id, self.now_ms, reused_tokens, scheduler)
                     }
                     other => pending.push(other),
                 }
@@ -335,7 +355,11 @@ impl<'s> Aggregated<'s> {
         if end_ms > self.now_ms {
             self.workers[worker].pending = pending;
             self.workers[worker].busy = true;
-            self.completions.push(Completion { at_ms: end_ms, seq: self.next_seq, worker });
+            self.completions.push(Completion {
+                at_ms: end_ms,
+                seq: self.next_seq,
+                worker,
+            });
             self.next_seq += 1;
             return true;
         }
@@ -372,6 +396,7 @@ impl<'s> Aggregated<'s> {
     fn on_terminal(&mut self, id: RequestId) {
         let origin = self.origins[id];
         self.in_flight -= 1;
-        self.driver.on_terminal(origin.session, origin.turn, self.now_ms);
+        self.driver
+            .on_terminal(origin.session, origin.turn, self.now_ms);
     }
 }

@@ -147,7 +147,10 @@ mod tests {
 
     #[test]
     fn hash_id_prompt_clips_the_last_block() {
-        let p = Prompt::HashIds { ids: vec![0, 1, 2], block_size: 512 };
+        let p = Prompt::HashIds {
+            ids: vec![0, 1, 2],
+            block_size: 512,
+        };
         let t = p.tokens(600);
         assert_eq!(t.len(), 600);
         assert_eq!(t.runs().len(), 2);
