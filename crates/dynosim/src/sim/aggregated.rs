@@ -1,0 +1,349 @@
+//! Aggregated workers: `num_workers` workers of `dp_size` ranks each behind one router, and the
+//! event loop that drives them (see the module doc of `sim` for the ordering rules).
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::driver::Driver;
+use crate::config::{ArrivalMode, ReplaySpec};
+use crate::engine::{EngineRequest, PassEvent, RankScheduler, RequestId};
+use crate::error::{Error, Result};
+use crate::report::{Collector, RunFacts};
+use crate::router::round_robin::RoundRobin;
+
+/// A scheduled pass completion.
+#[derive(Clone, Copy, Debug)]
+struct Completion {
+    at_ms: f64,
+    seq: u64,
+    worker: usize,
+}
+
+impl PartialEq for Completion {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Completion {}
+impl PartialOrd for Completion {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Completion {
+    /// Reversed for a min-heap: earliest time first, then scheduling order.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .at_ms
+            .total_cmp(&self.at_ms)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+#[derive(Debug, Default)]
+struct WorkerState {
+    /// A pass is in flight.
+    busy: bool,
+    /// The last pass did nothing; do not retry until the worker receives a request.
+    stalled: bool,
+    /// Events of the in-flight pass, applied at its completion.
+    pending: Vec<PassEvent>,
+}
+
+/// Where a request came from, to report its terminal state back to the driver.
+#[derive(Clone, Copy, Debug)]
+struct RequestOrigin {
+    session: usize,
+    turn: usize,
+}
+
+/// Aggregated workers: `num_workers` workers of `dp_size` ranks each, routed round robin.
+pub(super) struct Aggregated<'s> {
+    spec: &'s ReplaySpec,
+    now_ms: f64,
+    schedulers: Vec<RankScheduler>,
+    workers: Vec<WorkerState>,
+    dp_size: usize,
+    completions: BinaryHeap<Completion>,
+    next_seq: u64,
+    driver: Driver,
+    router: RoundRobin,
+    collector: Collector,
+    origins: Vec<RequestOrigin>,
+    in_flight: usize,
+    /// The reference's single-worker path releases closed-loop arrivals only between passes.
+    release_between_passes_only: bool,
+    /// Integral of the provisioned worker count over virtual time (ms).
+    worker_ms: f64,
+    single_worker: bool,
+    /// Once past the time cap: the last timestamp still processed.
+    past_cap_stop_ms: Option<f64>,
+    events: Vec<PassEvent>,
+}
+
+impl<'s> Aggregated<'s> {
+    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
+        let dp_size = spec.engine.dp_size;
+        let schedulers = (0..spec.num_workers * dp_size)
+            .map(|index| RankScheduler::new(&spec.engine, index))
+            .collect();
+        let single_worker = spec.num_workers == 1 && dp_size == 1;
+        let closed_loop = matches!(spec.arrivals, ArrivalMode::Concurrency { .. });
+        Self {
+            spec,
+            now_ms: 0.0,
+            schedulers,
+            workers: (0..spec.num_workers)
+                .map(|_| WorkerState::default())
+                .collect(),
+            dp_size,
+            completions: BinaryHeap::new(),
+            next_seq: 0,
+            router: RoundRobin::new(spec.num_workers, dp_size),
+            collector: Collector::new(spec.sla, spec.capture_requests),
+            origins: Vec::with_capacity(driver.total_turns()),
+            driver,
+            in_flight: 0,
+            release_between_passes_only: single_worker && closed_loop,
+            worker_ms: 0.0,
+            single_worker,
+            past_cap_stop_ms: None,
+            events: Vec::new(),
+        }
+    }
+
+    pub(super) fn run(&mut self) -> Result<()> {
+        self.settle()?;
+        while !self.driver.is_drained() {
+            let Some(next_ms) = self.next_timestamp() else {
+                return Err(Error::runtime(format!(
+                    "offline replay reached a dead end with {} in-flight requests remaining \
+                     (no request can be scheduled: a prompt may not fit the KV cache or the \
+                     batch token budget)",
+                    self.in_flight
+                )));
+            };
+            if let Some(last_ms) = self.cap_stop(next_ms) {
+                if next_ms > last_ms {
+                    break;
+                }
+            }
+            self.advance_to(next_ms);
+            self.settle()?;
+        }
+        Ok(())
+    }
+
+    /// With `--max-sim-time-seconds`, the last timestamp the run may still process, given that
+    /// the next one is `next_ms`. Past the cap, the multi-worker loop stops at once; the
+    /// reference's single-worker loop checks the cap only between its steps, so it still
+    /// finishes the pass in flight (and takes the arrivals up to its end), or, when idle,
+    /// takes the next batch of arrivals.
+    fn cap_stop(&mut self, next_ms: f64) -> Option<f64> {
+        let cap = self.spec.max_sim_time_ms?;
+        if let Some(stop) = self.past_cap_stop_ms {
+            return Some(stop);
+        }
+        if next_ms <= cap {
+            return None;
+        }
+        let stop = match (self.single_worker, self.completions.peek()) {
+            (false, _) => cap,
+            (true, Some(in_flight)) => in_flight.at_ms,
+            (true, None) => next_ms,
+        };
+        self.past_cap_stop_ms = Some(stop);
+        Some(stop)
+    }
+
+    pub(super) fn finish(self) -> (Collector, RunFacts) {
+        let decode_worker_seconds = if self.single_worker {
+            // The reference's single-worker path charges one worker for the report duration.
+            self.collector.duration_s()
+        } else {
+            self.worker_ms / 1000.0
+        };
+        let gpus = self.spec.engine.gpus_per_worker() as u64;
+        let facts = RunFacts {
+            prefill_worker_seconds: 0.0,
+            decode_worker_seconds,
+            prefill_gpus_per_worker: 0,
+            decode_gpus_per_worker: gpus,
+            wall_time_ms: 0.0,
+        };
+        (self.collector, facts)
+    }
+
+    fn next_timestamp(&self) -> Option<f64> {
+        let next_completion = self.completions.peek().map(|c| c.at_ms);
+        let arrivals_blocked = self.release_between_passes_only && self.workers[0].busy;
+        let next_arrival = if arrivals_blocked {
+            None
+        } else {
+            self.driver.next_ready_ms()
+        };
+        match (next_completion, next_arrival) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn advance_to(&mut self, t_ms: f64) {
+        let dt = t_ms - self.now_ms;
+        if dt > 0.0 {
+            self.worker_ms += self.workers.len() as f64 * dt;
+        }
+        self.now_ms = t_ms;
+    }
+
+    /// Processes everything that happens at `now_ms` until the state stops changing.
+    fn settle(&mut self) -> Result<()> {
+        loop {
+            let mut changed = false;
+            while let Some(top) = self.completions.peek() {
+                if top.at_ms > self.now_ms {
+                    break;
+                }
+                let worker = self.completions.pop().expect("peeked").worker;
+                self.workers[worker].busy = false;
+                let events = std::mem::take(&mut self.workers[worker].pending);
+                self.apply_pass_end(&events);
+                self.workers[worker].pending = events;
+                self.workers[worker].pending.clear();
+                changed = true;
+            }
+            if !(self.release_between_passes_only && self.workers[0].busy) {
+                changed |= self.release_arrivals();
+            }
+            for worker in 0..self.workers.len() {
+                changed |= self.start_pass(worker);
+            }
+            if !changed {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Releases every turn ready by now, routing each before the next.
+    fn release_arrivals(&mut self) -> bool {
+        let closed_loop = matches!(self.spec.arrivals, ArrivalMode::Concurrency { .. });
+        let mut released = false;
+        while let Some(release) = self.driver.pop_ready(self.now_ms) {
+            let id: RequestId = self.origins.len();
+            let turn = release.turn;
+            let arrival_ms = if closed_loop {
+                self.now_ms
+            } else {
+                release.ready_at_ms
+            };
+            self.collector.on_arrival(
+                id,
+                arrival_ms,
+                turn.input_length,
+                turn.max_output_tokens,
+                Some((release.session_id, release.turn_index)),
+            );
+            let request = EngineRequest {
+                id,
+                prompt: turn.prompt.tokens(turn.input_length),
+                max_output_tokens: turn.max_output_tokens,
+            };
+            self.origins.push(RequestOrigin {
+                session: release.session_index,
+                turn: release.turn_index,
+            });
+            self.in_flight += 1;
+            self.route(request);
+            released = true;
+        }
+        released
+    }
+
+    /// Sends a released request to the scheduler the router picks.
+    fn route(&mut self, request: EngineRequest) {
+        let scheduler = self.router.next_scheduler();
+        self.schedulers[scheduler].enqueue(request);
+        self.workers[scheduler / self.dp_size].stalled = false;
+    }
+
+    /// Starts a pass on `worker` if it is idle and has work. All of a worker's DP ranks pass
+    /// together and the group ends with its slowest rank. Returns whether anything happened.
+    fn start_pass(&mut self, worker: usize) -> bool {
+        let state = &self.workers[worker];
+        if state.busy || state.stalled {
+            return false;
+        }
+        let ranks = worker * self.dp_size..(worker + 1) * self.dp_size;
+        if !ranks.clone().any(|s| self.schedulers[s].has_work()) {
+            return false;
+        }
+        let mut pending = std::mem::take(&mut self.workers[worker].pending);
+        // The group ends with its slowest rank (never before it started).
+        let mut end_ms = self.now_ms;
+        let mut scheduled_work = false;
+        for scheduler in ranks {
+            if !self.schedulers[scheduler].has_work() {
+                continue;
+            }
+            self.events.clear();
+            let time = self.schedulers[scheduler].run_pass_timed(&mut self.events);
+            end_ms = end_ms.max(time.end_ms(self.now_ms));
+            scheduled_work |= time.scheduled_requests > 0 || !self.events.is_empty();
+            for &event in &self.events {
+                match event {
+                    PassEvent::Admitted { id, reused_tokens } => {
+                        self.collector
+                            .on_admit(id, self.now_ms, reused_tokens, scheduler)
+                    }
+                    other => pending.push(other),
+                }
+            }
+        }
+        if end_ms > self.now_ms {
+            self.workers[worker].pending = pending;
+            self.workers[worker].busy = true;
+            self.completions.push(Completion {
+                at_ms: end_ms,
+                seq: self.next_seq,
+                worker,
+            });
+            self.next_seq += 1;
+            return true;
+        }
+        // A pass that takes no time completes at once.
+        self.apply_pass_end(&pending);
+        pending.clear();
+        self.workers[worker].pending = pending;
+        if !scheduled_work {
+            // Nothing could run (e.g. the head request does not fit the KV cache); retrying
+            // before the worker receives a new request would change nothing.
+            self.workers[worker].stalled = true;
+        }
+        scheduled_work
+    }
+
+    /// Applies the end-of-pass events of one pass at `now_ms`.
+    fn apply_pass_end(&mut self, events: &[PassEvent]) {
+        for &event in events {
+            match event {
+                PassEvent::Tokens { id, count } => self.collector.on_tokens(id, self.now_ms, count),
+                PassEvent::Completed { id } => {
+                    self.collector.on_completed(id, self.now_ms);
+                    self.on_terminal(id);
+                }
+                PassEvent::Rejected { id } => {
+                    self.collector.on_rejected(id, self.now_ms);
+                    self.on_terminal(id);
+                }
+                PassEvent::Admitted { .. } => unreachable!("admissions are applied at pass start"),
+            }
+        }
+    }
+
+    fn on_terminal(&mut self, id: RequestId) {
+        let origin = self.origins[id];
+        self.in_flight -= 1;
+        self.driver
+            .on_terminal(origin.session, origin.turn, self.now_ms);
+    }
+}
