@@ -9,7 +9,7 @@ ref=${REF_VENV:-$HOME/.cache/dynosim-reference}
 mkdir -p "$root/tests/parity/golden"
 cd "$root"
 only=${1:-}
-while IFS=$'\t' read -r name args; do
+while IFS=$'\t' read -r name args _close; do
   [[ -z $name || $name == \#* ]] && continue
   [[ -n $only && $name != "$only" ]] && continue
   read -ra argv <<<"$args"
