@@ -79,11 +79,12 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<(String, PathBuf)> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
     let spec = options.into_spec()?;
+    output::check_jsonl_path("--report-jsonl", jsonl_path.as_deref())?;
+    let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
     let (report, records) = replay(&spec)?;
     if let Some(path) = jsonl_path {
         output::write_jsonl(&path, &records)?;
     }
-    let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
     output::write_atomically(
         &report_path,
         report.to_json_file_string().as_bytes(),

@@ -43,6 +43,18 @@ pub fn default_report_file_name() -> String {
     format!("{DEFAULT_REPORT_STEM}{}.json", local_timestamp())
 }
 
+/// Rejects a per-request JSONL path that can never be written (an existing directory) before
+/// any simulation work, as a usage error naming the flag.
+pub fn check_jsonl_path(flag: &str, path: Option<&Path>) -> Result<()> {
+    match path {
+        Some(path) if path.is_dir() => Err(Error::usage(format!(
+            "{flag}: {} is a directory; give a file path",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Writes the per-request records, one compact JSON object per line.
 pub fn write_jsonl(path: &Path, records: &[RequestRecord]) -> Result<()> {
     let mut text = String::new();

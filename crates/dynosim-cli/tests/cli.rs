@@ -511,3 +511,23 @@ fn an_unwritable_report_path_is_a_runtime_error_naming_it() {
     assert!(stderr.contains("blocker/r.json"), "{stderr}");
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn a_directory_as_the_jsonl_path_is_a_usage_error_before_any_work() {
+    let dir = TempDir::new().unwrap();
+    fs::write(dir.path().join("trace.jsonl"), TINY_TRACE).unwrap();
+    fs::create_dir(dir.path().join("records")).unwrap();
+    let out = dynosim(
+        dir.path(),
+        &[
+            "trace.jsonl",
+            "--report-jsonl",
+            "records",
+            "--report-json",
+            "r.json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--report-jsonl: records is a directory"));
+    assert!(!dir.path().join("r.json").exists());
+}

@@ -127,6 +127,8 @@ fn apply_aic_perf_config(
 fn replay_to_dict<'py>(py: Python<'py>, options: ReplayOptions) -> PyResult<Bound<'py, PyDict>> {
     let jsonl_path = options.report_jsonl.clone();
     let spec = options.into_spec().map_err(to_py_err)?;
+    dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
+        .map_err(to_py_err)?;
     let report = py
         .detach(move || -> dynosim::Result<Report> {
             let (report, records) = dynosim_cli::replay(&spec)?;
