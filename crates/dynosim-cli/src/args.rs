@@ -35,6 +35,20 @@ pub struct Cli {
     #[arg(long, value_name = "JSON")]
     pub router_config: Option<String>,
 
+    /// Router policy-class YAML (policy families, cache buckets, queue classes); overrides
+    /// router_policy_config inside --router-config (default: $DYN_ROUTER_POLICY_CONFIG)
+    #[arg(long, value_name = "PATH")]
+    pub router_policy_config: Option<String>,
+
+    /// Model profile to select from --router-policy-config
+    #[arg(long, value_name = "NAME")]
+    pub model_name: Option<String>,
+
+    /// Seed of the KV router's tie-breaking and temperature sampling; the same seed gives the
+    /// same run (dynosim only; the reference draws these unseeded)
+    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "0")]
+    pub router_seed: i64,
+
     /// Synthetic workload: prompt length of every request in tokens (default: none)
     #[arg(long, value_name = "INT", value_parser = parse_int)]
     pub input_tokens: Option<i64>,
@@ -115,6 +129,16 @@ pub struct Cli {
     #[arg(long, value_name = "INT", value_parser = parse_int)]
     pub trace_block_size: Option<i64>,
 
+    /// applied_compute_agentic traces: fraction of each session's first prompt shared with the
+    /// other sessions of its prefix group, in [0, 1] (other formats ignore it)
+    #[arg(long, value_name = "FLOAT", value_parser = parse_float, default_value = "0.0")]
+    pub trace_shared_prefix_ratio: f64,
+
+    /// applied_compute_agentic traces: number of prefix groups sessions are dealt into by line
+    /// (other formats ignore it)
+    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "0")]
+    pub trace_num_prefix_groups: i64,
+
     /// Path of the full report JSON; an existing directory gets a timestamped file inside it
     /// (default: dynamo_replay_report_<YYYYmmdd_HHMMSS>.json in the current directory)
     #[arg(long, value_name = "PATH")]
@@ -153,6 +177,12 @@ impl Cli {
             trace_files: self.trace_files.clone(),
             extra_engine_args: self.extra_engine_args.clone(),
             router_config: self.router_config.clone(),
+            router_policy_config: self
+                .router_policy_config
+                .clone()
+                .or_else(|| std::env::var("DYN_ROUTER_POLICY_CONFIG").ok()),
+            model_name: self.model_name.clone(),
+            router_seed: self.router_seed,
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
             request_count: self.request_count,
@@ -170,6 +200,8 @@ impl Cli {
             arrival_speedup_ratio: self.arrival_speedup_ratio,
             trace_format: self.trace_format.clone(),
             trace_block_size: self.trace_block_size,
+            trace_shared_prefix_ratio: self.trace_shared_prefix_ratio,
+            trace_num_prefix_groups: self.trace_num_prefix_groups,
             report_jsonl: self.report_jsonl.clone(),
             max_sim_time_seconds: self.max_sim_time_seconds,
             sla_ttft_ms: self.sla_ttft_ms,

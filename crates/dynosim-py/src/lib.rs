@@ -182,6 +182,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     sla_e2e_ms=None,
     planner_config=None,
     benchmark_granularity=8,
+    router_seed=0,
 ))]
 #[pyo3(
     text_signature = "(trace_files, *, extra_engine_args=None, prefill_engine_args=None, \
@@ -191,7 +192,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     trace_block_size=None, trace_format='mooncake', trace_shared_prefix_ratio=0.0, \
     trace_num_prefix_groups=0, report_jsonl_path=None, max_sim_time_ms=None, model_name=None, \
     sla_ttft_ms=None, sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, \
-    benchmark_granularity=8)"
+    benchmark_granularity=8, router_seed=0)"
 )]
 #[allow(clippy::too_many_arguments)]
 fn run_trace_replay<'py>(
@@ -221,6 +222,7 @@ fn run_trace_replay<'py>(
     sla_e2e_ms: Option<f64>,
     planner_config: Option<&Bound<'py, PyAny>>,
     benchmark_granularity: i64,
+    router_seed: i64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
@@ -243,6 +245,7 @@ fn run_trace_replay<'py>(
         report_jsonl: report_jsonl_path,
         planner_config: json_text("planner_config", planner_config)?,
         benchmark_granularity,
+        router_seed,
         max_sim_time_ms,
         sla_ttft_ms,
         sla_itl_ms,
@@ -285,6 +288,7 @@ fn run_trace_replay<'py>(
     sla_e2e_ms=None,
     planner_config=None,
     benchmark_granularity=8,
+    router_seed=0,
 ))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
     extra_engine_args=None, prefill_engine_args=None, decode_engine_args=None, \
@@ -293,7 +297,7 @@ fn run_trace_replay<'py>(
     router_mode='round_robin', arrival_speedup_ratio=1.0, request_rate=None, \
     arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
     num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
-    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8)")]
+    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0)")]
 #[allow(clippy::too_many_arguments)]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
@@ -325,6 +329,7 @@ fn run_synthetic_trace_replay<'py>(
     sla_e2e_ms: Option<f64>,
     planner_config: Option<&Bound<'py, PyAny>>,
     benchmark_granularity: i64,
+    router_seed: i64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         extra_engine_args: json_text("extra_engine_args", extra_engine_args)?,
@@ -351,6 +356,7 @@ fn run_synthetic_trace_replay<'py>(
         arrival_speedup_ratio,
         planner_config: json_text("planner_config", planner_config)?,
         benchmark_granularity,
+        router_seed,
         sla_ttft_ms,
         sla_itl_ms,
         sla_e2e_ms,

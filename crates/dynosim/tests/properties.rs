@@ -62,7 +62,10 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
         for (i, s) in sessions.iter_mut().enumerate() {
             s.id = format!("s{i}");
         }
-        Workload { sessions }
+        Workload {
+            sessions,
+            ..Workload::default()
+        }
     })
 }
 

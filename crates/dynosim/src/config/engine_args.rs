@@ -24,7 +24,7 @@
 //! when G2/G3/G4 offload and `aic_model_path` are both set; dynosim cannot read model configs and
 //! leaves it unset (it only matters for disaggregated transfers).
 //!
-//! Not supported yet (usage errors): `engine_type: "sglang"`, `aic_backend` (AIC timing),
+//! Not supported yet (usage errors): `aic_backend` (AIC timing),
 //! `planner_profile_data` (profiled timing), `aic_nextn` (speculative decoding).
 
 use std::path::PathBuf;
@@ -798,9 +798,6 @@ fn normalize_accept_rates(nextn: usize, rates: Option<&str>) -> Result<Vec<f64>,
 
 /// Valid settings whose feature dynosim does not model yet.
 fn reject_unsupported(parsed: &ParsedEngineArgs) -> Result<(), String> {
-    if parsed.args.engine_type == EngineType::Sglang {
-        return Err("engine_type \"sglang\" is not supported yet".into());
-    }
     if parsed.aic_nextn.is_some() {
         return Err("aic_nextn (speculative decoding) is not supported yet".into());
     }
@@ -1304,15 +1301,16 @@ mod tests {
     }
 
     #[test]
+    fn sglang_is_accepted_with_its_page_size() {
+        let args = parse(r#"{"engine_type":"SGLang"}"#);
+        assert_eq!(args.engine_type, EngineType::Sglang);
+        assert_eq!(args.block_size, 1);
+        let args = parse(r#"{"engine_type":"sglang","sglang":{"page_size":16}}"#);
+        assert_eq!(args.block_size, 16);
+    }
+
+    #[test]
     fn features_not_built_yet_are_usage_errors() {
-        assert_error(
-            r#"{"engine_type":"sglang"}"#,
-            "engine_type \"sglang\" is not supported yet",
-        );
-        assert_error(
-            r#"{"engine_type":"SGLang"}"#,
-            "engine_type \"sglang\" is not supported yet",
-        );
         assert_error(
             r#"{"aic_nextn":2}"#,
             "aic_nextn (speculative decoding) is not supported yet",

@@ -47,13 +47,32 @@ pub enum WorkloadSpec {
 pub struct TraceSpec {
     pub files: Vec<PathBuf>,
     pub format: TraceFormat,
-    /// Tokens per trace hash id (default 512 for Mooncake formats).
+    /// Tokens per trace hash id (`--trace-block-size`, default 512). Dynamo traces and
+    /// version 2 agentic traces declare their own (see the format's `expected_block_size`).
     pub block_size: u32,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `--trace-format`, with the settings only one format uses.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum TraceFormat {
     Mooncake,
+    /// Mooncake rows whose later turns carry only the new input (cumulative prompts).
+    MooncakeDelta,
+    /// Requests with dependencies; `expected_block_size` is `--trace-block-size` when given
+    /// (a version 2 file's header must match it).
+    AgenticMooncake {
+        expected_block_size: Option<u32>,
+    },
+    /// Applied Compute sessions, with optional cross-session prefix sharing.
+    AppliedComputeAgentic {
+        shared_prefix_ratio: f64,
+        num_prefix_groups: usize,
+    },
+    /// Dynamo request traces; `expected_block_size` is `--trace-block-size` when given (it
+    /// must equal the embedded size).
+    Dynamo {
+        expected_block_size: Option<u32>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -9,7 +9,7 @@
 //! 3. the replay core's checks, whose order differs between trace and synthetic replay.
 //!
 //! Features dynosim does not have yet (online replay, the KV router, disaggregated workers,
-//! trace formats other than `mooncake`, AIC timing, the planner, router policy files) are usage
+//! AIC timing, the planner, router policy files) are usage
 //! errors saying so, raised where the reference would start using them, so every check that
 //! the reference runs before that point still applies.
 
@@ -36,11 +36,13 @@ pub struct ReplayOptions {
     /// Disaggregated decode workers (not supported yet; validated as the reference does).
     pub decode_engine_args: Option<String>,
     pub router_config: Option<String>,
-    /// Path of a router policy YAML (not supported yet). The CLI fills it from the flag or from
-    /// `DYN_ROUTER_POLICY_CONFIG`.
+    /// Path of a router policy YAML; overrides `router_policy_config` inside `router_config`.
+    /// The CLI fills it from the flag or from `DYN_ROUTER_POLICY_CONFIG`.
     pub router_policy_config: Option<String>,
-    /// Accepted and ignored: it only selects a profile of a router policy file.
+    /// Selects a `models:` profile of the router policy file; must not be empty.
     pub model_name: Option<String>,
+    /// Seed of the KV router's tie-breaking and temperature sampling (dynosim only).
+    pub router_seed: i64,
     /// AIC performance-model flags (not supported yet; the "all three required" rule applies).
     pub aic_backend: Option<String>,
     pub aic_system: Option<String>,
@@ -110,6 +112,7 @@ impl Default for ReplayOptions {
             router_config: None,
             router_policy_config: None,
             model_name: None,
+            router_seed: 0,
             aic_backend: None,
             aic_system: None,
             aic_model_path: None,
@@ -384,22 +387,30 @@ impl ReplayOptions {
     fn parse_router_config(&self) -> Result<Option<RouterConfig>> {
         if let Some(policy_path) = &self.router_policy_config {
             // The front injects the policy path into the router config, which must then be an
-            // object; the policy file itself is read and validated next.
-            if let Some(text) = &self.router_config {
-                let value: serde_json::Value = serde_json::from_str(text).map_err(|error| {
-                    flag_error("--router-config", format!("invalid JSON: {error}"))
-                })?;
-                if !value.is_object() {
-                    return Err(usage("--router-config must contain a JSON object"));
+            // object; the path replaces any `router_policy_config` the object names.
+            let mut object = match &self.router_config {
+                Some(text) => {
+                    let value: serde_json::Value = serde_json::from_str(text).map_err(|error| {
+                        flag_error("--router-config", format!("invalid JSON: {error}"))
+                    })?;
+                    match value {
+                        serde_json::Value::Object(object) => object,
+                        _ => return Err(usage("--router-config must contain a JSON object")),
+                    }
                 }
-            }
-            return Err(flag_error(
-                "--router-policy-config",
-                format!(
-                    "router policy files are not supported yet (got {policy_path}); router \
-                     policy classes are not modelled"
-                ),
-            ));
+                None => serde_json::Map::new(),
+            };
+            object.remove("router_policy_config");
+            let text = serde_json::Value::Object(object).to_string();
+            let mut config = RouterConfig::from_json("--router-config", &text)?;
+            let file = crate::router::kv::policy::RouterPolicyConfig::from_path(policy_path)
+                .map_err(|message| flag_error("--router-policy-config", message))?;
+            config.policy_file = Some(file);
+            config.raw.insert(
+                "router_policy_config".into(),
+                serde_json::Value::String(policy_path.clone()),
+            );
+            return Ok(Some(config));
         }
         self.router_config
             .as_deref()
@@ -667,12 +678,6 @@ impl ReplayOptions {
                 ),
             ));
         }
-        if dialect != TraceDialect::Mooncake {
-            return Err(flag_error(
-                "--trace-format",
-                format!("--trace-format {} is not supported yet", self.trace_format),
-            ));
-        }
         let max_sim_time_ms = self.max_sim_time_ms()?;
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
@@ -695,6 +700,41 @@ impl ReplayOptions {
                 )
             })?,
         };
+        if dialect == TraceDialect::AgenticMooncake && concurrency.is_some() {
+            return Err(flag_error(
+                "--replay-concurrency",
+                "agentic_mooncake trace format is not supported with replay_concurrency",
+            ));
+        }
+        let trace_num_prefix_groups =
+            non_negative("--trace-num-prefix-groups", self.trace_num_prefix_groups)?;
+        let format = match dialect {
+            TraceDialect::Mooncake => TraceFormat::Mooncake,
+            TraceDialect::MooncakeDelta => TraceFormat::MooncakeDelta,
+            TraceDialect::AgenticMooncake => TraceFormat::AgenticMooncake {
+                expected_block_size: trace_block_size.map(|_| block_size),
+            },
+            TraceDialect::AppliedComputeAgentic => {
+                // Only this format uses the two flags; the others ignore them, as the
+                // reference does (even an out-of-range ratio).
+                if !(0.0..=1.0).contains(&self.trace_shared_prefix_ratio) {
+                    return Err(flag_error(
+                        "--trace-shared-prefix-ratio",
+                        format!(
+                            "shared_prefix_ratio must be between 0.0 and 1.0, got {}",
+                            show_f64(self.trace_shared_prefix_ratio)
+                        ),
+                    ));
+                }
+                TraceFormat::AppliedComputeAgentic {
+                    shared_prefix_ratio: self.trace_shared_prefix_ratio,
+                    num_prefix_groups: trace_num_prefix_groups,
+                }
+            }
+            TraceDialect::Dynamo => TraceFormat::Dynamo {
+                expected_block_size: trace_block_size.map(|_| block_size),
+            },
+        };
         // The reference checks the speed-up ratio only when it uses it: open-loop arrivals.
         // (It does so after reading the trace, so a broken trace file is reported first there.)
         let arrivals = match concurrency {
@@ -703,12 +743,12 @@ impl ReplayOptions {
                 speedup: self.check_speedup("ratio")?,
             },
         };
-        reject_kv_router(router_mode)?;
+        let router_config = self.finish_router_config(router_mode, router_config)?;
 
         Ok(ReplaySpec {
             workload: WorkloadSpec::Trace(TraceSpec {
                 files: self.trace_files,
-                format: TraceFormat::Mooncake,
+                format,
                 block_size,
             }),
             engine,
@@ -845,7 +885,7 @@ impl ReplayOptions {
                 format!("block_size is too large, got {}", engine.block_size),
             )
         })?;
-        reject_kv_router(router_mode)?;
+        let router_config = self.finish_router_config(router_mode, router_config)?;
 
         let (shared_prefix_ratio, inter_turn_delay_ms) = if uses_sessions {
             (self.shared_prefix_ratio, self.inter_turn_delay_ms)
@@ -877,15 +917,31 @@ impl ReplayOptions {
     }
 }
 
-/// Every check the reference applies to a KV-router run has passed by now; the router itself
-/// is not built yet.
-fn reject_kv_router(router_mode: RouterMode) -> Result<()> {
-    match router_mode {
-        RouterMode::RoundRobin => Ok(()),
-        RouterMode::KvRouter => Err(flag_error(
-            "--router-mode",
-            "kv_router is not supported yet; use --router-mode round_robin",
-        )),
+impl ReplayOptions {
+    /// The last router checks: the model name, the router seed, and for the KV router a
+    /// config (defaults when none was given) carrying the seed and the model name.
+    fn finish_router_config(
+        &self,
+        router_mode: RouterMode,
+        router_config: Option<RouterConfig>,
+    ) -> Result<Option<RouterConfig>> {
+        if self.model_name.as_deref() == Some("") {
+            return Err(flag_error("--model-name", "model_name must be non-empty"));
+        }
+        let seed = non_negative("--router-seed", self.router_seed)? as u64;
+        if router_mode != RouterMode::KvRouter {
+            return Ok(router_config);
+        }
+        let mut config = router_config.unwrap_or_default();
+        if config.router_prefill_load_model == crate::config::router_config::PrefillLoadModel::Aic {
+            return Err(flag_error(
+                "--router-config",
+                "router_prefill_load_model='aic' requires aic_perf_config",
+            ));
+        }
+        config.router_seed = seed;
+        config.policy_model_name = self.model_name.clone();
+        Ok(Some(config))
     }
 }
 
@@ -1203,7 +1259,7 @@ mod tests {
     }
 
     #[test]
-    fn router_policy_files_are_not_supported_yet() {
+    fn router_policy_files_are_read_at_parse_time() {
         assert_error(
             ReplayOptions {
                 router_policy_config: Some("p.yaml".into()),
@@ -1217,9 +1273,46 @@ mod tests {
                 router_policy_config: Some("p.yaml".into()),
                 ..trace()
             },
-            "--router-policy-config: router policy files are not supported yet (got p.yaml); \
-             router policy classes are not modelled",
+            "--router-policy-config: failed to read router policy config p.yaml: No such file \
+             or directory (os error 2)",
         );
+        let path = std::env::temp_dir().join(format!("dynosim-opts-{}.yaml", std::process::id()));
+        std::fs::write(
+            &path,
+            "models:\n  m:\n    default_policy_family: f\n    uncached_isl_buckets: \
+             [{min_tokens: 0, bucket: b}]\n    policy_classes: [{name: c, policy_family: f, \
+             cache_bucket: b, quantum: 1, prefill_busy_threshold: 5}]\n",
+        )
+        .unwrap();
+        let with_file = |router_config: Option<&str>| ReplayOptions {
+            router_policy_config: Some(path.to_str().unwrap().into()),
+            router_config: router_config.map(Into::into),
+            router_mode: "kv_router".into(),
+            model_name: Some("m".into()),
+            router_seed: 9,
+            num_workers: 2,
+            ..trace()
+        };
+        // The flag's path replaces one named inside the JSON (which is never read).
+        let spec = spec(with_file(Some(
+            r#"{"router_policy_config":"/nonexistent.yaml","router_temperature":0.5}"#,
+        )));
+        let config = spec.router_config.unwrap();
+        assert_eq!(config.router_temperature, 0.5);
+        assert_eq!(config.router_seed, 9);
+        let profile = config.policy_profile();
+        assert_eq!(profile.class(0).prefill_busy_threshold, Some(5));
+        assert_error(
+            with_file(Some(r#"{"router_temperature":-1}"#)),
+            "--router-config: router_temperature must be greater than or equal to 0, got -1",
+        );
+        std::fs::write(&path, "models: {}\n").unwrap();
+        assert_error(
+            with_file(None),
+            "--router-policy-config: invalid router policy config: router policy config must \
+             define a root profile or at least one model profile",
+        );
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
@@ -1477,28 +1570,87 @@ mod tests {
             "--trace-format: trace_format must be 'mooncake', 'mooncake-delta', \
              'agentic_mooncake'/'agentic-mooncake', 'applied_compute_agentic', or 'dynamo', got 'bogus'",
         );
-        for format in [
-            "mooncake-delta",
-            "mooncake_delta",
-            "agentic_mooncake",
-            "agentic-mooncake",
-            "dynamo",
-        ] {
-            assert_error(
-                ReplayOptions {
-                    trace_format: format.into(),
-                    ..trace()
+        let format_of = |options: ReplayOptions| match options.into_spec().unwrap().workload {
+            WorkloadSpec::Trace(trace) => trace.format,
+            WorkloadSpec::Synthetic(_) => panic!("a trace replay"),
+        };
+        for (name, format) in [
+            ("mooncake-delta", TraceFormat::MooncakeDelta),
+            ("mooncake_delta", TraceFormat::MooncakeDelta),
+            (
+                "agentic_mooncake",
+                TraceFormat::AgenticMooncake {
+                    expected_block_size: None,
                 },
-                &format!("--trace-format: --trace-format {format} is not supported yet"),
-            );
+            ),
+            (
+                "agentic-mooncake",
+                TraceFormat::AgenticMooncake {
+                    expected_block_size: None,
+                },
+            ),
+            (
+                "dynamo",
+                TraceFormat::Dynamo {
+                    expected_block_size: None,
+                },
+            ),
+        ] {
+            let options = ReplayOptions {
+                trace_format: name.into(),
+                // Ignored by every format but applied_compute_agentic, even out of range.
+                trace_shared_prefix_ratio: 5.0,
+                ..trace()
+            };
+            assert_eq!(format_of(options), format, "{name}");
         }
+        assert_eq!(
+            format_of(ReplayOptions {
+                trace_format: "dynamo".into(),
+                trace_block_size: Some(16),
+                ..trace()
+            }),
+            TraceFormat::Dynamo {
+                expected_block_size: Some(16)
+            }
+        );
+        assert_eq!(
+            format_of(ReplayOptions {
+                trace_format: "applied_compute_agentic".into(),
+                replay_concurrency: Some(2),
+                trace_shared_prefix_ratio: 0.25,
+                trace_num_prefix_groups: 3,
+                ..trace()
+            }),
+            TraceFormat::AppliedComputeAgentic {
+                shared_prefix_ratio: 0.25,
+                num_prefix_groups: 3
+            }
+        );
         assert_error(
             ReplayOptions {
                 trace_format: "applied_compute_agentic".into(),
                 replay_concurrency: Some(2),
+                trace_shared_prefix_ratio: 1.5,
                 ..trace()
             },
-            "--trace-format: --trace-format applied_compute_agentic is not supported yet",
+            "--trace-shared-prefix-ratio: shared_prefix_ratio must be between 0.0 and 1.0, got 1.5",
+        );
+        assert_error(
+            ReplayOptions {
+                trace_format: "applied_compute_agentic".into(),
+                ..trace()
+            },
+            "--trace-format=applied_compute_agentic requires --replay-concurrency because \
+             the source traces do not include first-turn timestamps",
+        );
+        assert_error(
+            ReplayOptions {
+                trace_format: "agentic_mooncake".into(),
+                replay_concurrency: Some(2),
+                ..trace()
+            },
+            "--replay-concurrency: agentic_mooncake trace format is not supported with replay_concurrency",
         );
     }
 
@@ -1593,23 +1745,53 @@ mod tests {
             "--router-mode: offline replay only supports router_mode=kv_router with more than one \
              worker/DP-rank target",
         );
-        let not_yet =
-            "--router-mode: kv_router is not supported yet; use --router-mode round_robin";
+        // Two workers, or two ranks of one worker, are enough; the router gets a default
+        // config carrying the seed.
+        let config = spec(ReplayOptions {
+            router_mode: "kv_router".into(),
+            num_workers: 2,
+            router_seed: 5,
+            ..trace()
+        })
+        .router_config
+        .unwrap();
+        assert_eq!(
+            config,
+            RouterConfig {
+                router_seed: 5,
+                ..RouterConfig::default()
+            }
+        );
+        spec(ReplayOptions {
+            router_mode: "kv_router".into(),
+            extra_engine_args: Some(r#"{"dp_size":2}"#.into()),
+            ..trace()
+        });
         assert_error(
             ReplayOptions {
                 router_mode: "kv_router".into(),
                 num_workers: 2,
+                router_seed: -1,
                 ..trace()
             },
-            not_yet,
+            "--router-seed: must be a non-negative integer, got -1",
         );
         assert_error(
             ReplayOptions {
                 router_mode: "kv_router".into(),
-                extra_engine_args: Some(r#"{"dp_size":2}"#.into()),
+                num_workers: 2,
+                router_config: Some(r#"{"router_prefill_load_model":"aic"}"#.into()),
                 ..trace()
             },
-            not_yet,
+            "--router-config: router_prefill_load_model='aic' requires aic_perf_config",
+        );
+        // An empty model name is refused in every mode.
+        assert_error(
+            ReplayOptions {
+                model_name: Some(String::new()),
+                ..trace()
+            },
+            "--model-name: model_name must be non-empty",
         );
         // Checks that follow the target rule still come first.
         assert_error(

@@ -12,7 +12,8 @@
 //! `router_event_threads`, `skip_initial_worker_wait`, `use_remote_indexer`, `serve_indexer`,
 //! `host_cache_hit_weight`, `disk_cache_hit_weight`, `shared_cache_*`,
 //! `router_predicted_ttl_secs` and the `conditional_disagg_*` keys.
-//! Not supported yet: `router_policy_config` (policy classes).
+//! `router_policy_config` names a policy YAML file, read and validated here
+//! (see `router::kv::policy`).
 
 use std::path::PathBuf;
 
@@ -22,6 +23,7 @@ use serde_json::{Map, Value};
 
 use super::json_fields::{read_object, show_f64, unknown_field_message, ObjectError};
 use crate::error::{Error, Result};
+use crate::router::kv::policy::{PolicyProfile, RouterPolicyConfig};
 
 /// Order of the KV router's pending-request queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -107,6 +109,12 @@ pub struct RouterConfig {
     /// Enables the router queue: a worker is busy above this fraction of its token budget.
     pub router_queue_threshold: Option<f64>,
     pub router_queue_policy: RouterQueuePolicy,
+    /// The policy file named by `router_policy_config` (or `--router-policy-config`).
+    pub policy_file: Option<RouterPolicyConfig>,
+    /// Selects a `models:` profile of the policy file (`--model-name`; not a JSON key).
+    pub policy_model_name: Option<String>,
+    /// Seed of the router's tie-breaking and sampling RNG (`--router-seed`; not a JSON key).
+    pub router_seed: u64,
 }
 
 impl Default for RouterConfig {
@@ -124,6 +132,9 @@ impl Default for RouterConfig {
             router_prefill_load_model: PrefillLoadModel::None,
             router_queue_threshold: None,
             router_queue_policy: RouterQueuePolicy::Fcfs,
+            policy_file: None,
+            policy_model_name: None,
+            router_seed: 0,
         }
     }
 }
@@ -133,6 +144,19 @@ impl RouterConfig {
     /// `--router-config`). Errors are usage errors naming the flag and the field.
     pub fn from_json(flag: &str, text: &str) -> Result<Self> {
         parse_router_config(text).map_err(|message| Error::usage(format!("{flag}: {message}")))
+    }
+
+    /// The router queue's classes: the policy file's profile for the model name, else the
+    /// single class from `router_queue_threshold` and `router_queue_policy`.
+    pub fn policy_profile(&self) -> PolicyProfile {
+        match &self.policy_file {
+            Some(file) => file.resolve_profile(
+                self.policy_model_name.as_deref(),
+                self.router_queue_threshold,
+                self.router_queue_policy,
+            ),
+            None => PolicyProfile::synthetic(self.router_queue_threshold, self.router_queue_policy),
+        }
     }
 }
 
@@ -285,6 +309,7 @@ fn parse_router_config(text: &str) -> std::result::Result<RouterConfig, String> 
         router_prefill_load_model: raw.router_prefill_load_model.unwrap_or_default(),
         router_queue_threshold: raw.router_queue_threshold.flatten(),
         router_queue_policy: raw.router_queue_policy.unwrap_or_default(),
+        ..RouterConfig::default()
     };
 
     // Ranges, in the reference's order.
@@ -390,15 +415,17 @@ fn parse_router_config(text: &str) -> std::result::Result<RouterConfig, String> 
     if predicted_ttl.is_some() && !raw.use_kv_events.unwrap_or(true) {
         return Err("router_predicted_ttl_secs requires use_kv_events=true".into());
     }
-    if let Some(Some(path)) = &raw.router_policy_config {
-        return Err(format!(
-            "router_policy_config ({path}) is not supported yet: router policy classes are not \
-             modelled"
-        ));
-    }
+    let policy_file = match &raw.router_policy_config {
+        Some(Some(path)) => Some(
+            RouterPolicyConfig::from_path(path)
+                .map_err(|message| format!("router_policy_config: {message}"))?,
+        ),
+        _ => None,
+    };
 
     Ok(RouterConfig {
         raw: object,
+        policy_file,
         ..config
     })
 }
@@ -632,9 +659,9 @@ mod tests {
                 "router_predicted_ttl_secs requires use_kv_events=true",
             ),
             (
-                r#"{"router_policy_config":"/p.yaml"}"#,
-                "router_policy_config (/p.yaml) is not supported yet: router policy classes are \
-                 not modelled",
+                r#"{"router_policy_config":"/nonexistent/p.yaml"}"#,
+                "router_policy_config: failed to read router policy config /nonexistent/p.yaml: \
+                 No such file or directory (os error 2)",
             ),
         ];
         for (json, expected) in cases {

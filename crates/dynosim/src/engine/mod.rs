@@ -6,10 +6,11 @@
 //! worker is free, and stamps the returned events: admissions and rejections at the pass start,
 //! tokens and completions at the pass end (for DP groups: the end of the slowest rank's pass).
 
-use crate::config::EngineArgs;
+use crate::config::{EngineArgs, EngineType};
 use crate::tokens::TokenSeq;
 
 pub mod kv;
+pub mod sglang;
 pub mod timing;
 pub mod vllm;
 
@@ -42,22 +43,32 @@ pub enum PassEvent {
     Completed { id: RequestId },
 }
 
-/// One DP rank's scheduler (vLLM / TRT-LLM flavours for now).
+/// One DP rank's scheduler.
 #[derive(Debug)]
 pub enum RankScheduler {
+    /// vLLM and TRT-LLM flavours.
     Vllm(vllm::VllmScheduler),
+    Sglang(sglang::SglangScheduler),
 }
 
 impl RankScheduler {
     /// A scheduler for one rank. `rank_index` is the dense scheduler index (worker * dp + rank).
     pub fn new(args: &EngineArgs, rank_index: usize) -> Self {
-        RankScheduler::Vllm(vllm::VllmScheduler::new(args, rank_index))
+        match args.engine_type {
+            EngineType::Sglang => {
+                RankScheduler::Sglang(sglang::SglangScheduler::new(args, rank_index))
+            }
+            EngineType::Vllm | EngineType::Trtllm => {
+                RankScheduler::Vllm(vllm::VllmScheduler::new(args, rank_index))
+            }
+        }
     }
 
     /// Queues a request that arrived at this rank; it is considered at the next pass start.
     pub fn enqueue(&mut self, request: EngineRequest) {
         match self {
             RankScheduler::Vllm(s) => s.enqueue(request),
+            RankScheduler::Sglang(s) => s.enqueue(request),
         }
     }
 
@@ -65,6 +76,37 @@ impl RankScheduler {
     pub fn has_work(&self) -> bool {
         match self {
             RankScheduler::Vllm(s) => s.has_work(),
+            RankScheduler::Sglang(s) => s.has_work(),
+        }
+    }
+
+    /// Starts recording prefix-cache events for a KV-aware router (off by default: round
+    /// robin does not pay for them).
+    pub fn record_kv_events(&mut self) {
+        match self {
+            RankScheduler::Vllm(s) => s.record_kv_events(),
+            // Not modelled yet for SGLang: its radix cache publishes no events.
+            RankScheduler::Sglang(_) => {}
+        }
+    }
+
+    /// When a pass's KV events become visible to routing: at the pass start (vLLM, TRT-LLM)
+    /// or at its end (SGLang). The simulator drains them at that moment.
+    pub fn kv_events_at_pass_start(&self) -> bool {
+        match self {
+            RankScheduler::Vllm(_) => true,
+            RankScheduler::Sglang(_) => false,
+        }
+    }
+
+    /// Moves the KV events recorded since the last call into `out` (replacing its contents).
+    /// vLLM's events are visible to routing at the start of the pass that produced them, so
+    /// the simulator drains them right after starting a pass. (An engine whose events become
+    /// visible at the pass end drains them when the pass completes.)
+    pub fn drain_kv_events(&mut self, out: &mut Vec<kv::KvEvent>) {
+        match self {
+            RankScheduler::Vllm(s) => s.drain_kv_events(out),
+            RankScheduler::Sglang(_) => out.clear(),
         }
     }
 
@@ -72,6 +114,7 @@ impl RankScheduler {
     pub fn num_requests(&self) -> usize {
         match self {
             RankScheduler::Vllm(s) => s.num_requests(),
+            RankScheduler::Sglang(s) => s.num_requests(),
         }
     }
 
@@ -81,6 +124,7 @@ impl RankScheduler {
     pub fn run_pass(&mut self, events: &mut Vec<PassEvent>) -> f64 {
         match self {
             RankScheduler::Vllm(s) => s.run_pass(events),
+            RankScheduler::Sglang(s) => s.run_pass_timed(events).total_ms(),
         }
     }
 
@@ -91,6 +135,17 @@ impl RankScheduler {
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         match self {
             RankScheduler::Vllm(s) => s.run_pass_timed(events),
+            RankScheduler::Sglang(s) => s.run_pass_timed(events),
+        }
+    }
+
+    /// After a pass that could do nothing, the request that blocks this rank, if the engine can
+    /// tell: an SGLang request that can never fit waits at the head of the queue (SGLang never
+    /// rejects). `None` for vLLM/TRT-LLM, which reject what can never fit.
+    pub fn blocked_request(&self) -> Option<RequestId> {
+        match self {
+            RankScheduler::Vllm(_) => None,
+            RankScheduler::Sglang(s) => s.blocked_request(),
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use super::kv::{BlockPool, CopyId, Finalized};
+use super::kv::{BlockPool, CopyId, Finalized, KvEvent};
 use super::timing::{PassTime, TimingModel};
 use super::{EngineRequest, PassEvent, RequestId};
 use crate::config::{EngineArgs, EngineType, PreemptionMode, WorkerType};
@@ -190,6 +190,16 @@ impl VllmScheduler {
 
     pub fn num_requests(&self) -> usize {
         self.waiting.len() + self.running.len()
+    }
+
+    /// Starts recording the prefix cache's KV events (for a KV-aware router).
+    pub fn record_kv_events(&mut self) {
+        self.pool.record_events();
+    }
+
+    /// Moves the KV events recorded since the last call into `out` (replacing its contents).
+    pub fn drain_kv_events(&mut self, out: &mut Vec<KvEvent>) {
+        self.pool.drain_events_into(out);
     }
 
     /// KV blocks in use (resident and not idle in the prefix cache).

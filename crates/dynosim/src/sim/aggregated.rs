@@ -4,11 +4,14 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::driver::Driver;
+use super::driver::{Driver, Terminal};
+use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
+use crate::engine::kv::KvEvent;
 use crate::engine::{EngineRequest, PassEvent, RankScheduler, RequestId};
 use crate::error::{Error, Result};
 use crate::report::{Collector, RunFacts};
+use crate::router::kv::{Arrival, KvRouter, Placement, RouteRequest, Targets};
 use crate::router::round_robin::RoundRobin;
 
 /// A scheduled pass completion.
@@ -55,9 +58,36 @@ struct WorkerState {
 struct RequestOrigin {
     session: usize,
     turn: usize,
+    /// Tokens generated so far (cumulative prompts append them to the session's history).
+    generated: usize,
 }
 
-/// Aggregated workers: `num_workers` workers of `dp_size` ranks each, routed round robin.
+/// The router in front of the aggregated workers.
+enum Router {
+    RoundRobin(RoundRobin),
+    Kv(Box<KvRouter>),
+}
+
+/// What the KV router needs of a released turn beyond the engine request.
+struct RouteHints {
+    arrival_ms: f64,
+    priority: i32,
+    strict_priority: u32,
+    policy_class: Option<String>,
+}
+
+impl RouteHints {
+    fn of(turn: &crate::workload::Turn, arrival_ms: f64) -> Self {
+        Self {
+            arrival_ms,
+            priority: turn.priority,
+            strict_priority: turn.strict_priority,
+            policy_class: turn.policy_class.clone(),
+        }
+    }
+}
+
+/// Aggregated workers: `num_workers` workers of `dp_size` ranks each, behind one router.
 pub(super) struct Aggregated<'s> {
     spec: &'s ReplaySpec,
     now_ms: f64,
@@ -67,7 +97,13 @@ pub(super) struct Aggregated<'s> {
     completions: BinaryHeap<Completion>,
     next_seq: u64,
     driver: Driver,
-    router: RoundRobin,
+    router: Router,
+    /// Requests held in the KV router's queue, by id, until it places them.
+    parked: Vec<Option<EngineRequest>>,
+    /// Scratch: queued requests the KV router placed.
+    placements: Vec<Placement>,
+    /// Scratch: KV events drained from a rank.
+    kv_events: Vec<KvEvent>,
     collector: Collector,
     origins: Vec<RequestOrigin>,
     in_flight: usize,
@@ -84,9 +120,35 @@ pub(super) struct Aggregated<'s> {
 impl<'s> Aggregated<'s> {
     pub(super) fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
         let dp_size = spec.engine.dp_size;
-        let schedulers = (0..spec.num_workers * dp_size)
+        let mut schedulers: Vec<RankScheduler> = (0..spec.num_workers * dp_size)
             .map(|index| RankScheduler::new(&spec.engine, index))
             .collect();
+        let router = match spec.router_mode {
+            RouterMode::RoundRobin => {
+                Router::RoundRobin(RoundRobin::new(spec.num_workers, dp_size))
+            }
+            RouterMode::KvRouter => {
+                // Only the KV router reads the engines' cache events.
+                schedulers
+                    .iter_mut()
+                    .for_each(RankScheduler::record_kv_events);
+                let mut config = spec.router_config.clone().unwrap_or_default();
+                if let Some(policy) = spec.engine.router_queue_policy {
+                    config.router_queue_policy = policy;
+                }
+                let profile = config.policy_profile();
+                let seed = config.router_seed;
+                let targets = Targets {
+                    count: schedulers.len(),
+                    block_size: spec.engine.block_size.max(1),
+                    max_batched_tokens: spec
+                        .engine
+                        .max_num_batched_tokens
+                        .map_or(10_000_000, |tokens| tokens as u64),
+                };
+                Router::Kv(Box::new(KvRouter::new(config, profile, targets, seed)))
+            }
+        };
         let single_worker = spec.num_workers == 1 && dp_size == 1;
         let closed_loop = matches!(spec.arrivals, ArrivalMode::Concurrency { .. });
         Self {
@@ -99,7 +161,10 @@ impl<'s> Aggregated<'s> {
             dp_size,
             completions: BinaryHeap::new(),
             next_seq: 0,
-            router: RoundRobin::new(spec.num_workers, dp_size),
+            router,
+            parked: Vec::new(),
+            placements: Vec::new(),
+            kv_events: Vec::new(),
             collector: Collector::new(spec.sla, spec.capture_requests),
             origins: Vec::with_capacity(driver.total_turns()),
             driver,
@@ -206,6 +271,7 @@ impl<'s> Aggregated<'s> {
                 }
                 let worker = self.completions.pop().expect("peeked").worker;
                 self.workers[worker].busy = false;
+                self.apply_pass_end_kv_events(worker);
                 let events = std::mem::take(&mut self.workers[worker].pending);
                 self.apply_pass_end(&events);
                 self.workers[worker].pending = events;
@@ -230,7 +296,7 @@ impl<'s> Aggregated<'s> {
         let mut released = false;
         while let Some(release) = self.driver.pop_ready(self.now_ms) {
             let id: RequestId = self.origins.len();
-            let turn = release.turn;
+            let max_output_tokens = release.turn.max_output_tokens;
             let arrival_ms = if closed_loop {
                 self.now_ms
             } else {
@@ -239,31 +305,91 @@ impl<'s> Aggregated<'s> {
             self.collector.on_arrival(
                 id,
                 arrival_ms,
-                turn.input_length,
-                turn.max_output_tokens,
+                release.prompt.len(),
+                max_output_tokens,
                 Some((release.session_id, release.turn_index)),
             );
-            let request = EngineRequest {
-                id,
-                prompt: turn.prompt.tokens(turn.input_length),
-                max_output_tokens: turn.max_output_tokens,
-            };
             self.origins.push(RequestOrigin {
                 session: release.session_index,
                 turn: release.turn_index,
+                generated: 0,
             });
+            let request = EngineRequest {
+                id,
+                prompt: release.prompt,
+                max_output_tokens,
+            };
+            let hints = RouteHints::of(release.turn, arrival_ms);
             self.in_flight += 1;
-            self.route(request);
+            self.route(request, hints);
             released = true;
         }
         released
     }
 
-    /// Sends a released request to the scheduler the router picks.
-    fn route(&mut self, request: EngineRequest) {
-        let scheduler = self.router.next_scheduler();
+    /// Sends a released request to the scheduler the router picks, or parks it in the KV
+    /// router's queue, or rejects it (a router queue limit) as an engine rejection would.
+    fn route(&mut self, request: EngineRequest, hints: RouteHints) {
+        let scheduler = match &mut self.router {
+            Router::RoundRobin(router) => router.next_scheduler(),
+            Router::Kv(router) => {
+                let block_hashes = request
+                    .prompt
+                    .block_hashes(self.spec.engine.block_size.max(1));
+                let arrival = router.on_arrival(RouteRequest {
+                    id: request.id,
+                    block_hashes,
+                    isl: request.prompt.len(),
+                    arrival_ms: hints.arrival_ms,
+                    priority: hints.priority,
+                    strict_priority: hints.strict_priority,
+                    policy_class: hints.policy_class.as_deref(),
+                });
+                match arrival {
+                    Arrival::Placed(scheduler) => scheduler,
+                    Arrival::Queued => {
+                        let id = request.id;
+                        if id >= self.parked.len() {
+                            self.parked.resize_with(id + 1, || None);
+                        }
+                        self.parked[id] = Some(request);
+                        return;
+                    }
+                    Arrival::Rejected(_) => {
+                        self.collector.on_rejected(request.id, self.now_ms);
+                        self.on_terminal(request.id, false);
+                        return;
+                    }
+                }
+            }
+        };
+        self.dispatch(request, scheduler);
+    }
+
+    fn dispatch(&mut self, request: EngineRequest, scheduler: usize) {
         self.schedulers[scheduler].enqueue(request);
         self.workers[scheduler / self.dp_size].stalled = false;
+    }
+
+    /// Tells the KV router that request `id` emitted its first token (`terminal` false) or
+    /// ended, then dispatches the queued requests it places in response.
+    fn release_router_load(&mut self, id: RequestId, terminal: bool) {
+        let Router::Kv(router) = &mut self.router else {
+            return;
+        };
+        let mut placements = std::mem::take(&mut self.placements);
+        if terminal {
+            router.on_terminal(id, &mut placements);
+        } else {
+            router.on_first_token(id, &mut placements);
+        }
+        for placement in placements.drain(..) {
+            let request = self.parked[placement.id]
+                .take()
+                .expect("the router places only parked requests");
+            self.dispatch(request, placement.target);
+        }
+        self.placements = placements;
     }
 
     /// Starts a pass on `worker` if it is idle and has work. All of a worker's DP ranks pass
@@ -287,6 +413,12 @@ impl<'s> Aggregated<'s> {
             }
             self.events.clear();
             let time = self.schedulers[scheduler].run_pass_timed(&mut self.events);
+            if let Router::Kv(router) = &mut self.router {
+                if self.schedulers[scheduler].kv_events_at_pass_start() {
+                    self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
+                    router.apply_kv_events(scheduler, &self.kv_events);
+                }
+            }
             end_ms = end_ms.max(time.end_ms(self.now_ms));
             scheduled_work |= time.scheduled_requests > 0 || !self.events.is_empty();
             for &event in &self.events {
@@ -322,28 +454,57 @@ impl<'s> Aggregated<'s> {
         scheduled_work
     }
 
+    /// KV events of engines that make them visible when a pass completes (SGLang).
+    fn apply_pass_end_kv_events(&mut self, worker: usize) {
+        let Router::Kv(router) = &mut self.router else {
+            return;
+        };
+        for scheduler in worker * self.dp_size..(worker + 1) * self.dp_size {
+            if !self.schedulers[scheduler].kv_events_at_pass_start() {
+                self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
+                router.apply_kv_events(scheduler, &self.kv_events);
+            }
+        }
+    }
+
     /// Applies the end-of-pass events of one pass at `now_ms`.
     fn apply_pass_end(&mut self, events: &[PassEvent]) {
-        for &event in events {
+        for (index, &event) in events.iter().enumerate() {
             match event {
-                PassEvent::Tokens { id, count } => self.collector.on_tokens(id, self.now_ms, count),
+                PassEvent::Tokens { id, count } => {
+                    self.origins[id].generated += count;
+                    self.collector.on_tokens(id, self.now_ms, count);
+                    // A token followed by the request's completion is its final token: the
+                    // router then releases everything at once, at the completion.
+                    let final_token = events.get(index + 1) == Some(&PassEvent::Completed { id });
+                    if !final_token {
+                        self.release_router_load(id, false);
+                    }
+                }
                 PassEvent::Completed { id } => {
                     self.collector.on_completed(id, self.now_ms);
-                    self.on_terminal(id);
+                    self.release_router_load(id, true);
+                    self.on_terminal(id, true);
                 }
                 PassEvent::Rejected { id } => {
                     self.collector.on_rejected(id, self.now_ms);
-                    self.on_terminal(id);
+                    self.release_router_load(id, true);
+                    self.on_terminal(id, false);
                 }
                 PassEvent::Admitted { .. } => unreachable!("admissions are applied at pass start"),
             }
         }
     }
 
-    fn on_terminal(&mut self, id: RequestId) {
+    fn on_terminal(&mut self, id: RequestId, completed: bool) {
         let origin = self.origins[id];
         self.in_flight -= 1;
+        let how = Terminal {
+            request_id: id,
+            output_tokens: origin.generated,
+            completed,
+        };
         self.driver
-            .on_terminal(origin.session, origin.turn, self.now_ms);
+            .on_terminal(origin.session, origin.turn, self.now_ms, how);
     }
 }

@@ -1,19 +1,32 @@
 //! The arrival driver: decides when each turn of each session is released to the router.
 //!
-//! Two modes (`ArrivalMode`):
+//! Session workloads have two modes (`ArrivalMode`):
 //! - open loop: a session's first turn is released at its normalised, sped-up timestamp;
 //! - closed loop: at most `limit` sessions are active; a finished session frees its slot for the
 //!   next one in workload order, whose first turn is released at that instant.
 //! In both, turn k+1 of a session is released `delay` after turn k reaches a terminal state
-//! (completed or rejected). Ready turns are released in (ready time, session index, turn index)
-//! order.
+//! (completed or rejected).
+//!
+//! Agentic workloads (a `DependencyGraph` over one-turn sessions, open loop only) release a
+//! request once all its dependencies have fired: a `Completion` dependency when its source
+//! reaches a terminal state, a `Dispatch` dependency when its source is released. The request
+//! is ready at the latest of its floor time and every dependency's trigger time plus delay.
+//!
+//! Ready turns are released in (ready time, session index, turn index) order.
+//!
+//! With cumulative (`mooncake-delta`) prompts, the driver keeps each multi-turn session's
+//! history: a released turn's prompt is the history plus the turn's own tokens, and a turn that
+//! completes appends the tokens it generated before the next turn is released. Generated tokens
+//! are [`generated_token`]`(request id, i)`, exactly what the engine put in the request's KV
+//! blocks, so the next turn reuses them like the reference reuses its planned output tokens.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use crate::config::ArrivalMode;
 use crate::error::{Error, Result};
-use crate::workload::{Session, Turn, Workload};
+use crate::tokens::{generated_token, TokenSeq};
+use crate::workload::{DependencyGraph, GraphTiming, PromptMode, Session, Trigger, Turn, Workload};
 
 /// A turn released to the router.
 #[derive(Debug)]
@@ -24,6 +37,19 @@ pub struct Release<'w> {
     pub session_id: &'w str,
     pub turn_index: usize,
     pub turn: &'w Turn,
+    /// The prompt to send (for cumulative prompts, longer than `turn.input_length`).
+    pub prompt: TokenSeq,
+}
+
+/// How a released request ended, as the driver needs to know it.
+#[derive(Clone, Copy, Debug)]
+pub struct Terminal {
+    /// The request id the turn was released under (its release index).
+    pub request_id: usize,
+    /// Tokens the request generated.
+    pub output_tokens: usize,
+    /// Completed (true) or rejected (false).
+    pub completed: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -55,6 +81,136 @@ impl Ord for ReadyTurn {
     }
 }
 
+/// Dependency release state of an agentic workload.
+#[derive(Debug)]
+struct GraphState {
+    /// Reverse edges: `dependents[offsets[s]..offsets[s + 1]]` wait for session `s`.
+    offsets: Vec<u32>,
+    dependents: Vec<Dependent>,
+    /// Dependencies not yet fired, per session.
+    remaining: Vec<u32>,
+    /// The earliest release time so far, per session (floor, then max of trigger + delay).
+    ready_after_ms: Vec<f64>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Dependent {
+    target: u32,
+    trigger: Trigger,
+    /// Already divided by the speed-up.
+    delay_ms: f64,
+}
+
+impl GraphState {
+    /// Builds the release state and returns it with the roots' ready times.
+    fn new(
+        graph: &DependencyGraph,
+        sessions: &[Session],
+        speedup: f64,
+    ) -> Result<(Self, Vec<ReadyTurn>)> {
+        let n = graph.len();
+        let shift = match graph.timing {
+            GraphTiming::Timestamps => sessions
+                .iter()
+                .filter_map(|s| s.first_timestamp_ms)
+                .min_by(|a, b| a.total_cmp(b))
+                .unwrap_or(0.0),
+            GraphTiming::NotBefore => 0.0,
+        };
+        let mut counts = vec![0u32; n + 1];
+        let mut remaining = vec![0u32; n];
+        for target in 0..n {
+            for dep in graph.dependencies(target) {
+                counts[dep.source as usize + 1] += 1;
+            }
+            remaining[target] = graph.dependencies(target).len() as u32;
+        }
+        for i in 0..n {
+            counts[i + 1] += counts[i];
+        }
+        let offsets = counts.clone();
+        let mut fill = counts;
+        let mut dependents = vec![
+            Dependent {
+                target: 0,
+                trigger: Trigger::Completion,
+                delay_ms: 0.0
+            };
+            graph.edges.len()
+        ];
+        for target in 0..n {
+            for dep in graph.dependencies(target) {
+                let slot = &mut fill[dep.source as usize];
+                dependents[*slot as usize] = Dependent {
+                    target: target as u32,
+                    trigger: dep.trigger,
+                    delay_ms: dep.delay_ms / speedup,
+                };
+                *slot += 1;
+            }
+        }
+        let mut ready_after_ms = Vec::with_capacity(n);
+        let mut roots = Vec::new();
+        for session in 0..n {
+            let floor = match graph.floor_ms[session] {
+                Some(ms) => (ms - shift) / speedup,
+                None => 0.0,
+            };
+            if !floor.is_finite() {
+                return Err(Error::usage(format!(
+                    "session {} has invalid first_arrival_timestamp_ms {floor}",
+                    sessions[session].id
+                )));
+            }
+            ready_after_ms.push(floor);
+            if remaining[session] == 0 {
+                roots.push(ReadyTurn {
+                    at_ms: floor,
+                    session,
+                    turn: 0,
+                });
+            }
+        }
+        Ok((
+            Self {
+                offsets,
+                dependents,
+                remaining,
+                ready_after_ms,
+            },
+            roots,
+        ))
+    }
+
+    /// Fires the `trigger` dependencies on `source` at `now_ms`, pushing requests that become
+    /// ready.
+    fn fire(
+        &mut self,
+        source: usize,
+        trigger: Trigger,
+        now_ms: f64,
+        ready: &mut BinaryHeap<ReadyTurn>,
+    ) {
+        let range = self.offsets[source] as usize..self.offsets[source + 1] as usize;
+        for dependent in &self.dependents[range] {
+            if dependent.trigger != trigger {
+                continue;
+            }
+            let target = dependent.target as usize;
+            self.remaining[target] -= 1;
+            let after = &mut self.ready_after_ms[target];
+            *after = after.max(now_ms + dependent.delay_ms);
+            if self.remaining[target] == 0 {
+                ready.push(ReadyTurn {
+                    at_ms: *after,
+                    session: target,
+                    turn: 0,
+                });
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Driver {
     sessions: Vec<Session>,
@@ -66,13 +222,46 @@ pub struct Driver {
     /// Sessions not yet finished (all turns terminal).
     unfinished_sessions: usize,
     closed_loop: bool,
+    graph: Option<GraphState>,
+    prompts: PromptMode,
+    /// Cumulative prompts: each multi-turn session's history so far (empty otherwise).
+    histories: Vec<TokenSeq>,
 }
 
 impl Driver {
     /// Builds the driver and checks the timestamps the mode needs. Errors are usage errors.
     pub fn new(workload: Workload, mode: ArrivalMode) -> Result<Self> {
-        let sessions = workload.sessions;
+        let Workload {
+            sessions,
+            prompts,
+            graph,
+        } = workload;
         let mut ready = BinaryHeap::with_capacity(sessions.len());
+        let histories = match prompts {
+            PromptMode::Cumulative => vec![TokenSeq::new(); sessions.len()],
+            PromptMode::Full => Vec::new(),
+        };
+        if let Some(graph) = graph {
+            let ArrivalMode::Timestamps { speedup } = mode else {
+                return Err(Error::usage(
+                    "agentic traces (request dependencies) are not supported with replay_concurrency",
+                ));
+            };
+            let (state, roots) = GraphState::new(&graph, &sessions, speedup)?;
+            ready.extend(roots);
+            let unfinished_sessions = sessions.len();
+            return Ok(Self {
+                next_session: sessions.len(),
+                sessions,
+                ready,
+                delay_divisor: speedup,
+                unfinished_sessions,
+                closed_loop: false,
+                graph: Some(state),
+                prompts,
+                histories,
+            });
+        }
         let (delay_divisor, closed_loop, next_session) = match mode {
             ArrivalMode::Timestamps { speedup } => {
                 let mut start = f64::INFINITY;
@@ -133,6 +322,9 @@ impl Driver {
             next_session,
             unfinished_sessions,
             closed_loop,
+            graph: None,
+            prompts,
+            histories,
         })
     }
 
@@ -151,27 +343,56 @@ impl Driver {
         self.unfinished_sessions == 0
     }
 
-    /// Pops the next turn ready at or before `now_ms`.
+    /// Pops the next turn ready at or before `now_ms`. Its release fires the `Dispatch`
+    /// dependencies on it (which may make more requests ready at `now_ms`).
     pub fn pop_ready(&mut self, now_ms: f64) -> Option<Release<'_>> {
         if self.ready.peek()?.at_ms > now_ms {
             return None;
         }
         let next = self.ready.pop().expect("peeked");
+        if let Some(graph) = self.graph.as_mut() {
+            graph.fire(next.session, Trigger::Dispatch, now_ms, &mut self.ready);
+        }
         let session = &self.sessions[next.session];
+        let turn = &session.turns[next.turn];
+        let own = turn.prompt.tokens(turn.input_length);
+        let prompt = match self.prompts {
+            PromptMode::Full => own,
+            PromptMode::Cumulative if session.turns.len() == 1 => own,
+            PromptMode::Cumulative => {
+                let history = &mut self.histories[next.session];
+                history.extend_from(&own);
+                history.clone()
+            }
+        };
         Some(Release {
             ready_at_ms: next.at_ms,
             session_index: next.session,
             session_id: &session.id,
             turn_index: next.turn,
-            turn: &session.turns[next.turn],
+            turn,
+            prompt,
         })
     }
 
-    /// A released turn reached a terminal state at `now_ms`: schedule the session's next turn,
-    /// or finish the session (and, in closed loop, activate the next one).
-    pub fn on_terminal(&mut self, session: usize, turn: usize, now_ms: f64) {
+    /// A released turn reached a terminal state at `now_ms`: schedule the session's next turn
+    /// (or, for agentic workloads, the requests waiting for this one), or finish the session
+    /// (and, in closed loop, activate the next one).
+    pub fn on_terminal(&mut self, session: usize, turn: usize, now_ms: f64, how: Terminal) {
+        if let Some(graph) = self.graph.as_mut() {
+            // A rejected request releases its dependents too, as in the reference.
+            graph.fire(session, Trigger::Completion, now_ms, &mut self.ready);
+            self.unfinished_sessions -= 1;
+            return;
+        }
         let turns = &self.sessions[session].turns;
         if let Some(next) = turns.get(turn + 1) {
+            if self.prompts == PromptMode::Cumulative && how.completed {
+                let history = &mut self.histories[session];
+                for i in 0..how.output_tokens {
+                    history.push(generated_token(how.request_id as u64, i as u64));
+                }
+            }
             let at_ms = now_ms + next.delay_ms / self.delay_divisor;
             self.ready.push(ReadyTurn {
                 at_ms,
@@ -179,6 +400,9 @@ impl Driver {
                 turn: turn + 1,
             });
             return;
+        }
+        if self.prompts == PromptMode::Cumulative {
+            self.histories[session] = TokenSeq::new();
         }
         self.unfinished_sessions -= 1;
         if self.closed_loop && self.next_session < self.sessions.len() {
@@ -209,6 +433,14 @@ mod tests {
         }
     }
 
+    fn done() -> Terminal {
+        Terminal {
+            request_id: 0,
+            output_tokens: 1,
+            completed: true,
+        }
+    }
+
     fn session(id: &str, ts: Option<f64>, delays: &[f64]) -> Session {
         Session {
             id: id.into(),
@@ -224,20 +456,21 @@ mod tests {
                 session("a", Some(1000.0), &[0.0, 100.0]),
                 session("b", Some(1200.0), &[0.0]),
             ],
+            ..Default::default()
         };
         let mut d = Driver::new(w, ArrivalMode::Timestamps { speedup: 2.0 }).unwrap();
         let r = d.pop_ready(0.0).unwrap();
         assert_eq!((r.session_index, r.turn_index, r.ready_at_ms), (0, 0, 0.0));
         assert!(d.pop_ready(99.0).is_none());
         assert_eq!(d.next_ready_ms(), Some(100.0));
-        d.on_terminal(0, 0, 50.0);
+        d.on_terminal(0, 0, 50.0, done());
         // Next turn of a: 50 + 100/2 = 100, ties with b at 100 -> lower session first.
         let r = d.pop_ready(100.0).unwrap();
         assert_eq!((r.session_index, r.turn_index), (0, 1));
         let r = d.pop_ready(100.0).unwrap();
         assert_eq!((r.session_index, r.turn_index), (1, 0));
-        d.on_terminal(0, 1, 120.0);
-        d.on_terminal(1, 0, 130.0);
+        d.on_terminal(0, 1, 120.0, done());
+        d.on_terminal(1, 0, 130.0, done());
         assert!(d.is_drained());
     }
 
@@ -245,6 +478,7 @@ mod tests {
     fn open_loop_requires_first_timestamps() {
         let w = Workload {
             sessions: vec![session("request_1", None, &[0.0])],
+            ..Default::default()
         };
         let err = Driver::new(w, ArrivalMode::Timestamps { speedup: 1.0 }).unwrap_err();
         assert_eq!(
@@ -261,13 +495,14 @@ mod tests {
                 session("b", Some(5.0), &[0.0]),
                 session("c", None, &[0.0]),
             ],
+            ..Default::default()
         };
         let mut d = Driver::new(w, ArrivalMode::Concurrency { limit: 2 }).unwrap();
         assert_eq!(d.pop_ready(0.0).unwrap().session_index, 0);
         assert_eq!(d.pop_ready(0.0).unwrap().session_index, 1);
         assert!(d.pop_ready(0.0).is_none());
-        d.on_terminal(0, 0, 10.0); // a's second turn at 40, a still holds its slot
-        d.on_terminal(1, 0, 12.0); // b done: c activates at 12
+        d.on_terminal(0, 0, 10.0, done()); // a's second turn at 40, a still holds its slot
+        d.on_terminal(1, 0, 12.0, done()); // b done: c activates at 12
         let r = d.pop_ready(12.0).unwrap();
         assert_eq!((r.session_index, r.ready_at_ms), (2, 12.0));
         assert_eq!(d.next_ready_ms(), Some(40.0));
@@ -277,11 +512,166 @@ mod tests {
     fn closed_loop_rejects_negative_first_timestamps() {
         let w = Workload {
             sessions: vec![session("request_1", Some(-10.0), &[0.0])],
+            ..Default::default()
         };
         let err = Driver::new(w, ArrivalMode::Concurrency { limit: 1 }).unwrap_err();
         assert_eq!(
             err.message(),
             "session request_1 has invalid first_arrival_timestamp_ms -10"
         );
+    }
+
+    fn graph_workload(
+        floors: &[Option<f64>],
+        timestamps: &[Option<f64>],
+        deps: &[&[(u32, Trigger, f64)]],
+        timing: GraphTiming,
+    ) -> Workload {
+        let mut offsets = vec![0u32];
+        let mut edges = Vec::new();
+        for list in deps {
+            for &(source, trigger, delay_ms) in *list {
+                edges.push(crate::workload::Dependency {
+                    source,
+                    trigger,
+                    delay_ms,
+                });
+            }
+            offsets.push(edges.len() as u32);
+        }
+        Workload {
+            sessions: timestamps
+                .iter()
+                .enumerate()
+                .map(|(i, &ts)| session(&format!("n{i}"), ts, &[0.0]))
+                .collect(),
+            graph: Some(DependencyGraph {
+                offsets,
+                edges,
+                floor_ms: floors.to_vec(),
+                timing,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn graph_releases_after_the_slowest_dependency() {
+        use Trigger::*;
+        // n0 root at 1000 (shifted by the dependent n2's timestamp 400), n1 root without a
+        // timestamp (0), n2 waits for both (+10 ms), n3 for n0's dispatch (+5 ms).
+        let w = graph_workload(
+            &[Some(1000.0), None, None, None],
+            &[Some(1000.0), None, Some(400.0), None],
+            &[
+                &[],
+                &[],
+                &[(0, Completion, 10.0), (1, Completion, 10.0)],
+                &[(0, Dispatch, 5.0)],
+            ],
+            GraphTiming::Timestamps,
+        );
+        let mut d = Driver::new(w, ArrivalMode::Timestamps { speedup: 2.0 }).unwrap();
+        let r = d.pop_ready(0.0).unwrap();
+        assert_eq!((r.session_index, r.ready_at_ms), (1, 0.0));
+        assert_eq!(d.next_ready_ms(), Some(300.0));
+        let r = d.pop_ready(300.0).unwrap();
+        assert_eq!(r.session_index, 0);
+        // The dispatch dependency fired: n3 at 300 + 5/2.
+        assert_eq!(d.next_ready_ms(), Some(302.5));
+        assert_eq!(d.pop_ready(302.5).unwrap().session_index, 3);
+        d.on_terminal(1, 0, 350.0, done());
+        assert!(d.next_ready_ms().is_none());
+        d.on_terminal(0, 0, 320.0, done());
+        // max(350, 320) + 10/2
+        assert_eq!(d.next_ready_ms(), Some(355.0));
+        assert_eq!(d.pop_ready(355.0).unwrap().session_index, 2);
+        d.on_terminal(3, 0, 400.0, done());
+        assert!(!d.is_drained());
+        d.on_terminal(2, 0, 400.0, done());
+        assert!(d.is_drained());
+    }
+
+    #[test]
+    fn graph_workloads_refuse_closed_loop() {
+        let w = graph_workload(&[None], &[None], &[&[]], GraphTiming::NotBefore);
+        let e = Driver::new(w, ArrivalMode::Concurrency { limit: 1 }).unwrap_err();
+        assert!(e
+            .message()
+            .contains("not supported with replay_concurrency"));
+    }
+
+    #[test]
+    fn cumulative_prompts_carry_history_and_generated_tokens() {
+        use crate::workload::Prompt;
+        let mut w = Workload {
+            sessions: vec![session("a", Some(0.0), &[0.0, 7.0, 0.0])],
+            prompts: PromptMode::Cumulative,
+            ..Default::default()
+        };
+        for (k, t) in w.sessions[0].turns.iter_mut().enumerate() {
+            t.prompt = Prompt::HashIds {
+                ids: vec![k as u32],
+                block_size: 8,
+            };
+            t.input_length = 8;
+        }
+        let mut d = Driver::new(w, ArrivalMode::Timestamps { speedup: 1.0 }).unwrap();
+        assert_eq!(d.pop_ready(0.0).unwrap().prompt.len(), 8);
+        d.on_terminal(
+            0,
+            0,
+            1.0,
+            Terminal {
+                request_id: 4,
+                output_tokens: 3,
+                completed: true,
+            },
+        );
+        let r = d.pop_ready(8.0).unwrap();
+        // 8 (turn 0) + 3 generated + 8 (turn 1)
+        assert_eq!(r.prompt.len(), 19);
+        assert_eq!(r.prompt.runs()[1].token, generated_token(4, 0));
+        // A rejected turn adds no output.
+        d.on_terminal(
+            0,
+            1,
+            9.0,
+            Terminal {
+                request_id: 5,
+                output_tokens: 0,
+                completed: false,
+            },
+        );
+        assert_eq!(d.pop_ready(9.0).unwrap().prompt.len(), 27);
+    }
+
+    /// The version 2 agentic fixture through the whole simulation: the child is released 5 ms
+    /// after the root's dispatch, the join 1 ms after the later of root and child completes.
+    #[test]
+    fn agentic_version_2_fixture_end_to_end() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/traces/fixtures/agentic-mooncake.jsonl");
+        if !path.exists() {
+            return;
+        }
+        let spec = crate::config::ReplayOptions {
+            trace_files: vec![path],
+            trace_format: "agentic_mooncake".into(),
+            report_jsonl: Some("unused.jsonl".into()),
+            ..Default::default()
+        }
+        .into_spec()
+        .unwrap();
+        let workload = crate::sim::load_workload(&spec).unwrap();
+        let (report, records) = crate::sim::simulate(&spec, workload)
+            .unwrap()
+            .into_report(0.0);
+        let arrivals: Vec<f64> = records.iter().map(|r| r.arrival_time_ms).collect();
+        let ends: Vec<f64> = records.iter().map(|r| r.terminal_time_ms).collect();
+        assert_eq!(arrivals[..2], [0.0, 5.0]);
+        assert_eq!(arrivals[2], ends[0].max(ends[1]) + 1.0);
+        assert_eq!(records.len(), 3);
+        let _ = report;
     }
 }

@@ -10,7 +10,7 @@
 mod aggregated;
 pub mod driver;
 
-use crate::config::{ReplaySpec, RouterMode, TraceFormat, WorkloadSpec};
+use crate::config::{ArrivalMode, ReplaySpec, TraceFormat, WorkloadSpec};
 use crate::error::{Error, Result};
 use crate::report::{Collector, Report, RequestRecord, RunFacts};
 use crate::workload::{self, Workload};
@@ -20,26 +20,61 @@ use driver::Driver;
 /// Reads or generates the workload named by the spec.
 pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
     match &spec.workload {
-        WorkloadSpec::Trace(trace) => match trace.format {
-            TraceFormat::Mooncake => {
-                let [path] = trace.files.as_slice() else {
-                    return Err(Error::usage(format!(
-                        "--trace-format=mooncake requires exactly one trace file, got {}",
-                        trace.files.len()
-                    )));
-                };
-                workload::mooncake::read_mooncake(path, trace.block_size)
+        WorkloadSpec::Trace(trace) => {
+            let single_file = || match trace.files.as_slice() {
+                [path] => Ok(path.as_path()),
+                files => Err(Error::usage(format!(
+                    "--trace-format requires exactly one trace file for this format, got {}",
+                    files.len()
+                ))),
+            };
+            match trace.format {
+                TraceFormat::Mooncake => {
+                    workload::mooncake::read_mooncake(single_file()?, trace.block_size)
+                }
+                TraceFormat::MooncakeDelta => {
+                    let mut workload =
+                        workload::mooncake::read_mooncake(single_file()?, trace.block_size)?;
+                    workload.prompts = workload::PromptMode::Cumulative;
+                    Ok(workload)
+                }
+                TraceFormat::AgenticMooncake {
+                    expected_block_size,
+                } => workload::agentic::read_agentic(
+                    single_file()?,
+                    trace.block_size,
+                    expected_block_size,
+                ),
+                TraceFormat::AppliedComputeAgentic {
+                    shared_prefix_ratio,
+                    num_prefix_groups,
+                } => workload::applied_compute::read_applied_compute(
+                    single_file()?,
+                    trace.block_size,
+                    shared_prefix_ratio,
+                    num_prefix_groups,
+                ),
+                TraceFormat::Dynamo {
+                    expected_block_size,
+                } => {
+                    let loaded =
+                        workload::dynamo_trace::read_dynamo(&trace.files, expected_block_size)?;
+                    if loaded.agentic && matches!(spec.arrivals, ArrivalMode::Concurrency { .. }) {
+                        return Err(Error::usage(
+                            "agentic Dynamo request traces are not supported with replay_concurrency \
+                             (--replay-concurrency; the trace's records carry agent_context)",
+                        ));
+                    }
+                    Ok(loaded.workload)
+                }
             }
-        },
+        }
         WorkloadSpec::Synthetic(synthetic) => workload::synthetic::generate(synthetic),
     }
 }
 
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
-    if spec.router_mode != RouterMode::RoundRobin {
-        return Err(Error::usage("--router-mode kv_router is not supported yet"));
-    }
     let driver = Driver::new(workload, spec.arrivals)?;
     let mut sim = Aggregated::new(spec, driver);
     sim.run()?;

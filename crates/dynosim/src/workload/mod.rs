@@ -1,14 +1,19 @@
 //! The workload model: sessions of turns, whatever format they were read from.
 //!
-//! Readers (`mooncake`, the synthetic generator, later more formats) all produce a [`Workload`].
-//! Times are raw: first-turn timestamps as written in the trace (ms) and inter-turn delays as
-//! written. How arrivals are derived from them (normalisation, speed-up, closed-loop concurrency)
-//! is the simulator driver's job (`sim::driver`), because it depends on the run mode.
+//! Readers (`mooncake`, `agentic`, `applied_compute`, `dynamo_trace`, the synthetic generator)
+//! all produce a [`Workload`]. Times are raw: first-turn timestamps as written in the trace (ms)
+//! and inter-turn delays as written. How arrivals are derived from them (normalisation,
+//! speed-up, closed-loop concurrency, dependency release) is the simulator driver's job
+//! (`sim::driver`), because it depends on the run mode.
 //!
 //! Prompts stay compact (interned hash ids, not tokens) until a request is dispatched.
 
 use crate::tokens::{unique_prompt_token, TokenSeq};
 
+pub mod agentic;
+pub mod applied_compute;
+pub mod dynamo_trace;
+mod lines;
 pub mod mooncake;
 pub mod synthetic;
 
@@ -17,6 +22,88 @@ pub mod synthetic;
 pub struct Workload {
     /// Sessions in order of first appearance (file order for traces, index order for synthetic).
     pub sessions: Vec<Session>,
+    /// How a turn's prompt relates to its session's earlier turns.
+    pub prompts: PromptMode,
+    /// Request-level dependencies (agentic traces). When set, every session has exactly one
+    /// turn, and turns are released by the graph instead of by session order.
+    pub graph: Option<DependencyGraph>,
+}
+
+/// How the prompt sent for a turn is built.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PromptMode {
+    /// Each turn's prompt is complete on its own (`mooncake`, and every other format).
+    #[default]
+    Full,
+    /// Each turn carries only its new input (`mooncake-delta`): the prompt sent is the
+    /// session's history (earlier turns' inputs and the outputs they actually generated)
+    /// followed by this turn's input.
+    Cumulative,
+}
+
+/// When a dependent request may be released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// When the source request is released to the router.
+    Dispatch,
+    /// When the source request reaches a terminal state (completed or rejected).
+    Completion,
+}
+
+/// One edge of a [`DependencyGraph`]: the target waits for `source`, then `delay_ms` more.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dependency {
+    /// Session (= request) index of the source.
+    pub source: u32,
+    pub trigger: Trigger,
+    /// Wait after the trigger, in ms as written (scaled by the speed-up in open loop).
+    pub delay_ms: f64,
+}
+
+/// Request-level dependencies of an agentic workload, over sessions of one turn each.
+///
+/// A request with no dependency is a root, released at its floor time. A dependent request is
+/// released once every dependency has fired, at the latest of its floor and, over its
+/// dependencies, trigger time + delay. The graph is acyclic and every source exists (checked by
+/// the readers).
+#[derive(Clone, Debug, Default)]
+pub struct DependencyGraph {
+    /// `edges[offsets[i]..offsets[i + 1]]` are the dependencies of session `i`.
+    pub offsets: Vec<u32>,
+    pub edges: Vec<Dependency>,
+    /// The floor time of session `i` in ms as written, if any (`first_timestamp_ms` of the
+    /// session holds the raw timestamp used for normalisation).
+    pub floor_ms: Vec<Option<f64>>,
+    /// How written times become virtual times.
+    pub timing: GraphTiming,
+}
+
+/// The two timing conventions of agentic traces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GraphTiming {
+    /// `agentic_mooncake` rows of ai-dynamo 1.4.2 (and lowered Dynamo agentic traces): every
+    /// timestamp, dependent rows' included, is shifted so the earliest is 0; roots are released
+    /// at their timestamp (0 without one); dependent rows' timestamps are otherwise ignored.
+    #[default]
+    Timestamps,
+    /// `dynamo.agentic_mooncake` version 2: `not_before_ms` is already an offset from the
+    /// start of the replay and floors every request, root or dependent.
+    NotBefore,
+}
+
+impl DependencyGraph {
+    /// The dependencies of session `index`.
+    pub fn dependencies(&self, index: usize) -> &[Dependency] {
+        &self.edges[self.offsets[index] as usize..self.offsets[index + 1] as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// An ordered list of turns; turn k+1 is sent `delay_ms` after turn k reaches a terminal state.

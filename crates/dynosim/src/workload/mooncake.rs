@@ -372,6 +372,7 @@ impl<'p> Builder<'p> {
         }
         Ok(Workload {
             sessions: self.sessions,
+            ..Workload::default()
         })
     }
 }

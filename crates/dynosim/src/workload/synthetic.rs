@@ -78,7 +78,10 @@ fn generate_independent_requests(
             }],
         })
         .collect();
-    Ok(Workload { sessions })
+    Ok(Workload {
+        sessions,
+        ..Workload::default()
+    })
 }
 
 fn generate_sessions(spec: &SyntheticSpec, arrivals: &mut ArrivalClock) -> Result<Workload> {
@@ -148,7 +151,10 @@ fn generate_sessions(spec: &SyntheticSpec, arrivals: &mut ArrivalClock) -> Resul
             turns,
         });
     }
-    Ok(Workload { sessions })
+    Ok(Workload {
+        sessions,
+        ..Workload::default()
+    })
 }
 
 /// Dense prompt ids in first-use order: group-prefix blocks are remembered (they recur), every

@@ -11,6 +11,8 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+pub mod radix;
+
 /// Hasher for keys that are already well-mixed 64-bit hashes: passes them through unchanged.
 #[derive(Default, Clone, Copy)]
 pub struct PassThroughHasher(u64);
@@ -139,6 +141,14 @@ impl BlockPool {
 
     pub fn drain_events(&mut self) -> Vec<KvEvent> {
         self.events.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Replaces the contents of `out` with the recorded events (keeping both allocations).
+    pub fn drain_events_into(&mut self, out: &mut Vec<KvEvent>) {
+        out.clear();
+        if let Some(events) = &mut self.events {
+            out.append(events);
+        }
     }
 
     pub fn capacity(&self) -> usize {

@@ -1,0 +1,741 @@
+//! The SGLang flavour's KV model: a pool of fixed-size pages and a radix tree over page
+//! identities (the prefix cache).
+//!
+//! A page is `page_size` tokens. Its identity is the chained hash of every token up to its end
+//! (see [`crate::tokens`]), so two pages are interchangeable exactly when the sequences through
+//! them are equal. Every tree edge stores the identities of the pages it covers; a node owns those
+//! pages. A node's `lock_ref` counts the running requests whose prefix runs through it: locked
+//! nodes are protected, unlocked ones are evictable, and eviction takes unlocked **leaves**,
+//! least recently used first (an unlocked parent becomes a leaf, and so evictable, once its last
+//! child is gone).
+//!
+//! Pages are counted, not named: the pool knows how many pages are free, the tree how many it
+//! holds, and a request how many it owns privately (pages not, or not yet, in the tree). Handing
+//! a request's pages to the tree keeps the pages the tree lacks and frees the duplicates of pages
+//! it already holds.
+//!
+//! "Recently used" is a logical clock: every operation that would read a wall clock in a real
+//! radix cache takes the next tick instead, so the eviction order is the order of operations and
+//! runs are reproducible. Using a path marks every node from its end up to the root; that mark is
+//! kept lazily, on the deepest node only, and handed to the parent when a node is evicted. A
+//! node's last use only matters once it is a leaf, and by then it has received the marks of every
+//! descendant, so the order is the same as with eager marking, without an O(depth) walk per
+//! decoded token.
+//!
+//! Matching is O(depth · log(edge length)): along an edge the chained identities of a query agree
+//! with the edge's up to some page and disagree after it, so the common length is found by binary
+//! search.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Index of a node inside a [`RadixCache`].
+pub type NodeId = u32;
+
+const ROOT: NodeId = 0;
+const NO_PARENT: NodeId = NodeId::MAX;
+
+#[derive(Debug, Default)]
+struct Node {
+    parent: NodeId,
+    /// Children keyed by the identity of the first page on their edge.
+    children: BTreeMap<u64, NodeId>,
+    /// Identity of each page on the edge from the parent to this node.
+    key: Vec<u64>,
+    lock_ref: u32,
+    /// When the node was created (a mark that does not reach its ancestors); a split node keeps
+    /// the stamps of the node it was cut from.
+    created: u64,
+    /// Last use of a path through this node or through an evicted descendant.
+    used: u64,
+    /// Whether the node is in `evictable_leaves` (then under `(last_use, id)`).
+    evictable: bool,
+}
+
+/// The outcome of handing pages to the tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inserted {
+    /// The node at which the inserted sequence ends.
+    pub node: NodeId,
+    /// Pages the tree kept (it lacked them); the rest were duplicates and went back to the pool.
+    pub adopted_pages: usize,
+}
+
+/// Page pool plus radix tree of one rank.
+#[derive(Debug)]
+pub struct RadixCache {
+    nodes: Vec<Node>,
+    vacant: Vec<NodeId>,
+    page_size: usize,
+    total_pages: usize,
+    free_pages: usize,
+    /// Pages in unlocked nodes (leaves or not).
+    evictable_pages: usize,
+    /// Pages in locked nodes.
+    protected_pages: usize,
+    evictable_leaves: BTreeSet<(u64, NodeId)>,
+    clock: u64,
+}
+
+impl RadixCache {
+    /// A pool of `total_tokens / page_size` pages with an empty tree.
+    pub fn new(total_tokens: usize, page_size: usize) -> Self {
+        assert!(page_size >= 1, "page size must be positive");
+        let total_pages = total_tokens / page_size;
+        let root = Node {
+            parent: NO_PARENT,
+            ..Node::default()
+        };
+        let mut cache = Self {
+            nodes: vec![root],
+            vacant: Vec::new(),
+            page_size,
+            total_pages,
+            free_pages: total_pages,
+            evictable_pages: 0,
+            protected_pages: 0,
+            evictable_leaves: BTreeSet::new(),
+            clock: 0,
+        };
+        cache.nodes[ROOT as usize].created = cache.tick();
+        cache
+    }
+
+    pub fn root(&self) -> NodeId {
+        ROOT
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// Tokens in free pages.
+    pub fn available_tokens(&self) -> usize {
+        self.free_pages * self.page_size
+    }
+
+    /// Tokens in unlocked tree nodes (all of them can be evicted, leaves first).
+    pub fn evictable_tokens(&self) -> usize {
+        self.evictable_pages * self.page_size
+    }
+
+    /// Tokens in locked tree nodes.
+    pub fn protected_tokens(&self) -> usize {
+        self.protected_pages * self.page_size
+    }
+
+    pub fn total_tokens(&self) -> usize {
+        self.total_pages * self.page_size
+    }
+
+    /// Pages held by the tree.
+    pub fn tree_pages(&self) -> usize {
+        self.evictable_pages + self.protected_pages
+    }
+
+    /// Live nodes, the root included.
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.len() - self.vacant.len()
+    }
+
+    /// Takes `count` free pages for a request; false (nothing taken) if there are not enough.
+    pub fn allocate_pages(&mut self, count: usize) -> bool {
+        if count > self.free_pages {
+            return false;
+        }
+        self.free_pages -= count;
+        true
+    }
+
+    /// Returns `count` request-owned pages to the pool.
+    pub fn free_pages(&mut self, count: usize) {
+        self.free_pages += count;
+        debug_assert!(self.free_pages + self.tree_pages() <= self.total_pages);
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+
+    fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.nodes[id as usize]
+    }
+
+    /// Pages on the edge into `id`.
+    pub fn edge_pages(&self, id: NodeId) -> usize {
+        self.node(id).key.len()
+    }
+
+    pub fn lock_ref(&self, id: NodeId) -> u32 {
+        self.node(id).lock_ref
+    }
+
+    pub fn parent(&self, id: NodeId) -> Option<NodeId> {
+        let parent = self.node(id).parent;
+        (parent != NO_PARENT).then_some(parent)
+    }
+
+    pub fn is_leaf(&self, id: NodeId) -> bool {
+        self.node(id).children.is_empty()
+    }
+
+    /// When a leaf was last used (its eviction rank).
+    fn last_use(node: &Node) -> u64 {
+        node.created.max(node.used)
+    }
+
+    /// Marks `id` and, implicitly, its ancestors as used at `stamp`.
+    fn set_access(&mut self, id: NodeId, stamp: u64) {
+        let node = &mut self.nodes[id as usize];
+        let old = Self::last_use(node);
+        node.used = node.used.max(stamp);
+        let new = Self::last_use(node);
+        if node.evictable && old != new {
+            self.evictable_leaves.remove(&(old, id));
+            self.evictable_leaves.insert((new, id));
+        }
+    }
+
+    fn mark_evictable(&mut self, id: NodeId) {
+        let node = &mut self.nodes[id as usize];
+        if !node.evictable {
+            node.evictable = true;
+            self.evictable_leaves.insert((Self::last_use(node), id));
+        }
+    }
+
+    fn unmark_evictable(&mut self, id: NodeId) {
+        let node = &mut self.nodes[id as usize];
+        if node.evictable {
+            node.evictable = false;
+            self.evictable_leaves.remove(&(Self::last_use(node), id));
+        }
+    }
+
+    fn new_node(&mut self, node: Node) -> NodeId {
+        match self.vacant.pop() {
+            Some(id) => {
+                self.nodes[id as usize] = node;
+                id
+            }
+            None => {
+                self.nodes.push(node);
+                NodeId::try_from(self.nodes.len() - 1).expect("radix tree node count fits u32")
+            }
+        }
+    }
+
+    /// Pages `key` and `query` have in common from their start. Chained identities agree up to
+    /// some page and disagree from there on, so the boundary is found by binary search.
+    fn common_pages(key: &[u64], query: &[u64]) -> usize {
+        let n = key.len().min(query.len());
+        let mut lo = 0;
+        let mut hi = n;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if key[mid] == query[mid] {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// Longest cached prefix of `pages` (page identities from the sequence start): returns the
+    /// number of matched pages and the node where the match ends, splitting an edge matched only
+    /// partly so that the match ends on a node. Marks the matched path as used.
+    pub fn match_prefix(&mut self, pages: &[u64]) -> (usize, NodeId) {
+        let now = self.tick();
+        self.set_access(ROOT, now);
+        let mut current = ROOT;
+        let mut matched = 0;
+        while matched < pages.len() {
+            let Some(&child) = self.node(current).children.get(&pages[matched]) else {
+                break;
+            };
+            let child_len = self.node(child).key.len();
+            let common = Self::common_pages(&self.node(child).key, &pages[matched..]);
+            if common < child_len {
+                if common > 0 {
+                    current = self.split(child, common);
+                }
+                matched += common;
+                break;
+            }
+            matched += common;
+            current = child;
+            self.set_access(current, now);
+        }
+        (matched, current)
+    }
+
+    /// Like [`RadixCache::match_prefix`] but read-only: no split, no access mark.
+    pub fn prefix_match_len(&self, pages: &[u64]) -> usize {
+        let mut current = ROOT;
+        let mut matched = 0;
+        while matched < pages.len() {
+            let Some(&child) = self.node(current).children.get(&pages[matched]) else {
+                break;
+            };
+            let key = &self.node(child).key;
+            let common = Self::common_pages(key, &pages[matched..]);
+            matched += common;
+            if common < key.len() {
+                break;
+            }
+            current = child;
+        }
+        matched
+    }
+
+    /// Inserts a whole sequence of page identities from the root, handing over one
+    /// request-owned page per identity.
+    pub fn insert(&mut self, pages: &[u64]) -> Inserted {
+        self.insert_below(ROOT, pages, false)
+    }
+
+    /// Inserts the pages that follow the sequence ending at `start` (a node a request holds a
+    /// lock on), handing over one request-owned page per identity. The request's own unshared
+    /// tail leaf grows in place.
+    pub fn insert_from_node(&mut self, start: NodeId, pages: &[u64]) -> Inserted {
+        self.insert_below(start, pages, true)
+    }
+
+    fn insert_below(&mut self, start: NodeId, pages: &[u64], extend_own_tail: bool) -> Inserted {
+        if pages.is_empty() {
+            return Inserted {
+                node: start,
+                adopted_pages: 0,
+            };
+        }
+        let now = self.tick();
+        self.set_access(start, now);
+
+        let mut current = start;
+        let mut offset = 0;
+        let result = loop {
+            if offset == pages.len() {
+                break Inserted {
+                    node: current,
+                    adopted_pages: 0,
+                };
+            }
+            let node = self.node(current);
+            let growable = current != ROOT
+                && node.children.is_empty()
+                && (node.lock_ref == 0
+                    || (extend_own_tail && current == start && node.lock_ref == 1));
+            if growable {
+                let adopted = pages.len() - offset;
+                self.extend_leaf(current, &pages[offset..], now);
+                break Inserted {
+                    node: current,
+                    adopted_pages: adopted,
+                };
+            }
+            let Some(&child) = node.children.get(&pages[offset]) else {
+                let adopted = pages.len() - offset;
+                let node = self.create_child(current, &pages[offset..]);
+                break Inserted {
+                    node,
+                    adopted_pages: adopted,
+                };
+            };
+            let child_len = self.node(child).key.len();
+            let common = Self::common_pages(&self.node(child).key, &pages[offset..]);
+            if common == child_len {
+                offset += common;
+                current = child;
+                self.set_access(current, now);
+                continue;
+            }
+            // The first page always matches (it is the child's key), so `common > 0` here.
+            let intermediate = self.split(child, common);
+            offset += common;
+            if offset < pages.len() {
+                let adopted = pages.len() - offset;
+                let node = self.create_child(intermediate, &pages[offset..]);
+                break Inserted {
+                    node,
+                    adopted_pages: adopted,
+                };
+            }
+            break Inserted {
+                node: intermediate,
+                adopted_pages: 0,
+            };
+        };
+        // The tree already held the other pages: the request's copies go back to the pool.
+        self.free_pages += pages.len() - result.adopted_pages;
+        result
+    }
+
+    fn extend_leaf(&mut self, id: NodeId, pages: &[u64], now: u64) {
+        let node = self.node_mut(id);
+        node.key.extend_from_slice(pages);
+        let locked = node.lock_ref > 0;
+        self.set_access(id, now);
+        if locked {
+            self.protected_pages += pages.len();
+        } else {
+            self.evictable_pages += pages.len();
+        }
+    }
+
+    /// Splits the edge into `child` after `at` pages: a new intermediate node takes the first
+    /// `at` pages (and the child's lock count and access time) and becomes the child's parent.
+    fn split(&mut self, child: NodeId, at: usize) -> NodeId {
+        let (parent, prefix, lock_ref, created, used, first_old, first_new) = {
+            let node = self.node_mut(child);
+            let suffix = node.key.split_off(at);
+            let prefix = std::mem::replace(&mut node.key, suffix);
+            (
+                node.parent,
+                prefix.clone(),
+                node.lock_ref,
+                node.created,
+                node.used,
+                prefix[0],
+                node.key[0],
+            )
+        };
+        let mut children = BTreeMap::new();
+        children.insert(first_new, child);
+        let intermediate = self.new_node(Node {
+            parent,
+            children,
+            key: prefix,
+            lock_ref,
+            created,
+            used,
+            evictable: false,
+        });
+        self.node_mut(child).parent = intermediate;
+        self.node_mut(parent)
+            .children
+            .insert(first_old, intermediate);
+        intermediate
+    }
+
+    fn create_child(&mut self, parent: NodeId, pages: &[u64]) -> NodeId {
+        let stamp = self.tick();
+        let child = self.new_node(Node {
+            parent,
+            children: BTreeMap::new(),
+            key: pages.to_vec(),
+            lock_ref: 0,
+            created: stamp,
+            used: 0,
+            evictable: false,
+        });
+        self.unmark_evictable(parent);
+        self.node_mut(parent).children.insert(pages[0], child);
+        self.mark_evictable(child);
+        self.evictable_pages += pages.len();
+        child
+    }
+
+    /// Protects the path from `id` up to the root.
+    pub fn inc_lock_ref(&mut self, id: NodeId) {
+        let mut current = id;
+        while current != ROOT {
+            let node = self.node_mut(current);
+            node.lock_ref += 1;
+            let pages = node.key.len();
+            let parent = node.parent;
+            if node.lock_ref == 1 {
+                self.unmark_evictable(current);
+                self.evictable_pages -= pages;
+                self.protected_pages += pages;
+            }
+            current = parent;
+        }
+    }
+
+    /// Releases one protection of the path from `id` up to the root.
+    pub fn dec_lock_ref(&mut self, id: NodeId) {
+        let mut current = id;
+        while current != ROOT {
+            let node = self.node_mut(current);
+            if node.lock_ref == 0 {
+                debug_assert!(false, "unlocking an unlocked radix node");
+                break;
+            }
+            node.lock_ref -= 1;
+            let pages = node.key.len();
+            let parent = node.parent;
+            if node.lock_ref == 0 {
+                self.protected_pages -= pages;
+                self.evictable_pages += pages;
+                if self.is_leaf(current) {
+                    self.mark_evictable(current);
+                }
+            }
+            current = parent;
+        }
+    }
+
+    /// Evicts at least `tokens` tokens (whole pages) from unlocked leaves, least recently used
+    /// first; a leaf longer than needed loses only its newest pages. Returns the tokens evicted
+    /// (less than asked when nothing evictable is left).
+    pub fn evict(&mut self, tokens: usize) -> usize {
+        let ps = self.page_size;
+        let mut evicted = 0;
+        while evicted < tokens {
+            let Some(&(_, victim)) = self.evictable_leaves.first() else {
+                break;
+            };
+            let victim_pages = self.node(victim).key.len();
+            let wanted = (tokens - evicted).div_ceil(ps).min(victim_pages);
+            if wanted < victim_pages {
+                let node = self.node_mut(victim);
+                node.key.truncate(victim_pages - wanted);
+                self.free_pages += wanted;
+                self.evictable_pages -= wanted;
+                evicted += wanted * ps;
+                continue;
+            }
+            self.unmark_evictable(victim);
+            let node = std::mem::take(self.node_mut(victim));
+            self.vacant.push(victim);
+            self.free_pages += victim_pages;
+            self.evictable_pages -= victim_pages;
+            evicted += victim_pages * ps;
+            let parent = node.parent;
+            // The parent was used whenever this node was (creation aside).
+            self.set_access(parent, node.used);
+            let parent_node = self.node_mut(parent);
+            parent_node.children.remove(&node.key[0]);
+            if parent != ROOT && parent_node.children.is_empty() && parent_node.lock_ref == 0 {
+                self.mark_evictable(parent);
+            }
+        }
+        evicted
+    }
+
+    /// Checks the page and size bookkeeping against a full walk (tests and debug builds).
+    #[cfg(test)]
+    pub fn check_invariants(&self, private_pages: usize) {
+        let mut evictable = 0;
+        let mut protected = 0;
+        let mut leaves = 0;
+        for (index, node) in self.nodes.iter().enumerate() {
+            if index == ROOT as usize || self.vacant.contains(&(index as NodeId)) {
+                continue;
+            }
+            if node.lock_ref == 0 {
+                evictable += node.key.len();
+            } else {
+                protected += node.key.len();
+            }
+            let should_be_evictable = node.lock_ref == 0 && node.children.is_empty();
+            assert_eq!(node.evictable, should_be_evictable, "node {index}");
+            if node.evictable {
+                leaves += 1;
+                assert!(self
+                    .evictable_leaves
+                    .contains(&(Self::last_use(node), index as NodeId)));
+            }
+            let parent = &self.nodes[node.parent as usize];
+            assert_eq!(parent.children.get(&node.key[0]), Some(&(index as NodeId)));
+            assert!(parent.lock_ref >= node.lock_ref || node.parent == ROOT);
+        }
+        assert_eq!(leaves, self.evictable_leaves.len());
+        assert_eq!(evictable, self.evictable_pages);
+        assert_eq!(protected, self.protected_pages);
+        assert_eq!(
+            self.free_pages + evictable + protected + private_pages,
+            self.total_pages,
+            "page conservation"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::TokenSeq;
+
+    fn seq(tokens: &[u64]) -> TokenSeq {
+        let mut s = TokenSeq::new();
+        for &t in tokens {
+            s.push(t);
+        }
+        s
+    }
+
+    fn pages(tokens: &[u64], page_size: usize) -> Vec<u64> {
+        seq(tokens).block_hashes(page_size)
+    }
+
+    /// Inserts `tokens` from the root as a finished request would: allocate its pages, hand
+    /// them over.
+    fn insert(cache: &mut RadixCache, tokens: &[u64]) -> Inserted {
+        let p = pages(tokens, cache.page_size());
+        assert!(cache.allocate_pages(p.len()));
+        cache.insert(&p)
+    }
+
+    fn matched(cache: &mut RadixCache, tokens: &[u64]) -> usize {
+        cache.match_prefix(&pages(tokens, cache.page_size())).0 * cache.page_size()
+    }
+
+    #[test]
+    fn match_and_split() {
+        let mut cache = RadixCache::new(100, 1);
+        assert_eq!(cache.match_prefix(&pages(&[1, 2, 3], 1)), (0, ROOT));
+        insert(&mut cache, &[1, 2, 3, 4, 5]);
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 4, 5]), 5);
+        let second = insert(&mut cache, &[1, 2, 3, 4, 5, 6, 7]);
+        // The shared five pages were duplicates; only two were adopted.
+        assert_eq!(second.adopted_pages, 2);
+        let (len, node) = cache.match_prefix(&pages(&[1, 2, 3, 4, 5, 9, 9], 1));
+        assert_eq!(len, 5);
+        assert_eq!(cache.edge_pages(node), 5);
+        cache.check_invariants(0);
+        // A match ending inside an edge splits it.
+        let before = cache.num_nodes();
+        let (len, node) = cache.match_prefix(&pages(&[1, 2, 9], 1));
+        assert_eq!(len, 2);
+        assert_eq!(cache.num_nodes(), before + 1);
+        assert_eq!(cache.edge_pages(node), 2);
+        assert_eq!(
+            cache.prefix_match_len(&pages(&[1, 2, 3, 4, 5, 6, 7, 8], 1)),
+            7
+        );
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn shared_prefixes_branch() {
+        let mut cache = RadixCache::new(100, 1);
+        insert(&mut cache, &[1, 2, 3, 4, 5]);
+        insert(&mut cache, &[1, 2, 3, 6, 7]);
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 4, 5]), 5);
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 6, 7]), 5);
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 9]), 3);
+        // 3 shared + 2 + 2 pages in the tree; the duplicate 3 went back to the pool.
+        assert_eq!(cache.tree_pages(), 7);
+        assert_eq!(cache.available_tokens(), 93);
+        // Duplicate insert is idempotent.
+        insert(&mut cache, &[1, 2, 3]);
+        assert_eq!(cache.tree_pages(), 7);
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn pages_group_tokens() {
+        let mut cache = RadixCache::new(100, 4);
+        insert(&mut cache, &[1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 4]), 4);
+        // Only complete pages are cached.
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 4, 5, 6, 7, 8]), 4);
+        insert(&mut cache, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 4, 5, 6, 7, 8]), 8);
+        // A difference anywhere inside a page breaks the match at that page.
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 5]), 0);
+        assert_eq!(matched(&mut cache, &[1, 2, 3, 4, 5, 6, 7, 9]), 4);
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn locked_tail_grows_in_place_only_when_unshared() {
+        let mut cache = RadixCache::new(100, 4);
+        let head = pages(&[1, 2, 3, 4, 5, 6, 7, 8], 4);
+        insert(&mut cache, &[1, 2, 3, 4]);
+        let (_, tail) = cache.match_prefix(&head[..1]);
+        cache.inc_lock_ref(tail);
+        let nodes = cache.num_nodes();
+        assert!(cache.allocate_pages(1));
+        let grown = cache.insert_from_node(tail, &head[1..]);
+        assert_eq!(grown.node, tail);
+        assert_eq!(cache.num_nodes(), nodes);
+        assert_eq!(cache.protected_tokens(), 8);
+        cache.dec_lock_ref(tail);
+
+        let mut cache = RadixCache::new(100, 4);
+        insert(&mut cache, &[1, 2, 3, 4]);
+        let (_, tail) = cache.match_prefix(&head[..1]);
+        cache.inc_lock_ref(tail);
+        cache.inc_lock_ref(tail);
+        assert!(cache.allocate_pages(1));
+        let grown = cache.insert_from_node(tail, &head[1..]);
+        assert_ne!(grown.node, tail);
+        assert_eq!(cache.num_nodes(), 3);
+        assert_eq!(cache.edge_pages(tail), 1);
+        assert_eq!(cache.edge_pages(grown.node), 1);
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn eviction_takes_least_recently_used_leaves() {
+        let mut cache = RadixCache::new(100, 1);
+        insert(&mut cache, &[1, 2, 3]);
+        insert(&mut cache, &[4, 5, 6]);
+        insert(&mut cache, &[7, 8, 9]);
+        // Touch [1,2,3]: now [4,5,6] is the oldest.
+        assert_eq!(matched(&mut cache, &[1, 2, 3]), 3);
+        assert_eq!(cache.evict(3), 3);
+        assert_eq!(cache.prefix_match_len(&pages(&[4, 5, 6], 1)), 0);
+        assert_eq!(cache.prefix_match_len(&pages(&[1, 2, 3], 1)), 3);
+        assert_eq!(cache.prefix_match_len(&pages(&[7, 8, 9], 1)), 3);
+        // Asking for less than a leaf trims its newest pages only.
+        assert_eq!(cache.evict(1), 1);
+        assert_eq!(cache.prefix_match_len(&pages(&[7, 8, 9], 1)), 2);
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn locked_paths_survive_eviction_and_parents_become_leaves() {
+        let mut cache = RadixCache::new(100, 1);
+        insert(&mut cache, &[1, 2, 3, 4, 5]);
+        insert(&mut cache, &[1, 2, 3, 6, 7]);
+        insert(&mut cache, &[9, 9]);
+        let (_, locked) = cache.match_prefix(&pages(&[9, 9], 1));
+        cache.inc_lock_ref(locked);
+        assert_eq!(cache.evictable_tokens(), 7);
+        assert_eq!(cache.protected_tokens(), 2);
+        // Both branches go, then their shared parent (now an unlocked leaf).
+        assert_eq!(cache.evict(100), 7);
+        assert_eq!(cache.prefix_match_len(&pages(&[1], 1)), 0);
+        assert_eq!(cache.prefix_match_len(&pages(&[9, 9], 1)), 2);
+        assert_eq!(cache.available_tokens(), 98);
+        cache.dec_lock_ref(locked);
+        assert_eq!(cache.evictable_tokens(), 2);
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn shared_prefix_lock_counts() {
+        let mut cache = RadixCache::new(100, 1);
+        insert(&mut cache, &[1, 2, 3, 4, 5]);
+        insert(&mut cache, &[1, 2, 3, 6, 7]);
+        let (_, a) = cache.match_prefix(&pages(&[1, 2, 3, 4, 5], 1));
+        let (_, b) = cache.match_prefix(&pages(&[1, 2, 3, 6, 7], 1));
+        cache.inc_lock_ref(a);
+        cache.inc_lock_ref(b);
+        assert_eq!(cache.protected_tokens(), 7);
+        cache.dec_lock_ref(a);
+        assert_eq!(cache.protected_tokens(), 5);
+        assert_eq!(cache.evict(100), 2);
+        cache.dec_lock_ref(b);
+        assert_eq!(cache.protected_tokens(), 0);
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn evictable_size_counts_unlocked_inner_nodes() {
+        let mut cache = RadixCache::new(16, 4);
+        insert(&mut cache, &[1; 8]);
+        insert(&mut cache, &[1, 1, 1, 1, 2, 2, 2, 2]);
+        assert_eq!(cache.evictable_tokens(), 12);
+        assert_eq!(cache.evict(12), 12);
+        assert_eq!(cache.available_tokens(), 16);
+        cache.check_invariants(0);
+    }
+}

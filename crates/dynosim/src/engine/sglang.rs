@@ -1,0 +1,622 @@
+//! The SGLang scheduler flavour (`engine_type: "sglang"`), aggregated workers.
+//!
+//! KV lives in a token pool of pages with a radix-tree prefix cache ([`RadixCache`]). One pass:
+//! 1. the schedule policy orders the waiting queue (`fifo` keeps it, `lpm` sorts by cached
+//!    prefix length);
+//! 2. admission takes waiting requests from the front while they fit three budgets: the pool
+//!    (free + evictable tokens, less a reservation for the outputs of running requests scaled by
+//!    `new_token_ratio`), `max_prefill_tokens`, and `chunked_prefill_size`. A prompt longer than
+//!    the chunk size is cut into chunks; a chunked request goes back to the front of the queue
+//!    with its computed pages published to the cache;
+//! 3. every running request (old and newly prefilled) then decodes one token. When the pool
+//!    cannot grow every running request by a page, the requests with the fewest output tokens
+//!    are retracted (their KV released, re-queued at the front) until it can.
+//!
+//! Prefill time follows the admitted chunks (prefix hits cost nothing), decode time the total
+//! length of the running sequences. See `shared/spec/engine.md` §5.
+
+use std::collections::{HashSet, VecDeque};
+
+use super::kv::radix::{NodeId, RadixCache};
+use super::timing::{PassTime, TimingModel};
+use super::{EngineRequest, PassEvent, RequestId};
+use crate::config::EngineArgs;
+use crate::tokens::{generated_token, TokenSeq};
+
+const DEFAULT_MAX_PREFILL_TOKENS: usize = 16384;
+const DEFAULT_CHUNKED_PREFILL_SIZE: usize = 8192;
+const DEFAULT_CLIP_MAX_NEW_TOKENS: usize = 4096;
+/// `new_token_ratio` starts at this times `schedule_conservativeness`...
+const INIT_NEW_TOKEN_RATIO: f64 = 0.7;
+/// ...decays to this fraction of its start...
+const MIN_NEW_TOKEN_RATIO_FACTOR: f64 = 0.14;
+/// ...over this many passes.
+const NEW_TOKEN_RATIO_DECAY_STEPS: f64 = 600.0;
+/// LPM sorting is skipped when more requests than this wait.
+const LPM_MAX_WAITING: usize = 128;
+/// A waiting request whose cached prefix is at most this long, and whose first tokens (rounded
+/// up to a page) equal those of an earlier waiting request, is put behind the others by LPM:
+/// running it after its twin lets it reuse the twin's prefix.
+const IN_BATCH_PREFIX_TOKENS: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SchedulePolicy {
+    Fifo,
+    /// Longest cached prefix first.
+    Lpm,
+}
+
+/// A request held by the rank.
+#[derive(Debug)]
+struct Request {
+    id: RequestId,
+    prompt_len: usize,
+    max_output: usize,
+    /// Prompt plus generated tokens.
+    tokens: TokenSeq,
+    /// Chained identities of the leading full pages of `tokens`, computed on first use and kept
+    /// up to date from then on.
+    pages: Vec<u64>,
+    /// Tokens whose KV has been computed (and is held).
+    materialized: usize,
+    /// Tokens the held pages can take (`materialized` rounded up to a page).
+    allocated: usize,
+    /// Leading tokens held through the radix tree (page-aligned, at most `materialized`); the
+    /// pages after them are the request's own.
+    cached: usize,
+    /// The tree node where the `cached` prefix ends, locked while the request holds KV.
+    last_node: Option<NodeId>,
+}
+
+impl Request {
+    fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    fn output_len(&self) -> usize {
+        self.len() - self.prompt_len
+    }
+
+    fn remaining_output(&self) -> usize {
+        self.max_output.saturating_sub(self.output_len())
+    }
+
+    /// Tokens still to prefill (a retracted request recomputes its generated tokens too).
+    fn extend_input(&self) -> usize {
+        self.len() - self.materialized
+    }
+
+    /// Page identities of every full page of the sequence.
+    fn page_ids(&mut self, page_size: usize) -> &[u64] {
+        self.tokens.extend_block_hashes(page_size, &mut self.pages);
+        &self.pages
+    }
+
+    /// Pages the request owns outside the tree.
+    fn private_pages(&self, page_size: usize) -> usize {
+        (self.materialized - self.cached).div_ceil(page_size)
+    }
+}
+
+fn ceil_to_page(tokens: usize, page_size: usize) -> usize {
+    tokens.div_ceil(page_size) * page_size
+}
+
+/// What admission produced in one pass.
+#[derive(Default)]
+struct Admission {
+    admitted: Vec<Request>,
+    /// Sum over admitted requests of the tokens covered after this pass's chunk.
+    total_covered: usize,
+    /// Sum over admitted requests of the tokens covered before it (cache hit or earlier chunks).
+    total_prefix: usize,
+    /// Admitted requests that compute at least one token.
+    computing: usize,
+    /// An allocation failed.
+    out_of_memory: bool,
+}
+
+#[derive(Debug)]
+pub struct SglangScheduler {
+    page_size: usize,
+    total_kv_tokens: usize,
+    max_running: usize,
+    max_prefill_tokens: usize,
+    chunked_prefill_size: usize,
+    clip_max_new_tokens: usize,
+    policy: SchedulePolicy,
+    init_new_token_ratio: f64,
+    min_new_token_ratio: f64,
+    new_token_ratio_step: f64,
+    new_token_ratio: f64,
+    timing: TimingModel,
+    cache: RadixCache,
+    waiting: VecDeque<Request>,
+    running: Vec<Request>,
+    /// The request at the head of the queue when the last pass could do nothing.
+    blocked: Option<RequestId>,
+}
+
+impl SglangScheduler {
+    pub fn new(args: &EngineArgs, rank_index: usize) -> Self {
+        let _ = rank_index;
+        let settings = args.sglang.clone().unwrap_or_default();
+        let conservativeness = settings.schedule_conservativeness.unwrap_or(1.0);
+        let init = INIT_NEW_TOKEN_RATIO * conservativeness;
+        let min = init * MIN_NEW_TOKEN_RATIO_FACTOR;
+        let policy = match settings.schedule_policy.as_deref() {
+            Some("lpm") => SchedulePolicy::Lpm,
+            // The reference warns about other names and falls back to FIFO.
+            _ => SchedulePolicy::Fifo,
+        };
+        let page_size = args.block_size.max(1);
+        let total_kv_tokens = args.num_gpu_blocks * page_size;
+        Self {
+            page_size,
+            total_kv_tokens,
+            max_running: args.max_num_seqs.unwrap_or(usize::MAX),
+            max_prefill_tokens: settings
+                .max_prefill_tokens
+                .unwrap_or(DEFAULT_MAX_PREFILL_TOKENS),
+            chunked_prefill_size: settings
+                .chunked_prefill_size
+                .unwrap_or(DEFAULT_CHUNKED_PREFILL_SIZE),
+            clip_max_new_tokens: settings
+                .clip_max_new_tokens
+                .unwrap_or(DEFAULT_CLIP_MAX_NEW_TOKENS),
+            policy,
+            init_new_token_ratio: init,
+            min_new_token_ratio: min,
+            new_token_ratio_step: (init - min) / NEW_TOKEN_RATIO_DECAY_STEPS,
+            new_token_ratio: init,
+            timing: TimingModel::new(args),
+            cache: RadixCache::new(total_kv_tokens, page_size),
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            blocked: None,
+        }
+    }
+
+    pub fn enqueue(&mut self, request: EngineRequest) {
+        self.waiting.push_back(Request {
+            id: request.id,
+            prompt_len: request.prompt.len(),
+            max_output: request.max_output_tokens,
+            tokens: request.prompt,
+            pages: Vec::new(),
+            materialized: 0,
+            allocated: 0,
+            cached: 0,
+            last_node: None,
+        });
+        self.blocked = None;
+    }
+
+    pub fn has_work(&self) -> bool {
+        !self.waiting.is_empty() || !self.running.is_empty()
+    }
+
+    pub fn num_requests(&self) -> usize {
+        self.waiting.len() + self.running.len()
+    }
+
+    /// The request that kept the last pass from doing anything (SGLang never rejects: a request
+    /// that can never fit waits at the head of the queue forever, blocking those behind it).
+    pub fn blocked_request(&self) -> Option<RequestId> {
+        self.blocked
+    }
+
+    /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
+    pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
+        let events_before = events.len();
+        if self.policy == SchedulePolicy::Lpm {
+            self.sort_longest_prefix_first();
+        }
+        let admission = self.admit(events);
+        if admission.out_of_memory {
+            self.new_token_ratio = self.init_new_token_ratio;
+        }
+        let prefill_ms = self.timing.prefill_clock_ms(
+            admission.admitted.len(),
+            admission.total_covered,
+            admission.total_prefix,
+        );
+        for mut request in admission.admitted {
+            if request.materialized < request.len() {
+                self.cache_materialized_prefix(&mut request);
+                self.waiting.push_front(request);
+            } else {
+                self.running.push(request);
+            }
+        }
+
+        let decode = self.decode(events);
+        for request in decode.retracted.into_iter().rev() {
+            self.waiting.push_front(request);
+        }
+        if decode.retracted_any {
+            self.new_token_ratio = self.init_new_token_ratio;
+        }
+        self.new_token_ratio =
+            (self.new_token_ratio - self.new_token_ratio_step).max(self.min_new_token_ratio);
+
+        let scheduled_requests = admission.computing + decode.emitted;
+        self.blocked = if scheduled_requests == 0 && events.len() == events_before {
+            self.waiting
+                .front()
+                .or(self.running.first())
+                .map(|request| request.id)
+        } else {
+            None
+        };
+        PassTime {
+            prefill_ms,
+            decode_ms: decode.decode_ms,
+            scheduled_requests,
+        }
+    }
+
+    /// LPM: waiting requests with longer cached prefixes first (stable), except that a request
+    /// with almost nothing cached whose opening tokens repeat an earlier waiting request's goes
+    /// last. Skipped for long queues.
+    fn sort_longest_prefix_first(&mut self) {
+        if self.waiting.len() > LPM_MAX_WAITING {
+            return;
+        }
+        let ps = self.page_size;
+        let twin_tokens = IN_BATCH_PREFIX_TOKENS.div_ceil(ps) * ps;
+        let mut openings = HashSet::new();
+        let mut scored: Vec<(bool, usize, Request)> = Vec::with_capacity(self.waiting.len());
+        for mut request in self.waiting.drain(..) {
+            let len = request.len();
+            let pages = request.page_ids(ps);
+            let cached = self.cache.prefix_match_len(pages) * ps;
+            // Pages are chained, so the identity of the page ending at `twin_tokens` stands for
+            // all tokens up to there.
+            let behind = cached <= IN_BATCH_PREFIX_TOKENS
+                && len >= twin_tokens
+                && !openings.insert(pages[twin_tokens / ps - 1]);
+            scored.push((behind, cached, request));
+        }
+        scored.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
+        self.waiting
+            .extend(scored.into_iter().map(|(_, _, request)| request));
+    }
+
+    /// Admits requests (or their next chunk) from the front of the waiting queue.
+    fn admit(&mut self, events: &mut Vec<PassEvent>) -> Admission {
+        let ps = self.page_size;
+        let ratio = self.new_token_ratio;
+        let clip = self.clip_max_new_tokens;
+        let reserved_output: f64 = self
+            .running
+            .iter()
+            .map(|r| r.remaining_output().min(clip) as f64 * ratio)
+            .sum();
+        let mut rem_total = (self.cache.available_tokens() + self.cache.evictable_tokens()) as f64
+            - reserved_output;
+        let mut rem_input = self.max_prefill_tokens as f64;
+        let mut rem_chunk = self.chunked_prefill_size as f64;
+        let slots = self.max_running.saturating_sub(self.running.len());
+
+        let mut admission = Admission::default();
+        while admission.admitted.len() < slots {
+            let Some(mut request) = self.waiting.pop_front() else {
+                break;
+            };
+            let extend = request.extend_input();
+            if extend == 0 {
+                self.waiting.push_front(request);
+                break;
+            }
+            let chunk = if extend <= self.chunked_prefill_size {
+                extend
+            } else {
+                let chunk = (rem_chunk as usize / ps) * ps;
+                if chunk == 0 {
+                    self.waiting.push_front(request);
+                    break;
+                }
+                chunk.min(extend)
+            };
+            let charged = ceil_to_page(chunk, ps) as f64;
+            let output_reserve = if chunk < extend {
+                0
+            } else {
+                request.remaining_output().min(clip)
+            };
+            if charged + output_reserve as f64 >= rem_total
+                || charged > rem_input
+                || charged > rem_chunk
+            {
+                self.waiting.push_front(request);
+                break;
+            }
+
+            let chunk_end = request.materialized + chunk;
+            let old_allocated = request.allocated;
+            let prefix = if request.materialized > 0 {
+                let required = ceil_to_page(chunk_end, ps).saturating_sub(old_allocated);
+                let available = self.cache.available_tokens();
+                if available < required {
+                    self.cache.evict(required - available);
+                }
+                self.extend_allocation(&mut request, chunk_end)
+                    .then_some(request.materialized)
+            } else {
+                self.allocate(&mut request, chunk_end)
+            };
+            let Some(prefix) = prefix else {
+                self.waiting.push_front(request);
+                admission.out_of_memory = true;
+                break;
+            };
+            request.materialized = chunk_end;
+            request.allocated = ceil_to_page(chunk_end, ps);
+
+            events.push(PassEvent::Admitted {
+                id: request.id,
+                reused_tokens: prefix,
+            });
+            admission.total_covered += chunk_end;
+            admission.total_prefix += prefix;
+            if chunk_end > prefix {
+                admission.computing += 1;
+            }
+            rem_total -= (request.allocated - old_allocated + output_reserve) as f64;
+            rem_input -= charged;
+            rem_chunk -= charged;
+            admission.admitted.push(request);
+            if rem_chunk <= 0.0 {
+                break;
+            }
+        }
+        admission
+    }
+
+    /// First allocation of a request with no KV: reuse the longest cached prefix of its first
+    /// `end` tokens (locking it), evict if needed, and take pages for the rest. Returns the
+    /// reused tokens, or `None` (nothing held) when the pool cannot supply the pages.
+    fn allocate(&mut self, request: &mut Request, end: usize) -> Option<usize> {
+        let ps = self.page_size;
+        let pages = request.page_ids(ps);
+        let (matched, node) = self.cache.match_prefix(&pages[..end / ps]);
+        let prefix = matched * ps;
+        let fresh_pages = (end - prefix).div_ceil(ps);
+        let fresh_tokens = fresh_pages * ps;
+        // Lock the prefix first, so that making room cannot evict it.
+        self.cache.inc_lock_ref(node);
+        if fresh_tokens > self.cache.available_tokens() + self.cache.evictable_tokens() {
+            self.cache.dec_lock_ref(node);
+            return None;
+        }
+        let available = self.cache.available_tokens();
+        if fresh_tokens > available {
+            self.cache.evict(fresh_tokens - available);
+        }
+        if !self.cache.allocate_pages(fresh_pages) {
+            self.cache.dec_lock_ref(node);
+            return None;
+        }
+        request.cached = prefix;
+        request.last_node = Some(node);
+        Some(prefix)
+    }
+
+    /// Grows a partly prefilled request's KV to `end` tokens, filling its last page first.
+    fn extend_allocation(&mut self, request: &mut Request, end: usize) -> bool {
+        let ps = self.page_size;
+        let held = request.materialized;
+        let room_in_last_page = if held == 0 {
+            0
+        } else {
+            ps - 1 - (held - 1) % ps
+        };
+        let pages = (end - held).saturating_sub(room_in_last_page).div_ceil(ps);
+        self.cache.allocate_pages(pages)
+    }
+
+    /// Publishes the request's computed full pages to the tree (moving its lock to the new end),
+    /// so later requests can reuse them while it still runs.
+    fn cache_materialized_prefix(&mut self, request: &mut Request) {
+        let ps = self.page_size;
+        let aligned = request.materialized / ps * ps;
+        if aligned == 0 || aligned <= request.cached {
+            return;
+        }
+        let last = request
+            .last_node
+            .expect("a request with computed tokens holds a tree path");
+        let first = request.cached / ps;
+        let pages = &request.page_ids(ps)[first..aligned / ps];
+        let inserted = self.cache.insert_from_node(last, pages);
+        if inserted.node != last {
+            self.cache.inc_lock_ref(inserted.node);
+            self.cache.dec_lock_ref(last);
+        }
+        request.last_node = Some(inserted.node);
+        request.cached = aligned;
+    }
+
+    /// A finished request leaves its full pages in the cache (unlocked) and frees its partial
+    /// tail page.
+    fn finish(&mut self, request: &mut Request) {
+        let ps = self.page_size;
+        let Some(last) = request.last_node.take() else {
+            return;
+        };
+        let complete = request.len().min(request.materialized) / ps * ps;
+        debug_assert!(request.cached <= complete);
+        self.cache
+            .free_pages((request.materialized - complete).div_ceil(ps));
+        if complete > 0 {
+            let first = request.cached / ps;
+            let pages = &request.page_ids(ps)[first..complete / ps];
+            self.cache.insert_from_node(last, pages);
+        }
+        self.cache.dec_lock_ref(last);
+    }
+
+    /// Releases a running request's KV: its own pages are freed, its cached prefix unlocked.
+    /// It keeps its generated tokens and recomputes everything on re-admission.
+    fn retract(&mut self, request: &mut Request) {
+        if let Some(last) = request.last_node.take() {
+            self.cache.free_pages(request.private_pages(self.page_size));
+            self.cache.dec_lock_ref(last);
+        }
+        request.materialized = 0;
+        request.allocated = 0;
+        request.cached = 0;
+    }
+
+    /// Tokens of fresh pages the running requests need to each take one more token.
+    fn decode_growth_tokens(&self) -> usize {
+        self.running
+            .iter()
+            .map(|r| {
+                let burst = r.remaining_output().min(1);
+                ceil_to_page(r.len() + burst, self.page_size).saturating_sub(r.allocated)
+            })
+            .sum()
+    }
+
+    /// The decode step over every running request.
+    fn decode(&mut self, events: &mut Vec<PassEvent>) -> Decode {
+        let mut result = Decode::default();
+        if self.running.is_empty() {
+            return result;
+        }
+        // Requests with nothing left to generate (an output length of 0) leave without a token.
+        // Their KV is released with the other completions, after the step.
+        let mut completed = Vec::new();
+        let mut index = 0;
+        while index < self.running.len() {
+            if self.running[index].remaining_output() == 0 {
+                let request = self.running.remove(index);
+                events.push(PassEvent::Completed { id: request.id });
+                completed.push(request);
+            } else {
+                index += 1;
+            }
+        }
+
+        if !self.running.is_empty() {
+            self.retract_for_growth(&mut result);
+            self.decode_tokens(events, &mut result, &mut completed);
+        }
+        for mut request in completed {
+            self.finish(&mut request);
+        }
+        result
+    }
+
+    /// Retracts running requests, fewest output tokens first, until the pool (free plus
+    /// evictable) can give each remaining one a token; keeps at least one. Then evicts what the
+    /// growth needs.
+    fn retract_for_growth(&mut self, result: &mut Decode) {
+        loop {
+            let capacity = self.cache.available_tokens() + self.cache.evictable_tokens();
+            if capacity >= self.decode_growth_tokens() || self.running.len() <= 1 {
+                break;
+            }
+            let mut victim = 0;
+            for (index, request) in self.running.iter().enumerate() {
+                if request.output_len() < self.running[victim].output_len() {
+                    victim = index;
+                }
+            }
+            let mut request = self.running.remove(victim);
+            self.retract(&mut request);
+            result.retracted.push(request);
+            result.retracted_any = true;
+        }
+        let needed = self.decode_growth_tokens();
+        let available = self.cache.available_tokens();
+        if available < needed {
+            self.cache.evict(needed - available);
+        }
+    }
+
+    fn decode_tokens(
+        &mut self,
+        events: &mut Vec<PassEvent>,
+        result: &mut Decode,
+        completed: &mut Vec<Request>,
+    ) {
+        let ps = self.page_size;
+        let context: usize = self.running.iter().map(Request::len).sum();
+        let active = context.min(self.total_kv_tokens);
+        let decode_ms =
+            self.timing
+                .decode_clock_ms(self.running.len(), active, self.total_kv_tokens);
+        let reserved_pages = self.decode_growth_tokens() / ps;
+        if !self.cache.allocate_pages(reserved_pages) {
+            // Even after evicting everything the pages are not there: no token this pass.
+            return;
+        }
+        result.decode_ms = decode_ms;
+        let mut used_pages = 0;
+        let mut running = std::mem::take(&mut self.running);
+        for request in &mut running {
+            if request.len() + 1 > request.allocated {
+                request.allocated += ps;
+                used_pages += 1;
+            }
+            let index = request.output_len() as u64;
+            request
+                .tokens
+                .push(generated_token(request.id as u64, index));
+            request.materialized += 1;
+            events.push(PassEvent::Tokens {
+                id: request.id,
+                count: 1,
+            });
+            result.emitted += 1;
+            if request.remaining_output() == 0 {
+                events.push(PassEvent::Completed { id: request.id });
+            } else {
+                self.cache_materialized_prefix(request);
+            }
+        }
+        self.cache.free_pages(reserved_pages - used_pages);
+        for request in running {
+            if request.remaining_output() == 0 {
+                completed.push(request);
+            } else {
+                self.running.push(request);
+            }
+        }
+    }
+
+    /// Checks the KV bookkeeping of the whole rank (tests).
+    #[cfg(test)]
+    fn check_invariants(&self) {
+        let ps = self.page_size;
+        let private: usize = self
+            .running
+            .iter()
+            .chain(self.waiting.iter())
+            .map(|r| r.private_pages(ps))
+            .sum();
+        self.cache.check_invariants(private);
+        for r in self.running.iter().chain(self.waiting.iter()) {
+            assert!(r.cached <= r.materialized);
+            assert_eq!(r.cached % ps, 0);
+            assert_eq!(r.allocated, ceil_to_page(r.materialized, ps));
+            assert_eq!(r.last_node.is_some(), r.materialized > 0);
+        }
+    }
+}
+
+/// What the decode step did.
+#[derive(Default)]
+struct Decode {
+    decode_ms: f64,
+    /// Requests that emitted a token.
+    emitted: usize,
+    retracted: Vec<Request>,
+    retracted_any: bool,
+}
+
+#[cfg(test)]
+mod tests;

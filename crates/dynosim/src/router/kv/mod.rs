@@ -1,0 +1,238 @@
+//! The KV-aware router (`--router-mode kv_router`) of an offline replay.
+//!
+//! State: what each (worker, rank) target has cached ([`indexer`], fed by the engines' KV
+//! events), the load the router itself placed there ([`load`]), and a queue of held-back
+//! requests ([`queue`], classes from [`policy`]). A request's overlap with every target is
+//! measured once, at arrival, and kept if it waits in the queue. Placement picks the cheapest
+//! target ([`select`]); ties and temperature sampling draw from a seeded RNG
+//! (`--router-seed`), so a run is reproducible, where the reference draws unseeded.
+//!
+//! Load is released in two steps: prefill tokens at the request's first (non-final) token,
+//! blocks and the request count at its terminal state. Each release drains the queue.
+
+pub mod indexer;
+pub mod load;
+pub mod policy;
+pub mod queue;
+pub mod select;
+
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::config::RouterConfig;
+use crate::engine::kv::KvEvent;
+use crate::engine::RequestId;
+use indexer::CacheIndex;
+use load::{ActiveLoad, Projection, TrackedBlocks};
+use policy::{PolicyClass, PolicyProfile};
+use queue::{PolicyQueue, QueueRank, QueueRejection, QueueSnapshot};
+use select::RequestShape;
+
+/// The deployment the router places requests on.
+#[derive(Clone, Copy, Debug)]
+pub struct Targets {
+    /// Number of (worker, rank) targets: workers x dp_size.
+    pub count: usize,
+    /// Engine block size (tokens).
+    pub block_size: usize,
+    /// The engine's `max_num_batched_tokens` (busy thresholds are fractions of it).
+    pub max_batched_tokens: u64,
+}
+
+/// A request as the router sees it at arrival.
+#[derive(Clone, Debug)]
+pub struct RouteRequest<'a> {
+    pub id: RequestId,
+    /// Chained hashes of the prompt's full engine blocks.
+    pub block_hashes: Vec<u64>,
+    /// Prompt tokens.
+    pub isl: usize,
+    pub arrival_ms: f64,
+    pub priority: i32,
+    pub strict_priority: u32,
+    pub policy_class: Option<&'a str>,
+}
+
+/// What became of an arriving request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// Sent to this target now.
+    Placed(usize),
+    /// Held in the router queue; it comes out later as a [`Placement`].
+    Queued,
+    /// Refused: its class's queue limit is reached.
+    Rejected(QueueRejection),
+}
+
+/// A queued request sent to a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub id: RequestId,
+    pub target: usize,
+}
+
+/// A request waiting in the queue, with what was measured at its arrival.
+#[derive(Debug)]
+struct Pending {
+    id: RequestId,
+    isl: usize,
+    overlaps: Vec<u32>,
+    blocks: TrackedBlocks,
+}
+
+pub struct KvRouter {
+    config: RouterConfig,
+    targets: Targets,
+    index: CacheIndex,
+    load: ActiveLoad,
+    profile: PolicyProfile,
+    queue: PolicyQueue<Pending>,
+    rng: StdRng,
+    /// Scratch buffers reused across placements.
+    projections: Vec<Projection>,
+    logits: Vec<f64>,
+}
+
+impl KvRouter {
+    /// A router with the given (validated) config; `profile` is the resolved queue profile.
+    pub fn new(config: RouterConfig, profile: PolicyProfile, targets: Targets, seed: u64) -> Self {
+        Self {
+            queue: PolicyQueue::new(&profile),
+            profile,
+            config,
+            targets,
+            index: CacheIndex::new(targets.count),
+            load: ActiveLoad::new(targets.count),
+            rng: StdRng::seed_from_u64(seed),
+            projections: Vec::with_capacity(targets.count),
+            logits: Vec::with_capacity(targets.count),
+        }
+    }
+
+    /// Requests waiting in the router queue.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// KV events of `target` become visible to routing.
+    pub fn apply_kv_events(&mut self, target: usize, events: &[KvEvent]) {
+        self.index.apply(target, events);
+    }
+
+    /// Routes an arriving request: placed now, queued, or rejected by a queue limit.
+    pub fn on_arrival(&mut self, request: RouteRequest<'_>) -> Arrival {
+        let overlaps = self.index.overlaps(&request.block_hashes);
+        let blocks = if !self.config.router_track_active_blocks {
+            TrackedBlocks::None
+        } else if self.config.router_assume_kv_reuse {
+            TrackedBlocks::Shared(request.block_hashes)
+        } else {
+            TrackedBlocks::Private(request.isl / self.targets.block_size)
+        };
+        let pending = Pending {
+            id: request.id,
+            isl: request.isl,
+            overlaps,
+            blocks,
+        };
+        let snapshot = || {
+            let best = pending.overlaps.iter().copied().max().unwrap_or(0) as usize;
+            QueueSnapshot::new(pending.isl, best * self.targets.block_size)
+        };
+        let class = match self.profile.direct_class(request.policy_class) {
+            Some(class) => class,
+            None => self
+                .profile
+                .classify(request.policy_class, snapshot().uncached_tokens),
+        };
+        let class_config = self.profile.class(class);
+        let hold =
+            class_config.queues() && (self.queue.has_backlog(class) || self.all_busy(class_config));
+        if hold {
+            let snapshot = snapshot();
+            let rank = QueueRank {
+                arrival_s: request.arrival_ms.max(0.0) / 1000.0,
+                priority: request.priority,
+                strict_priority: request.strict_priority,
+            };
+            return match self
+                .queue
+                .enqueue(class, self.targets.count, snapshot, rank, pending)
+            {
+                Ok(()) => Arrival::Queued,
+                Err(rejection) => Arrival::Rejected(rejection),
+            };
+        }
+        Arrival::Placed(self.place(pending))
+    }
+
+    /// The request's first non-final token is out: its prefill load is released, and queued
+    /// requests may be placed (appended to `placed`).
+    pub fn on_first_token(&mut self, id: RequestId, placed: &mut Vec<Placement>) {
+        if self.load.prefill_done(id) {
+            self.drain(placed);
+        }
+    }
+
+    /// The request terminated: all its load is released, and queued requests may be placed.
+    pub fn on_terminal(&mut self, id: RequestId, placed: &mut Vec<Placement>) {
+        self.load.free(id);
+        self.drain(placed);
+    }
+
+    fn all_busy(&self, class: &PolicyClass) -> bool {
+        (0..self.targets.count).all(|target| {
+            class.is_busy(
+                self.load.prefill_tokens(target),
+                self.targets.max_batched_tokens,
+            )
+        })
+    }
+
+    fn drain(&mut self, placed: &mut Vec<Placement>) {
+        loop {
+            let load = &self.load;
+            let targets = self.targets;
+            let popped = self.queue.pop_next(|class| {
+                !(0..targets.count).all(|target| {
+                    class.is_busy(load.prefill_tokens(target), targets.max_batched_tokens)
+                })
+            });
+            let Some(pending) = popped else {
+                return;
+            };
+            let id = pending.id;
+            let target = self.place(pending);
+            placed.push(Placement { id, target });
+        }
+    }
+
+    /// Chooses a target with the current loads and records the request's load there.
+    fn place(&mut self, pending: Pending) -> usize {
+        self.load.project(&pending.blocks, &mut self.projections);
+        let shape = RequestShape {
+            isl: pending.isl,
+            block_size: self.targets.block_size,
+        };
+        select::logits(
+            &self.config,
+            shape,
+            &pending.overlaps,
+            &self.projections,
+            &mut self.logits,
+        );
+        let target = select::choose(&self.logits, self.config.router_temperature, &mut self.rng);
+        let prefill_tokens = if self.config.router_track_prefill_tokens {
+            let cached = pending.overlaps[target] as usize * self.targets.block_size;
+            pending.isl - cached.min(pending.isl)
+        } else {
+            0
+        };
+        self.load
+            .add(pending.id, target, prefill_tokens, pending.blocks);
+        target
+    }
+}
+
+#[cfg(test)]
+mod tests;

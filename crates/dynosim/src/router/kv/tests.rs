@@ -1,0 +1,281 @@
+//! Hand-made scenarios where the right target is known.
+
+use super::*;
+use crate::config::RouterQueuePolicy;
+
+const BS: usize = 64;
+
+fn router(config: RouterConfig, count: usize) -> KvRouter {
+    let profile = config.policy_profile();
+    KvRouter::new(
+        config,
+        profile,
+        Targets {
+            count,
+            block_size: BS,
+            max_batched_tokens: 8192,
+        },
+        0,
+    )
+}
+
+/// Block hashes of a prompt made of `blocks` distinct blocks starting at `first`.
+fn hashes(first: u64, blocks: u64) -> Vec<u64> {
+    (first..first + blocks).collect()
+}
+
+fn request(id: RequestId, block_hashes: Vec<u64>, arrival_ms: f64) -> RouteRequest<'static> {
+    let isl = block_hashes.len() * BS;
+    RouteRequest {
+        id,
+        block_hashes,
+        isl,
+        arrival_ms,
+        priority: 0,
+        strict_priority: 0,
+        policy_class: None,
+    }
+}
+
+fn store(hashes: &[u64]) -> Vec<KvEvent> {
+    hashes
+        .iter()
+        .map(|&hash| KvEvent::Stored { hash })
+        .collect()
+}
+
+#[test]
+fn a_cached_prefix_attracts_the_request() {
+    for target in 0..4 {
+        let mut kv = router(RouterConfig::default(), 4);
+        kv.apply_kv_events(target, &store(&hashes(100, 32)));
+        let mut prompt = hashes(100, 32);
+        prompt.extend(hashes(900, 8));
+        assert_eq!(
+            kv.on_arrival(request(0, prompt, 0.0)),
+            Arrival::Placed(target)
+        );
+    }
+}
+
+#[test]
+fn a_burst_fills_the_cached_worker_then_ties() {
+    // The reference's worked example: 64 cached blocks on worker 2, a burst of 72-block
+    // requests sharing them: costs 80, 96, 112, 128 on worker 2, then 144 everywhere.
+    let mut kv = router(RouterConfig::default(), 4);
+    kv.apply_kv_events(2, &store(&hashes(0, 64)));
+    let prompt = |k: u64| {
+        let mut p = hashes(0, 64);
+        p.extend(hashes(1000 + 8 * k, 8));
+        p
+    };
+    for k in 0..4 {
+        assert_eq!(
+            kv.on_arrival(request(k as usize, prompt(k), 0.0)),
+            Arrival::Placed(2)
+        );
+    }
+    // The fifth is a 4-way tie: the seeded RNG picks one; all four are valid.
+    let Arrival::Placed(target) = kv.on_arrival(request(4, prompt(4), 0.0)) else {
+        panic!("placed")
+    };
+    assert!(target < 4);
+}
+
+#[test]
+fn load_imbalance_sends_work_to_the_idle_worker_and_releases_in_two_steps() {
+    let mut kv = router(RouterConfig::default(), 2);
+    let mut placed = Vec::new();
+    // Worker 0 gets a big request (or worker 1: a tie on an idle cluster); the next distinct
+    // request of the same size goes to the other one.
+    let Arrival::Placed(first) = kv.on_arrival(request(0, hashes(0, 64), 0.0)) else {
+        panic!()
+    };
+    let other = 1 - first;
+    assert_eq!(
+        kv.on_arrival(request(1, hashes(100, 32), 0.0)),
+        Arrival::Placed(other)
+    );
+    // Worker `first`: 64 prefill + 64 active blocks; `other`: 32 + 32. A 16-block request
+    // costs 64+64+16+16 = 160 vs 32+32+16+16 = 96.
+    assert_eq!(
+        kv.on_arrival(request(2, hashes(200, 16), 0.0)),
+        Arrival::Placed(other)
+    );
+    // After the first token of request 0, `first` costs 0+64 + 16+16 = 96, `other`
+    // (48 prefill, 48 blocks) 48+48+32 = 128.
+    kv.on_first_token(0, &mut placed);
+    assert_eq!(
+        kv.on_arrival(request(3, hashes(300, 16), 0.0)),
+        Arrival::Placed(first)
+    );
+    // Completions free everything.
+    for id in 0..4 {
+        kv.on_terminal(id, &mut placed);
+    }
+    assert!(placed.is_empty());
+    for target in 0..2 {
+        assert_eq!(kv.load.active_blocks(target), 0);
+        assert_eq!(kv.load.prefill_tokens(target), 0);
+    }
+}
+
+fn queueing(policy: RouterQueuePolicy) -> KvRouter {
+    router(
+        RouterConfig {
+            router_queue_threshold: Some(0.5),
+            router_queue_policy: policy,
+            ..RouterConfig::default()
+        },
+        2,
+    )
+}
+
+/// Two 8192-token requests make both workers busy (8192 > 0.5 x 8192); later arrivals wait
+/// and come out in the policy's order, one per released worker.
+fn queue_order(policy: RouterQueuePolicy, arrivals: &[(usize, u64, i32, u32)]) -> Vec<usize> {
+    let mut kv = queueing(policy);
+    assert!(matches!(
+        kv.on_arrival(request(0, hashes(0, 128), 0.0)),
+        Arrival::Placed(_)
+    ));
+    assert!(matches!(
+        kv.on_arrival(request(1, hashes(1000, 128), 0.0)),
+        Arrival::Placed(_)
+    ));
+    for (i, &(id, blocks, priority, strict)) in arrivals.iter().enumerate() {
+        let mut r = request(
+            id,
+            hashes(10_000 * (i as u64 + 1), blocks),
+            10.0 * (i + 1) as f64,
+        );
+        r.priority = priority;
+        r.strict_priority = strict;
+        assert_eq!(kv.on_arrival(r), Arrival::Queued);
+    }
+    let mut order = Vec::new();
+    let mut placed = Vec::new();
+    let mut active = vec![0, 1];
+    while let Some(id) = active.pop() {
+        kv.on_first_token(id, &mut placed);
+        for p in placed.drain(..) {
+            order.push(p.id);
+            active.insert(0, p.id);
+        }
+    }
+    order
+}
+
+#[test]
+fn the_queue_orders_by_each_policy_and_priority() {
+    // (id, blocks, priority, strict): 96-, 72- and 80-block requests arriving in that order.
+    let arrivals = [(2, 96, 0, 0), (3, 72, 0, 0), (4, 80, 0, 0)];
+    assert_eq!(queue_order(RouterQueuePolicy::Fcfs, &arrivals), [2, 3, 4]);
+    assert_eq!(queue_order(RouterQueuePolicy::Lcfs, &arrivals), [4, 3, 2]);
+    assert_eq!(queue_order(RouterQueuePolicy::Wspt, &arrivals), [3, 4, 2]);
+    // fcfs with priority 1 on the last arrival (a 1 s head start) and a strict priority.
+    let prioritised = [(2, 96, 0, 0), (3, 72, 0, 0), (4, 80, 1, 0), (5, 80, 0, 1)];
+    assert_eq!(
+        queue_order(RouterQueuePolicy::Fcfs, &prioritised),
+        [5, 4, 2, 3]
+    );
+}
+
+#[test]
+fn a_backlog_is_not_overtaken_and_limits_reject() {
+    let mut kv = queueing(RouterQueuePolicy::Fcfs);
+    assert!(matches!(
+        kv.on_arrival(request(0, hashes(0, 128), 0.0)),
+        Arrival::Placed(_)
+    ));
+    assert!(matches!(
+        kv.on_arrival(request(1, hashes(1000, 128), 0.0)),
+        Arrival::Placed(_)
+    ));
+    assert_eq!(
+        kv.on_arrival(request(2, hashes(2000, 8), 1.0)),
+        Arrival::Queued
+    );
+    // Request 0 finishes its prefill: worker is free, request 2 is placed there.
+    let mut placed = Vec::new();
+    kv.on_first_token(0, &mut placed);
+    assert_eq!(placed.len(), 1);
+    assert_eq!(placed[0].id, 2);
+    assert_eq!(kv.queued(), 0);
+
+    // Limits: one queued request per target at most.
+    let mut profile = RouterConfig {
+        router_queue_threshold: Some(0.0),
+        ..RouterConfig::default()
+    }
+    .policy_profile();
+    let _ = &mut profile;
+    let yaml = "default_policy_family: f\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\n\
+                policy_classes: [{name: f_all, policy_family: f, cache_bucket: all, quantum: 1, \
+                prefill_busy_threshold: 0, request_queue_limit_per_worker: 1}]\n";
+    let path = std::env::temp_dir().join(format!("dynosim-policy-{}.yaml", std::process::id()));
+    std::fs::write(&path, yaml).unwrap();
+    let file = policy::RouterPolicyConfig::from_path(path.to_str().unwrap()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut kv = router(
+        RouterConfig {
+            policy_file: Some(file),
+            ..RouterConfig::default()
+        },
+        2,
+    );
+    assert!(matches!(
+        kv.on_arrival(request(0, hashes(0, 8), 0.0)),
+        Arrival::Placed(_)
+    ));
+    assert!(matches!(
+        kv.on_arrival(request(1, hashes(100, 8), 0.0)),
+        Arrival::Placed(_)
+    ));
+    assert_eq!(
+        kv.on_arrival(request(2, hashes(200, 8), 0.0)),
+        Arrival::Queued
+    );
+    assert_eq!(
+        kv.on_arrival(request(3, hashes(300, 8), 0.0)),
+        Arrival::Queued
+    );
+    let Arrival::Rejected(rejection) = kv.on_arrival(request(4, hashes(400, 8), 0.0)) else {
+        panic!("rejected")
+    };
+    assert_eq!(
+        rejection.to_string(),
+        "router policy class \"f_all\" queue requests limit reached (current=2, limit=2)"
+    );
+}
+
+#[test]
+fn the_same_seed_gives_the_same_choices() {
+    let run = |seed| {
+        let config = RouterConfig {
+            router_temperature: 0.5,
+            ..RouterConfig::default()
+        };
+        let profile = config.policy_profile();
+        let mut kv = KvRouter::new(
+            config,
+            profile,
+            Targets {
+                count: 4,
+                block_size: BS,
+                max_batched_tokens: 8192,
+            },
+            seed,
+        );
+        (0..64)
+            .map(
+                |id| match kv.on_arrival(request(id, hashes(id as u64 * 100, 4), 0.0)) {
+                    Arrival::Placed(t) => t,
+                    other => panic!("{other:?}"),
+                },
+            )
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(1), run(1));
+    assert_ne!(run(1), run(2));
+}
