@@ -60,6 +60,7 @@ struct RequestOrigin {
     turn: usize,
     /// Tokens generated so far (cumulative prompts append them to the session's history).
     generated: usize,
+    input_length: usize,
 }
 
 /// The router in front of the aggregated workers.
@@ -181,12 +182,7 @@ impl<'s> Aggregated<'s> {
         self.settle()?;
         while !self.driver.is_drained() {
             let Some(next_ms) = self.next_timestamp() else {
-                return Err(Error::runtime(format!(
-                    "offline replay reached a dead end with {} in-flight requests remaining \
-                     (no request can be scheduled: a prompt may not fit the KV cache or the \
-                     batch token budget)",
-                    self.in_flight
-                )));
+                return Err(self.dead_end());
             };
             if let Some(last_ms) = self.cap_stop(next_ms) {
                 if next_ms > last_ms {
@@ -197,6 +193,40 @@ impl<'s> Aggregated<'s> {
             self.settle()?;
         }
         Ok(())
+    }
+
+    /// The error for a run where nothing can happen any more, naming the blocking request when
+    /// an engine can tell which one it is.
+    fn dead_end(&self) -> Error {
+        let mut message = format!(
+            "offline replay reached a dead end with {} in-flight requests remaining",
+            self.in_flight
+        );
+        let blocked = self
+            .schedulers
+            .iter()
+            .enumerate()
+            .find_map(|(scheduler, s)| s.blocked_request().map(|id| (scheduler, id)));
+        match blocked {
+            Some((scheduler, id)) => {
+                let origin = self.origins[id];
+                message.push_str(&format!(
+                    ": the request of session {} turn {} ({} prompt tokens) can never be \
+                     scheduled on worker {} (dp rank {}); its prompt and output reservation do \
+                     not fit the KV cache",
+                    self.driver.session_id(origin.session),
+                    origin.turn,
+                    origin.input_length,
+                    scheduler / self.dp_size,
+                    scheduler % self.dp_size,
+                ));
+            }
+            None => message.push_str(
+                " (no request can be scheduled: a prompt may not fit the KV cache, or may exceed \
+                 max_num_batched_tokens with chunked prefill off)",
+            ),
+        }
+        Error::runtime(message)
     }
 
     /// With `--max-sim-time-seconds`, the last timestamp the run may still process, given that
@@ -313,6 +343,7 @@ impl<'s> Aggregated<'s> {
                 session: release.session_index,
                 turn: release.turn_index,
                 generated: 0,
+                input_length: release.prompt.len(),
             });
             let request = EngineRequest {
                 id,

@@ -329,6 +329,11 @@ impl Driver {
     }
 
     /// Total number of turns in the workload.
+    /// The id of session `index` (as written in the trace, or generated).
+    pub fn session_id(&self, index: usize) -> &str {
+        &self.sessions[index].id
+    }
+
     pub fn total_turns(&self) -> usize {
         self.sessions.iter().map(|s| s.turns.len()).sum()
     }
