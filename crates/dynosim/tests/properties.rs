@@ -71,8 +71,8 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
 
 fn arb_engine() -> impl Strategy<Value = EngineArgs> {
     (
-        prop_oneof![Just(EngineType::Vllm), Just(EngineType::Trtllm)],
-        prop_oneof![Just(16usize), Just(32), Just(64)],
+        prop_oneof![Just(EngineType::Vllm), Just(EngineType::Trtllm), Just(EngineType::Sglang)],
+        prop_oneof![Just(4usize), Just(16), Just(32), Just(64)],
         // Enough blocks for the largest prompt (3072 tokens) plus its output.
         200usize..600,
         prop_oneof![Just(None), Just(Some(2usize)), Just(Some(8))],
@@ -109,8 +109,15 @@ fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
             (0.5f64..4.0).prop_map(|speedup| ArrivalMode::Timestamps { speedup }),
             (1usize..5).prop_map(|limit| ArrivalMode::Concurrency { limit }),
         ],
+        any::<bool>(),
     )
-        .prop_map(|(engine, num_workers, arrivals)| ReplaySpec {
+        .prop_map(|(engine, num_workers, arrivals, kv)| ReplaySpec {
+            // The KV router needs at least two (worker, rank) targets.
+            router_mode: if kv && num_workers * engine.dp_size > 1 {
+                RouterMode::KvRouter
+            } else {
+                RouterMode::RoundRobin
+            },
             workload: dynosim::config::WorkloadSpec::Trace(dynosim::config::TraceSpec {
                 files: Vec::new(),
                 format: dynosim::config::TraceFormat::Mooncake,
@@ -118,7 +125,6 @@ fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
             }),
             engine,
             num_workers,
-            router_mode: RouterMode::RoundRobin,
             router_config: None,
             arrivals,
             max_sim_time_ms: None,
