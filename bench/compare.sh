@@ -31,14 +31,17 @@ measure() {
   echo "$best_s $best_rss"
 }
 
-printf '%-34s %10s %10s %8s %10s %10s %8s\n' workload "ref s" "ours s" speedup "ref MB" "ours MB" "mem x"
+printf '%-38s %10s %10s %8s %10s %10s %8s\n' workload "ref s" "ours s" speedup "ref MB" "ours MB" "mem x"
 bench() {
   local label=$1; shift
   read -r rs rm < <(DYN_LOG=warn measure "$ref/bin/python" -m dynamo.replay "$@")
   read -r os om < <(measure "$ours" "$@")
   awk -v l="$label" -v rs="$rs" -v os="$os" -v rm="$rm" -v om="$om" \
-    'BEGIN{printf "%-34s %10.2f %10.2f %7.1fx %10d %10d %7.1fx\n", l, rs, os, rs/(os>0?os:0.01), rm, om, rm/(om>0?om:1)}'
+    'BEGIN{printf "%-38s %10.2f %10.2f %7.1fx %10d %10d %7.1fx\n", l, rs, os, rs/(os>0?os:0.01), rm, om, rm/(om>0?om:1)}'
 }
 bench "conversation, 1 worker" "$traces/conversation_trace.jsonl"
 bench "conversation, 4 workers" "$traces/conversation_trace.jsonl" --num-workers 4
+bench "conversation, 4 workers, kv_router" "$traces/conversation_trace.jsonl" --num-workers 4 --router-mode kv_router
+bench "conversation, sglang, c24" "$traces/conversation_trace.jsonl" --replay-concurrency 24 \
+  --extra-engine-args '{"engine_type":"sglang","num_gpu_blocks":300000}'
 bench "synthetic 5000/500 x2000 c64" --input-tokens 5000 --output-tokens 500 --request-count 2000 --replay-concurrency 64
