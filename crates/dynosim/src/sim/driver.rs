@@ -4,6 +4,7 @@
 //! - open loop: a session's first turn is released at its normalised, sped-up timestamp;
 //! - closed loop: at most `limit` sessions are active; a finished session frees its slot for the
 //!   next one in workload order, whose first turn is released at that instant.
+//!
 //! In both, turn k+1 of a session is released `delay` after turn k reaches a terminal state
 //! (completed or rejected).
 //!
@@ -119,11 +120,11 @@ impl GraphState {
         };
         let mut counts = vec![0u32; n + 1];
         let mut remaining = vec![0u32; n];
-        for target in 0..n {
+        for (target, remaining) in remaining.iter_mut().enumerate() {
             for dep in graph.dependencies(target) {
                 counts[dep.source as usize + 1] += 1;
             }
-            remaining[target] = graph.dependencies(target).len() as u32;
+            *remaining = graph.dependencies(target).len() as u32;
         }
         for i in 0..n {
             counts[i + 1] += counts[i];

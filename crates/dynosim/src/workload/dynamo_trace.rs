@@ -732,7 +732,7 @@ fn lower_agentic(loaded: Loaded, block_size: u32, shown: &str) -> Result<Workloa
         let mut spawn: Option<usize> = None;
         for &p in parent_members {
             if requests[p].start_ms <= child_start
-                && spawn.map_or(true, |q| requests[p].start_ms >= requests[q].start_ms)
+                && spawn.is_none_or(|q| requests[p].start_ms >= requests[q].start_ms)
             {
                 spawn = Some(p);
             }
@@ -743,7 +743,7 @@ fn lower_agentic(loaded: Loaded, block_size: u32, shown: &str) -> Result<Workloa
         let mut join: Option<usize> = None;
         for &p in parent_members {
             if requests[p].start_ms >= child_end
-                && join.map_or(true, |q| requests[p].start_ms < requests[q].start_ms)
+                && join.is_none_or(|q| requests[p].start_ms < requests[q].start_ms)
             {
                 join = Some(p);
             }
@@ -964,14 +964,14 @@ mod tests {
         ];
         for (text, start) in cases {
             let file = TempTrace::new(".jsonl", text.as_bytes());
-            let e = read_dynamo(&[file.0.clone()], None)
+            let e = read_dynamo(std::slice::from_ref(&file.0), None)
                 .unwrap_err()
                 .to_string();
             assert!(e.starts_with(start), "{e:?} should start with {start:?}");
             assert!(e.contains(&file.shown()), "{e}");
         }
         let plain_gz = TempTrace::new(".jsonl", &gz(&good));
-        let e = read_dynamo(&[plain_gz.0.clone()], None)
+        let e = read_dynamo(std::slice::from_ref(&plain_gz.0), None)
             .unwrap_err()
             .to_string();
         assert!(
@@ -1019,7 +1019,7 @@ mod tests {
 
         fn check(bytes: &[u8], suffix: &str) {
             let file = TempTrace::new(suffix, bytes);
-            if let Err(e) = read_dynamo(&[file.0.clone()], None) {
+            if let Err(e) = read_dynamo(std::slice::from_ref(&file.0), None) {
                 assert!(e.to_string().contains(&file.shown()), "{e}");
             }
         }
