@@ -10,6 +10,11 @@ import sys
 
 FIELDS = ("arrival_time_ms", "input_length", "requested_output_length", "output_length",
           "ttft_ms", "ttst_ms", "e2e_latency_ms", "itl_ms", "reused_input_tokens", "terminal_status")
+# Kept too for disaggregated runs (any record with a prefill worker).
+DISAGG_FIELDS = ("first_admit_ms", "prefill_worker_idx", "decode_worker_idx", "prefill_admit_ms",
+                 "source_held_ms", "destination_reserved_ms", "destination_activated_ms",
+                 "decode_admit_ms", "source_released_ms", "decode_reused_input_tokens",
+                 "prefill_route_overlap_tokens", "decode_route_overlap_tokens")
 
 
 def order(r):
@@ -20,11 +25,14 @@ def order(r):
 def main(src, dst):
     with open(src) as f:
         rows = sorted((json.loads(line) for line in f if line.strip()), key=order)
+    fields = FIELDS
+    if any(r.get("prefill_worker_idx") is not None for r in rows):
+        fields = FIELDS + DISAGG_FIELDS
     with gzip.open(dst, "wt", compresslevel=9) as out:
-        out.write("\t".join(FIELDS) + "\n")
+        out.write("\t".join(fields) + "\n")
         for r in rows:
             out.write("\t".join("" if r.get(k) is None else repr(r[k]) if isinstance(r[k], float) else str(r[k])
-                                for k in FIELDS) + "\n")
+                                for k in fields) + "\n")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,16 @@ pub struct Cli {
     #[arg(long, value_name = "JSON")]
     pub extra_engine_args: Option<String>,
 
+    /// Disaggregated replay: engine arguments of the prefill workers, an inline JSON object
+    /// with "worker_type": "prefill" (given together with --decode-engine-args)
+    #[arg(long, value_name = "JSON")]
+    pub prefill_engine_args: Option<String>,
+
+    /// Disaggregated replay: engine arguments of the decode workers, an inline JSON object
+    /// with "worker_type": "decode" (given together with --prefill-engine-args)
+    #[arg(long, value_name = "JSON")]
+    pub decode_engine_args: Option<String>,
+
     /// KV-router configuration as an inline JSON object (default: none; ignored by round_robin)
     #[arg(long, value_name = "JSON")]
     pub router_config: Option<String>,
@@ -94,6 +104,14 @@ pub struct Cli {
     /// Number of aggregated workers
     #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "1")]
     pub num_workers: i64,
+
+    /// Number of prefill workers (disaggregated replay)
+    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "1")]
+    pub num_prefill_workers: i64,
+
+    /// Number of decode workers (disaggregated replay)
+    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "1")]
+    pub num_decode_workers: i64,
 
     /// Closed loop: at most this many requests (sessions) in flight; replaces trace timestamps
     /// (default: none, open loop)
@@ -176,6 +194,8 @@ impl Cli {
         ReplayOptions {
             trace_files: self.trace_files.clone(),
             extra_engine_args: self.extra_engine_args.clone(),
+            prefill_engine_args: self.prefill_engine_args.clone(),
+            decode_engine_args: self.decode_engine_args.clone(),
             router_config: self.router_config.clone(),
             router_policy_config: self
                 .router_policy_config
@@ -194,6 +214,8 @@ impl Cli {
             num_prefix_groups: self.num_prefix_groups,
             inter_turn_delay_ms: self.inter_turn_delay_ms,
             num_workers: self.num_workers,
+            num_prefill_workers: self.num_prefill_workers,
+            num_decode_workers: self.num_decode_workers,
             replay_concurrency: self.replay_concurrency,
             replay_mode: self.replay_mode.clone(),
             router_mode: self.router_mode.clone(),

@@ -35,6 +35,22 @@ const RECORD_KEYS: [&str; 6] = [
     "reused_input_tokens",
 ];
 
+/// Lifecycle fields compared when the golden records carry them (disaggregated cases).
+const DISAGG_RECORD_KEYS: [&str; 12] = [
+    "first_admit_ms",
+    "prefill_worker_idx",
+    "decode_worker_idx",
+    "prefill_admit_ms",
+    "source_held_ms",
+    "destination_reserved_ms",
+    "destination_activated_ms",
+    "decode_admit_ms",
+    "source_released_ms",
+    "decode_reused_input_tokens",
+    "prefill_route_overlap_tokens",
+    "decode_route_overlap_tokens",
+];
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
@@ -169,7 +185,11 @@ fn compare_records(ours_jsonl: &Path, golden: &Path, problems: &mut Vec<String>)
     }
     let mut bad = 0;
     for (i, (a, b)) in ours.iter().zip(&reference).enumerate() {
-        for key in RECORD_KEYS {
+        let disagg_keys = DISAGG_RECORD_KEYS
+            .iter()
+            .filter(|key| b.contains_key(**key));
+        for key in RECORD_KEYS.iter().chain(disagg_keys) {
+            let key = *key;
             let (va, vb) = (a.get(key).cloned().unwrap_or_default(), b[key].clone());
             let agree = match (va.parse::<f64>(), vb.parse::<f64>()) {
                 (Ok(x), Ok(y)) => close(x, y),

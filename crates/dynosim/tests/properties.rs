@@ -71,7 +71,11 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
 
 fn arb_engine() -> impl Strategy<Value = EngineArgs> {
     (
-        prop_oneof![Just(EngineType::Vllm), Just(EngineType::Trtllm), Just(EngineType::Sglang)],
+        prop_oneof![
+            Just(EngineType::Vllm),
+            Just(EngineType::Trtllm),
+            Just(EngineType::Sglang)
+        ],
         prop_oneof![Just(4usize), Just(16), Just(32), Just(64)],
         // Enough blocks for the largest prompt (3072 tokens) plus its output.
         200usize..600,
@@ -130,6 +134,7 @@ fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
             max_sim_time_ms: None,
             sla: Sla::default(),
             capture_requests: true,
+            disaggregation: None,
         })
 }
 
@@ -193,6 +198,154 @@ proptest! {
         }
 
         // Same inputs, same outputs.
+        let (again, again_records) = run(&spec, workload);
+        prop_assert_eq!(report, again);
+        prop_assert_eq!(records, again_records);
+    }
+}
+
+/// Disaggregated pools (vLLM or SGLang): prefill and decode engines that differ in everything
+/// but the engine type and block size, round robin or KV routing.
+fn arb_disaggregated_spec() -> impl Strategy<Value = ReplaySpec> {
+    (
+        (
+            arb_engine(),
+            prop_oneof![Just(EngineType::Vllm), Just(EngineType::Sglang)],
+        ),
+        arb_engine(),
+        1usize..4,
+        1usize..4,
+        prop_oneof![
+            (0.5f64..4.0).prop_map(|speedup| ArrivalMode::Timestamps { speedup }),
+            (1usize..5).prop_map(|limit| ArrivalMode::Concurrency { limit }),
+        ],
+        any::<bool>(),
+        prop_oneof![Just(None), Just(Some((100_000u64, 50.0f64)))],
+        any::<bool>(),
+    )
+        .prop_map(
+            |(
+                (prefill, engine_type),
+                decode,
+                prefill_workers,
+                decode_workers,
+                arrivals,
+                kv,
+                transfer,
+                missing,
+            )| {
+                let mut prefill = EngineArgs {
+                    engine_type,
+                    worker_type: dynosim::config::WorkerType::Prefill,
+                    dp_size: 1,
+                    ..prefill
+                };
+                if let Some((bytes, bandwidth)) = transfer {
+                    prefill.kv_bytes_per_token = Some(bytes);
+                    prefill.kv_transfer_bandwidth = Some(bandwidth);
+                }
+                if missing {
+                    prefill.kv_transfer_timing_mode =
+                        dynosim::config::KvTransferTimingMode::DestinationMissing;
+                }
+                let decode = EngineArgs {
+                    engine_type,
+                    worker_type: dynosim::config::WorkerType::Decode,
+                    dp_size: 1,
+                    block_size: prefill.block_size,
+                    // Room for every request at once: under KV pressure the reference's decode
+                    // workers can dead-end (a pending destination blocks the re-admission of a
+                    // preempted request), and dynosim does the same.
+                    num_gpu_blocks: 160_000 / prefill.block_size,
+                    ..decode
+                };
+                ReplaySpec {
+                    router_mode: if kv {
+                        RouterMode::KvRouter
+                    } else {
+                        RouterMode::RoundRobin
+                    },
+                    workload: dynosim::config::WorkloadSpec::Trace(dynosim::config::TraceSpec {
+                        files: Vec::new(),
+                        format: dynosim::config::TraceFormat::Mooncake,
+                        block_size: 256,
+                    }),
+                    engine: decode,
+                    num_workers: decode_workers,
+                    router_config: None,
+                    arrivals,
+                    max_sim_time_ms: None,
+                    sla: Sla::default(),
+                    capture_requests: true,
+                    disaggregation: Some(dynosim::config::Disaggregation {
+                        prefill,
+                        num_prefill_workers: prefill_workers,
+                    }),
+                }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_disaggregated_run_follows_the_handoff_order(
+        spec in arb_disaggregated_spec(),
+        workload in arb_workload(),
+    ) {
+        let turns: usize = workload.sessions.iter().map(|s| s.turns.len()).sum();
+        let (report, records) = run(&spec, workload.clone());
+        prop_assert_eq!(int(&report, "num_requests") as usize, turns);
+        prop_assert_eq!(records.len(), turns);
+        let completed: Vec<_> =
+            records.iter().filter(|r| r.terminal_status == TerminalStatus::Completed).collect();
+        prop_assert_eq!(completed.len(), turns, "pools fit every request");
+        prop_assert_eq!(int(&report, "completed_requests") as usize, turns);
+        let out: usize = completed.iter().map(|r| r.output_length).sum();
+        prop_assert_eq!(int(&report, "total_output_tokens") as usize, out);
+        let pools = spec.disaggregation.as_ref().unwrap();
+        for r in &records {
+            prop_assert_eq!(r.output_length, r.requested_output_length);
+            prop_assert!(r.prefill_worker_idx.is_some_and(|w| w < pools.num_prefill_workers));
+            prop_assert!(r.decode_worker_idx.is_some_and(|w| w < spec.num_workers));
+            // vLLM: arrival <= prefill admit <= source held <= reserved <= activated <=
+            // released; SGLang reserves first: arrival <= reserved <= prefill admit <= held...
+            // Then activated <= decode admit <= first token <= last token <= end.
+            let chain = if spec.engine.engine_type == EngineType::Sglang {
+                [
+                    Some(r.arrival_time_ms),
+                    r.destination_reserved_ms,
+                    r.prefill_admit_ms,
+                    r.source_held_ms,
+                    r.destination_activated_ms,
+                    r.source_released_ms,
+                ]
+            } else {
+                [
+                    Some(r.arrival_time_ms),
+                    r.prefill_admit_ms,
+                    r.source_held_ms,
+                    r.destination_reserved_ms,
+                    r.destination_activated_ms,
+                    r.source_released_ms,
+                ]
+            };
+            for pair in chain.windows(2) {
+                let (Some(a), Some(b)) = (pair[0], pair[1]) else {
+                    return Err(TestCaseError::fail(format!("missing lifecycle time in {r:?}")));
+                };
+                prop_assert!(a <= b, "lifecycle out of order in {:?}", r);
+            }
+            prop_assert_eq!(r.first_admit_ms, r.prefill_admit_ms);
+            let activated = r.destination_activated_ms.unwrap();
+            let decode_admit = r.decode_admit_ms.unwrap();
+            prop_assert!(activated <= decode_admit);
+            if let (Some(first), Some(last)) = (r.first_token_ms, r.last_token_ms) {
+                prop_assert!(decode_admit <= first && first <= last && last <= r.terminal_time_ms);
+            }
+            prop_assert_eq!(r.decode_reused_input_tokens, Some(0));
+        }
         let (again, again_records) = run(&spec, workload);
         prop_assert_eq!(report, again);
         prop_assert_eq!(records, again_records);

@@ -34,6 +34,19 @@ pub struct ReplaySpec {
     pub sla: Sla,
     /// Collect per-request records (for `--report-jsonl`).
     pub capture_requests: bool,
+    /// Separate prefill and decode pools (`--prefill-engine-args` with
+    /// `--decode-engine-args`). Then `engine` holds the decode workers' arguments and
+    /// `num_workers` their count.
+    pub disaggregation: Option<Disaggregation>,
+}
+
+/// The prefill pool of a disaggregated deployment (the decode pool is the spec's `engine` ×
+/// `num_workers`). Validated: same engine type (vLLM or SGLang) and block size on both pools,
+/// one DP rank per worker, worker types prefill and decode.
+#[derive(Clone, Debug)]
+pub struct Disaggregation {
+    pub prefill: EngineArgs,
+    pub num_prefill_workers: usize,
 }
 
 /// Where the requests come from.

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 
 use super::json_fields::show_f64;
 use super::{
-    ArrivalMode, ArrivalProcess, EngineArgs, ReplaySpec, RouterConfig, RouterMode, Sla,
-    SyntheticSpec, TraceFormat, TraceSpec, WorkerType, WorkloadSpec,
+    ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, ReplaySpec, RouterConfig,
+    RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec, WorkerType, WorkloadSpec,
 };
 use crate::error::{Error, Result};
 
@@ -31,9 +31,9 @@ const DEFAULT_TRACE_BLOCK_SIZE: u32 = 512;
 pub struct ReplayOptions {
     pub trace_files: Vec<PathBuf>,
     pub extra_engine_args: Option<String>,
-    /// Disaggregated prefill workers (not supported yet; validated as the reference does).
+    /// Engine arguments of the prefill pool (disaggregated replay, with `decode_engine_args`).
     pub prefill_engine_args: Option<String>,
-    /// Disaggregated decode workers (not supported yet; validated as the reference does).
+    /// Engine arguments of the decode pool (disaggregated replay, with `prefill_engine_args`).
     pub decode_engine_args: Option<String>,
     pub router_config: Option<String>,
     /// Path of a router policy YAML; overrides `router_policy_config` inside `router_config`.
@@ -480,9 +480,9 @@ impl ReplayOptions {
         ))
     }
 
-    /// Which workers the engine arguments describe. Aggregated replay is the only kind dynosim
-    /// runs; the reference's pairing rules are applied first.
-    fn check_worker_topology(&self, engines: &ParsedEngines) -> Result<()> {
+    /// Which workers the engine arguments describe: true for disaggregated prefill/decode
+    /// pools, after the reference's pairing rules.
+    fn check_worker_topology(&self, engines: &ParsedEngines) -> Result<bool> {
         let has_disagg_args = engines.prefill.is_some() || engines.decode.is_some();
         if engines.aggregated.is_some() && has_disagg_args {
             return Err(flag_error(
@@ -504,7 +504,7 @@ impl ReplayOptions {
                          replay; use num_workers for aggregated replay",
                     ));
                 }
-                Ok(())
+                Ok(false)
             }
             (Some(_), Some(_)) => {
                 if self.num_workers != 1 {
@@ -514,10 +514,13 @@ impl ReplayOptions {
                          num_prefill_workers and num_decode_workers for disagg replay",
                     ));
                 }
-                Err(flag_error(
-                    "--prefill-engine-args",
-                    "disaggregated prefill/decode replay is not supported yet",
-                ))
+                if self.replay_mode == "online" {
+                    return Err(flag_error(
+                        "--replay-mode",
+                        "disagg replay only supports replay_mode='offline'",
+                    ));
+                }
+                Ok(true)
             }
             _ => Err(flag_error(
                 if engines.prefill.is_some() {
@@ -636,6 +639,108 @@ impl ReplayOptions {
         Ok(())
     }
 
+    /// The checks on disaggregated pools (the reference's order), giving the decode engine
+    /// arguments and the prefill pool.
+    fn check_disaggregated_workers(
+        &self,
+        engines: ParsedEngines,
+        closed_loop: bool,
+    ) -> Result<(EngineArgs, Disaggregation)> {
+        let mode = if closed_loop {
+            "concurrency replay"
+        } else {
+            "trace replay"
+        };
+        let (Some(prefill), Some(decode)) = (engines.prefill, engines.decode) else {
+            unreachable!("the topology check pairs the two")
+        };
+        let num_prefill_workers = non_negative("--num-prefill-workers", self.num_prefill_workers)?;
+        let num_decode_workers = non_negative("--num-decode-workers", self.num_decode_workers)?;
+        if prefill.engine_type == EngineType::Trtllm || decode.engine_type == EngineType::Trtllm {
+            return Err(flag_error(
+                "--prefill-engine-args",
+                format!("{mode} disaggregation does not support TRT-LLM"),
+            ));
+        }
+        if prefill.engine_type != decode.engine_type {
+            return Err(flag_error(
+                "--decode-engine-args",
+                format!(
+                    "{mode} disaggregation requires matching prefill/decode engine_type, got \
+                     {:?} and {:?}",
+                    prefill.engine_type, decode.engine_type
+                ),
+            ));
+        }
+        if num_prefill_workers == 0 {
+            return Err(flag_error(
+                "--num-prefill-workers",
+                format!("{mode} requires num_prefill_workers >= 1"),
+            ));
+        }
+        if num_decode_workers == 0 {
+            return Err(flag_error(
+                "--num-decode-workers",
+                format!("{mode} requires num_decode_workers >= 1"),
+            ));
+        }
+        if prefill.worker_type != WorkerType::Prefill {
+            return Err(flag_error(
+                "--prefill-engine-args",
+                format!(
+                    "{mode} requires prefill_engine_args.worker_type=prefill, got {:?}",
+                    prefill.worker_type
+                ),
+            ));
+        }
+        if decode.worker_type != WorkerType::Decode {
+            return Err(flag_error(
+                "--decode-engine-args",
+                format!(
+                    "{mode} requires decode_engine_args.worker_type=decode, got {:?}",
+                    decode.worker_type
+                ),
+            ));
+        }
+        if prefill.dp_size != 1 || decode.dp_size != 1 {
+            return Err(flag_error(
+                if prefill.dp_size != 1 {
+                    "--prefill-engine-args"
+                } else {
+                    "--decode-engine-args"
+                },
+                format!(
+                    "offline disaggregated replay does not support attention DP; prefill/decode \
+                     dp_size must both be 1 (got prefill_dp_size={}, decode_dp_size={})",
+                    prefill.dp_size, decode.dp_size
+                ),
+            ));
+        }
+        if prefill.block_size != decode.block_size {
+            return Err(flag_error(
+                "--decode-engine-args",
+                format!(
+                    "{mode} requires matching prefill/decode block_size, got {} and {}",
+                    prefill.block_size, decode.block_size
+                ),
+            ));
+        }
+        // The reference fails at the first handoff; the transfer time would be infinite.
+        if prefill.kv_transfer_bandwidth == Some(0.0) {
+            return Err(flag_error(
+                "--prefill-engine-args",
+                "invalid handoff transfer bandwidth 0 (kv_transfer_bandwidth must be positive)",
+            ));
+        }
+        Ok((
+            decode,
+            Disaggregation {
+                prefill,
+                num_prefill_workers,
+            },
+        ))
+    }
+
     fn check_speedup(&self, name: &str) -> Result<f64> {
         let ratio = self.arrival_speedup_ratio;
         if ratio.is_finite() && ratio > 0.0 {
@@ -665,7 +770,7 @@ impl ReplayOptions {
             .transpose()?;
         non_negative("--trace-num-prefix-groups", self.trace_num_prefix_groups)?;
 
-        self.check_worker_topology(&engines)?;
+        let disaggregated = self.check_worker_topology(&engines)?;
         let router_mode = parse_router_mode(&self.router_mode)?;
         let dialect = parse_trace_format(&self.trace_format)?;
         if dialect != TraceDialect::Dynamo && self.trace_files.len() != 1 {
@@ -682,8 +787,36 @@ impl ReplayOptions {
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
         check_replay_mode(&self.replay_mode)?;
-        let engine = engines.aggregated.unwrap_or_default();
-        self.check_aggregated_workers(router_mode, num_workers, &engine, concurrency.is_some())?;
+        let (engine, num_workers, disaggregation) = if disaggregated {
+            let (decode, prefill) =
+                self.check_disaggregated_workers(engines, concurrency.is_some())?;
+            match dialect {
+                TraceDialect::AgenticMooncake => {
+                    return Err(flag_error(
+                        "--trace-format",
+                        "agentic_mooncake trace format is not supported for disaggregated replay",
+                    ))
+                }
+                TraceDialect::MooncakeDelta => {
+                    return Err(flag_error(
+                        "--trace-format",
+                        "mooncake-delta trace format is not supported for disaggregated replay",
+                    ))
+                }
+                _ => {}
+            }
+            let num_decode_workers = non_negative("--num-decode-workers", self.num_decode_workers)?;
+            (decode, num_decode_workers, Some(prefill))
+        } else {
+            let engine = engines.aggregated.unwrap_or_default();
+            self.check_aggregated_workers(
+                router_mode,
+                num_workers,
+                &engine,
+                concurrency.is_some(),
+            )?;
+            (engine, num_workers, None)
+        };
 
         let block_size = match trace_block_size {
             None => DEFAULT_TRACE_BLOCK_SIZE,
@@ -759,6 +892,7 @@ impl ReplayOptions {
             max_sim_time_ms,
             sla,
             capture_requests: self.report_jsonl.is_some(),
+            disaggregation,
         })
     }
 
@@ -779,7 +913,7 @@ impl ReplayOptions {
         let num_prefix_groups = non_negative("--num-prefix-groups", self.num_prefix_groups)?;
 
         let sla = self.sla()?;
-        self.check_worker_topology(&engines)?;
+        let disaggregated = self.check_worker_topology(&engines)?;
         let router_mode = parse_router_mode(&self.router_mode)?;
         let concurrency = self.concurrency_limit()?;
         let arrival_process = match (concurrency, self.request_rate, self.arrival_interval_ms) {
@@ -868,8 +1002,21 @@ impl ReplayOptions {
         }
 
         check_replay_mode(&self.replay_mode)?;
-        let engine = engines.aggregated.unwrap_or_default();
-        self.check_aggregated_workers(router_mode, num_workers, &engine, concurrency.is_some())?;
+        let (engine, num_workers, disaggregation) = if disaggregated {
+            let (decode, prefill) =
+                self.check_disaggregated_workers(engines, concurrency.is_some())?;
+            let num_decode_workers = non_negative("--num-decode-workers", self.num_decode_workers)?;
+            (decode, num_decode_workers, Some(prefill))
+        } else {
+            let engine = engines.aggregated.unwrap_or_default();
+            self.check_aggregated_workers(
+                router_mode,
+                num_workers,
+                &engine,
+                concurrency.is_some(),
+            )?;
+            (engine, num_workers, None)
+        };
         let arrivals = match concurrency {
             Some(limit) => ArrivalMode::Concurrency { limit },
             None => ArrivalMode::Timestamps {
@@ -913,6 +1060,7 @@ impl ReplayOptions {
             max_sim_time_ms: None,
             sla,
             capture_requests: false,
+            disaggregation,
         })
     }
 }
@@ -1502,10 +1650,101 @@ mod tests {
             "--num-workers: num_workers is only used for aggregated replay; use \
              num_prefill_workers and num_decode_workers for disagg replay",
         );
-        assert_error(
-            disagg,
-            "--prefill-engine-args: disaggregated prefill/decode replay is not supported yet",
-        );
+        let spec = disagg
+            .clone()
+            .into_spec()
+            .expect("a valid disaggregated replay");
+        let pools = spec.disaggregation.expect("disaggregated");
+        assert_eq!(pools.prefill.worker_type, WorkerType::Prefill);
+        assert_eq!(spec.engine.worker_type, WorkerType::Decode);
+        assert_eq!((pools.num_prefill_workers, spec.num_workers), (1, 1));
+        let with = |prefill: &str, decode: &str| ReplayOptions {
+            prefill_engine_args: Some(prefill.into()),
+            decode_engine_args: Some(decode.into()),
+            ..trace()
+        };
+        for (options, message) in [
+            (
+                with(r#"{"worker_type":"prefill","engine_type":"trtllm"}"#, r#"{"worker_type":"decode","engine_type":"sglang"}"#),
+                "--prefill-engine-args: trace replay disaggregation does not support TRT-LLM",
+            ),
+            (
+                with(r#"{"worker_type":"prefill","engine_type":"sglang"}"#, r#"{"worker_type":"decode"}"#),
+                "--decode-engine-args: trace replay disaggregation requires matching prefill/decode \
+                 engine_type, got Sglang and Vllm",
+            ),
+            (
+                ReplayOptions { num_prefill_workers: 0, ..disagg.clone() },
+                "--num-prefill-workers: trace replay requires num_prefill_workers >= 1",
+            ),
+            (
+                ReplayOptions { num_decode_workers: 0, ..disagg.clone() },
+                "--num-decode-workers: trace replay requires num_decode_workers >= 1",
+            ),
+            (
+                with("{}", r#"{"worker_type":"decode"}"#),
+                "--prefill-engine-args: trace replay requires prefill_engine_args.worker_type=prefill, \
+                 got Aggregated",
+            ),
+            (
+                with(r#"{"worker_type":"decode"}"#, r#"{"worker_type":"prefill"}"#),
+                "--prefill-engine-args: trace replay requires prefill_engine_args.worker_type=prefill, \
+                 got Decode",
+            ),
+            (
+                ReplayOptions {
+                    replay_concurrency: Some(2),
+                    ..with(r#"{"worker_type":"prefill"}"#, r#"{"worker_type":"prefill"}"#)
+                },
+                "--decode-engine-args: concurrency replay requires decode_engine_args.worker_type=decode, \
+                 got Prefill",
+            ),
+            (
+                with(r#"{"worker_type":"prefill","dp_size":2}"#, r#"{"worker_type":"decode"}"#),
+                "--prefill-engine-args: offline disaggregated replay does not support attention DP; \
+                 prefill/decode dp_size must both be 1 (got prefill_dp_size=2, decode_dp_size=1)",
+            ),
+            (
+                with(r#"{"worker_type":"prefill","block_size":16}"#, r#"{"worker_type":"decode","block_size":32}"#),
+                "--decode-engine-args: trace replay requires matching prefill/decode block_size, got 16 \
+                 and 32",
+            ),
+            (
+                with(r#"{"worker_type":"prefill","kv_transfer_bandwidth":0}"#, r#"{"worker_type":"decode"}"#),
+                "--prefill-engine-args: invalid handoff transfer bandwidth 0 (kv_transfer_bandwidth \
+                 must be positive)",
+            ),
+            (
+                ReplayOptions { trace_format: "mooncake-delta".into(), ..disagg.clone() },
+                "--trace-format: mooncake-delta trace format is not supported for disaggregated replay",
+            ),
+            (
+                ReplayOptions { trace_format: "agentic_mooncake".into(), ..disagg.clone() },
+                "--trace-format: agentic_mooncake trace format is not supported for disaggregated \
+                 replay",
+            ),
+            (
+                ReplayOptions { replay_mode: "online".into(), ..disagg.clone() },
+                "--replay-mode: disagg replay only supports replay_mode='offline'",
+            ),
+        ] {
+            assert_error(options, message);
+        }
+        // Synthetic workloads run disaggregated too; the decode pool may hold one worker.
+        let generated = ReplayOptions {
+            trace_files: Vec::new(),
+            input_tokens: Some(100),
+            output_tokens: Some(10),
+            request_count: Some(5),
+            request_rate: Some(1.0),
+            num_prefill_workers: 3,
+            router_mode: "kv_router".into(),
+            ..disagg.clone()
+        };
+        let spec = generated
+            .into_spec()
+            .expect("a valid synthetic disaggregated replay");
+        assert_eq!(spec.disaggregation.map(|d| d.num_prefill_workers), Some(3));
         assert_error(
             ReplayOptions {
                 num_prefill_workers: 3,

@@ -43,6 +43,26 @@ pub enum PassEvent {
     Completed { id: RequestId },
 }
 
+/// A decode worker reserved KV for the prompt of handoff `id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DestinationReserved {
+    pub id: RequestId,
+    /// Prompt tokens the reservation could not find resident (fresh blocks × block size):
+    /// what a `destination_missing` transfer moves.
+    pub transferable_tokens: usize,
+}
+
+/// Activation of a handoff destination that is not reserved on this rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotReserved;
+
+/// Why a handoff destination could not be accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DestinationRefused {
+    /// The prompt needs more blocks than the whole KV pool.
+    TooLarge,
+}
+
 /// One DP rank's scheduler.
 #[derive(Debug)]
 pub enum RankScheduler {
@@ -85,8 +105,7 @@ impl RankScheduler {
     pub fn record_kv_events(&mut self) {
         match self {
             RankScheduler::Vllm(s) => s.record_kv_events(),
-            // Not modelled yet for SGLang: its radix cache publishes no events.
-            RankScheduler::Sglang(_) => {}
+            RankScheduler::Sglang(s) => s.record_kv_events(),
         }
     }
 
@@ -106,7 +125,7 @@ impl RankScheduler {
     pub fn drain_kv_events(&mut self, out: &mut Vec<kv::KvEvent>) {
         match self {
             RankScheduler::Vllm(s) => s.drain_kv_events(out),
-            RankScheduler::Sglang(_) => out.clear(),
+            RankScheduler::Sglang(s) => s.drain_kv_events(out),
         }
     }
 
@@ -136,6 +155,58 @@ impl RankScheduler {
         match self {
             RankScheduler::Vllm(s) => s.run_pass_timed(events),
             RankScheduler::Sglang(s) => s.run_pass_timed(events),
+        }
+    }
+
+    /// Prefill role: releases the KV held for the handoff of `id` (false: nothing was held).
+    pub fn release_source(&mut self, id: RequestId) -> bool {
+        match self {
+            RankScheduler::Vllm(s) => s.release_source(id),
+            RankScheduler::Sglang(s) => s.release_source(id),
+        }
+    }
+
+    /// Decode role: queues a KV reservation for `request`'s prompt and, with `try_now` (the
+    /// worker is between passes), attempts the oldest pending one. Returns what was reserved.
+    pub fn reserve_destination(
+        &mut self,
+        request: EngineRequest,
+        try_now: bool,
+    ) -> Result<Option<DestinationReserved>, DestinationRefused> {
+        match self {
+            RankScheduler::Vllm(s) => s
+                .reserve_destination(request, try_now)
+                .map_err(|_| DestinationRefused::TooLarge),
+            RankScheduler::Sglang(s) => s.reserve_destination(request, try_now),
+        }
+    }
+
+    /// Decode role: retries the oldest pending reservation if capacity may have grown since
+    /// its last attempt (called when a pass completes).
+    pub fn retry_destinations(&mut self) -> Option<DestinationReserved> {
+        match self {
+            RankScheduler::Vllm(s) => s.retry_destinations(),
+            RankScheduler::Sglang(s) => s.retry_destinations(),
+        }
+    }
+
+    /// Decode role: the transfer of handoff `id` completed; it joins the waiting queue with its
+    /// prompt computed. Returns a reservation this made possible. `Err` if `id` is not reserved.
+    pub fn activate_destination(
+        &mut self,
+        id: RequestId,
+    ) -> Result<Option<DestinationReserved>, NotReserved> {
+        match self {
+            RankScheduler::Vllm(s) => s.activate_destination(id),
+            RankScheduler::Sglang(s) => s.activate_destination(id),
+        }
+    }
+
+    /// Decode role: drops a pending or reserved handoff destination.
+    pub fn cancel_destination(&mut self, id: RequestId) -> bool {
+        match self {
+            RankScheduler::Vllm(s) => s.cancel_destination(id),
+            RankScheduler::Sglang(s) => s.cancel_destination(id),
         }
     }
 

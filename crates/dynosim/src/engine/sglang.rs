@@ -14,13 +14,23 @@
 //!
 //! Prefill time follows the admitted chunks (prefix hits cost nothing), decode time the total
 //! length of the running sequences. See `shared/spec/engine.md` §5.
+//!
+//! Disaggregated roles (engine.md §7): a prefill worker keeps a finished request's KV (its
+//! radix path stays locked) until the handoff releases it; a decode worker reserves pages for an
+//! incoming prompt (reusing its cached prefix; FIFO, retried whenever capacity may have grown)
+//! and, once the KV has arrived, publishes the prompt's pages to its tree and runs the request
+//! as if just prefilled. While activated requests wait for a running slot, or a reservation
+//! waits for pages, no fresh prompt is admitted.
 
 use std::collections::{HashSet, VecDeque};
 
 use super::kv::radix::{NodeId, RadixCache};
+use super::kv::{FastMap, KvEvent};
 use super::timing::{PassTime, TimingModel};
-use super::{EngineRequest, PassEvent, RequestId};
-use crate::config::EngineArgs;
+use super::{
+    DestinationRefused, DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId,
+};
+use crate::config::{EngineArgs, WorkerType};
 use crate::tokens::{generated_token, TokenSeq};
 
 const DEFAULT_MAX_PREFILL_TOKENS: usize = 16384;
@@ -135,6 +145,19 @@ pub struct SglangScheduler {
     running: Vec<Request>,
     /// The request at the head of the queue when the last pass could do nothing.
     blocked: Option<RequestId>,
+    worker_type: WorkerType,
+    /// Decode role: activated handoffs (KV in place), waiting for a running slot.
+    prebuilt_ready: VecDeque<Request>,
+    /// Prefill role: finished requests whose KV is kept until their handoff releases it.
+    source_holds: FastMap<RequestId, Request>,
+    /// Decode role: handoffs waiting for pages, oldest first, with the capacity generation of
+    /// their last attempt.
+    pending_destinations: VecDeque<(Request, Option<u64>)>,
+    /// Decode role: handoffs holding pages (and a locked cached prefix) for their transfer.
+    reserved_destinations: FastMap<RequestId, Request>,
+    /// Bumped whenever pages may have been freed; a pending destination is retried at most
+    /// once per value.
+    capacity_generation: u64,
 }
 
 impl SglangScheduler {
@@ -174,11 +197,23 @@ impl SglangScheduler {
             waiting: VecDeque::new(),
             running: Vec::new(),
             blocked: None,
+            worker_type: args.worker_type,
+            prebuilt_ready: VecDeque::new(),
+            source_holds: FastMap::default(),
+            pending_destinations: VecDeque::new(),
+            reserved_destinations: FastMap::default(),
+            capacity_generation: 0,
         }
     }
 
     pub fn enqueue(&mut self, request: EngineRequest) {
-        self.waiting.push_back(Request {
+        let request = Self::new_request(request);
+        self.waiting.push_back(request);
+        self.blocked = None;
+    }
+
+    fn new_request(request: EngineRequest) -> Request {
+        Request {
             id: request.id,
             prompt_len: request.prompt.len(),
             max_output: request.max_output_tokens,
@@ -188,16 +223,142 @@ impl SglangScheduler {
             allocated: 0,
             cached: 0,
             last_node: None,
-        });
-        self.blocked = None;
+        }
     }
 
     pub fn has_work(&self) -> bool {
-        !self.waiting.is_empty() || !self.running.is_empty()
+        !self.waiting.is_empty() || !self.running.is_empty() || !self.prebuilt_ready.is_empty()
     }
 
     pub fn num_requests(&self) -> usize {
-        self.waiting.len() + self.running.len()
+        self.waiting.len() + self.running.len() + self.prebuilt_ready.len()
+    }
+
+    /// Prefill role: frees the KV kept for the handoff of `id` (its full pages stay cached).
+    /// False when nothing was held.
+    pub fn release_source(&mut self, id: RequestId) -> bool {
+        let Some(mut request) = self.source_holds.remove(&id) else {
+            return false;
+        };
+        self.finish(&mut request);
+        self.capacity_generation += 1;
+        true
+    }
+
+    /// Decode role: queues a page reservation for the prompt of `request` (FIFO); with
+    /// `try_now` the oldest pending one is attempted at once. Returns what was reserved.
+    pub fn reserve_destination(
+        &mut self,
+        request: EngineRequest,
+        try_now: bool,
+    ) -> Result<Option<DestinationReserved>, DestinationRefused> {
+        if ceil_to_page(request.prompt.len(), self.page_size) > self.total_kv_tokens {
+            return Err(DestinationRefused::TooLarge);
+        }
+        let request = Self::new_request(request);
+        self.pending_destinations.push_back((request, None));
+        Ok(if try_now {
+            self.retry_destinations()
+        } else {
+            None
+        })
+    }
+
+    /// Decode role: attempts the oldest pending reservation unless it already failed with the
+    /// current capacity. Reserves at most one.
+    pub fn retry_destinations(&mut self) -> Option<DestinationReserved> {
+        let generation = self.capacity_generation;
+        let ps = self.page_size;
+        let (request, last_attempt) = self.pending_destinations.front_mut()?;
+        if *last_attempt == Some(generation) {
+            return None;
+        }
+        *last_attempt = Some(generation);
+        let prompt_len = request.prompt_len;
+        let full_pages = prompt_len / ps;
+        let pages = &request.page_ids(ps)[..full_pages];
+        let (matched, node) = self.cache.match_prefix(pages);
+        self.cache.inc_lock_ref(node);
+        let allocated = ceil_to_page(prompt_len, ps);
+        let fresh_pages = (allocated - matched * ps) / ps;
+        let fresh_tokens = fresh_pages * ps;
+        if fresh_tokens > self.cache.available_tokens() + self.cache.evictable_tokens() {
+            self.cache.dec_lock_ref(node);
+            return None;
+        }
+        let available = self.cache.available_tokens();
+        if fresh_tokens > available {
+            self.cache.evict(fresh_tokens - available);
+        }
+        if !self.cache.allocate_pages(fresh_pages) {
+            self.cache.dec_lock_ref(node);
+            return None;
+        }
+        let (mut request, _) = self
+            .pending_destinations
+            .pop_front()
+            .expect("attempted destination is pending");
+        request.cached = matched * ps;
+        request.last_node = Some(node);
+        request.allocated = allocated;
+        let id = request.id;
+        self.reserved_destinations.insert(id, request);
+        Some(DestinationReserved {
+            id,
+            transferable_tokens: fresh_tokens,
+        })
+    }
+
+    /// Decode role: the KV of reserved handoff `id` has arrived. The prompt's full pages enter
+    /// the tree and the request waits for a running slot. Returns a reservation this made
+    /// possible, if any.
+    pub fn activate_destination(
+        &mut self,
+        id: RequestId,
+    ) -> Result<Option<DestinationReserved>, NotReserved> {
+        let mut request = self.reserved_destinations.remove(&id).ok_or(NotReserved)?;
+        let available_before = self.cache.available_tokens();
+        request.materialized = request.prompt_len;
+        self.cache_materialized_prefix(&mut request);
+        self.prebuilt_ready.push_back(request);
+        // Pages the tree already held went back to the pool.
+        if self.cache.available_tokens() > available_before {
+            self.capacity_generation += 1;
+        }
+        Ok(self.retry_destinations())
+    }
+
+    /// Decode role: drops a pending or reserved handoff destination.
+    pub fn cancel_destination(&mut self, id: RequestId) -> bool {
+        if let Some(position) = self
+            .pending_destinations
+            .iter()
+            .position(|(request, _)| request.id == id)
+        {
+            self.pending_destinations.remove(position);
+            self.capacity_generation += 1;
+            return true;
+        }
+        let Some(request) = self.reserved_destinations.remove(&id) else {
+            return false;
+        };
+        let reserved_pages = (request.allocated - request.cached) / self.page_size;
+        self.cache.free_pages(reserved_pages);
+        if let Some(node) = request.last_node {
+            self.cache.dec_lock_ref(node);
+        }
+        self.capacity_generation += 1;
+        true
+    }
+
+    /// Starts recording the radix cache's KV events (for a KV-aware router).
+    pub fn record_kv_events(&mut self) {
+        self.cache.record_events();
+    }
+
+    /// Moves the KV events recorded since the last call into `out` (replacing its contents).
+    pub fn drain_kv_events(&mut self, out: &mut Vec<KvEvent>) {
+        self.cache.drain_events_into(out);
     }
 
     /// The request that kept the last pass from doing anything (SGLang never rejects: a request
@@ -209,18 +370,39 @@ impl SglangScheduler {
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         let events_before = events.len();
+        // Activated handoffs join the running batch first, without prefill.
+        while self.running.len() < self.max_running {
+            let Some(request) = self.prebuilt_ready.pop_front() else {
+                break;
+            };
+            events.push(PassEvent::Admitted {
+                id: request.id,
+                reused_tokens: 0,
+            });
+            self.running.push(request);
+        }
         if self.policy == SchedulePolicy::Lpm {
             self.sort_longest_prefix_first();
         }
-        let admission = self.admit(events);
+        let handoffs_waiting =
+            !self.prebuilt_ready.is_empty() || !self.pending_destinations.is_empty();
+        let admission = if handoffs_waiting {
+            Admission::default()
+        } else {
+            self.admit(events)
+        };
         if admission.out_of_memory {
             self.new_token_ratio = self.init_new_token_ratio;
         }
-        let prefill_ms = self.timing.prefill_clock_ms(
-            admission.admitted.len(),
-            admission.total_covered,
-            admission.total_prefix,
-        );
+        let prefill_ms = if self.worker_type == WorkerType::Decode {
+            0.0
+        } else {
+            self.timing.prefill_clock_ms(
+                admission.admitted.len(),
+                admission.total_covered,
+                admission.total_prefix,
+            )
+        };
         for mut request in admission.admitted {
             if request.materialized < request.len() {
                 self.cache_materialized_prefix(&mut request);
@@ -236,6 +418,7 @@ impl SglangScheduler {
         }
         if decode.retracted_any {
             self.new_token_ratio = self.init_new_token_ratio;
+            self.capacity_generation += 1;
         }
         self.new_token_ratio =
             (self.new_token_ratio - self.new_token_ratio_step).max(self.min_new_token_ratio);
@@ -505,7 +688,13 @@ impl SglangScheduler {
             self.decode_tokens(events, &mut result, &mut completed);
         }
         for mut request in completed {
-            self.finish(&mut request);
+            if self.worker_type == WorkerType::Prefill {
+                // The handoff releases it.
+                self.source_holds.insert(request.id, request);
+            } else {
+                self.finish(&mut request);
+                self.capacity_generation += 1;
+            }
         }
         result
     }

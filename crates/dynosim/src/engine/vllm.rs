@@ -6,12 +6,18 @@
 //! running request is preempted (vLLM) and re-queued at the front. Prefill time follows the
 //! prompt tokens scheduled this pass, decode time the KV utilisation, and every ready request
 //! then emits one token. See `shared/spec/engine.md` §3 and §4.
+//!
+//! Disaggregated roles (engine.md §7): a prefill worker keeps the KV blocks of a finished
+//! request as a *source hold* until the handoff releases them; a decode worker *reserves* KV
+//! for an incoming prompt (FIFO, retried whenever its capacity may have grown), then
+//! *activates* it: the request joins the waiting queue with its prompt already computed and is
+//! admitted without a capacity check.
 
 use std::collections::VecDeque;
 
-use super::kv::{BlockPool, CopyId, Finalized, KvEvent};
+use super::kv::{BlockPool, CopyId, FastMap, Finalized, KvEvent};
 use super::timing::{PassTime, TimingModel};
-use super::{EngineRequest, PassEvent, RequestId};
+use super::{DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId};
 use crate::config::{EngineArgs, EngineType, PreemptionMode, WorkerType};
 use crate::tokens::{generated_token, TokenSeq};
 
@@ -52,6 +58,11 @@ struct Request {
 impl Request {
     fn len(&self) -> usize {
         self.prompt_len + self.generated
+    }
+
+    /// An activated handoff destination: its prompt KV arrived already computed.
+    fn prompt_is_prebuilt(&self) -> bool {
+        self.num_computed >= self.prompt_len && self.allocated_tokens >= self.prompt_len
     }
 
     /// Tokens it may still generate before its output length or the model length limit.
@@ -122,7 +133,27 @@ pub struct VllmScheduler {
     pool: BlockPool,
     waiting: VecDeque<Request>,
     running: Vec<Request>,
+    /// Prefill role: blocks of finished requests kept until their handoff releases them.
+    source_holds: FastMap<RequestId, Vec<CopyId>>,
+    /// Decode role: handoffs waiting for KV capacity, oldest first.
+    pending_destinations: VecDeque<PendingDestination>,
+    /// Decode role: reserved handoffs waiting for their transfer to complete.
+    reserved_destinations: FastMap<RequestId, Request>,
+    /// Bumped whenever KV capacity or a running slot may have been freed; a pending
+    /// destination is retried at most once per value.
+    capacity_generation: u64,
 }
+
+/// A handoff destination waiting for KV capacity on a decode worker.
+#[derive(Debug)]
+struct PendingDestination {
+    request: Request,
+    last_attempt_generation: Option<u64>,
+}
+
+/// A destination reservation that can never succeed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DestinationTooLarge;
 
 impl VllmScheduler {
     pub fn new(args: &EngineArgs, rank_index: usize) -> Self {
@@ -150,10 +181,19 @@ impl VllmScheduler {
             pool: BlockPool::new(num_blocks, args.enable_prefix_caching),
             waiting: VecDeque::new(),
             running: Vec::new(),
+            source_holds: FastMap::default(),
+            pending_destinations: VecDeque::new(),
+            reserved_destinations: FastMap::default(),
+            capacity_generation: 0,
         }
     }
 
     pub fn enqueue(&mut self, request: EngineRequest) {
+        let request = self.new_request(request);
+        self.waiting.push_back(request);
+    }
+
+    fn new_request(&self, request: EngineRequest) -> Request {
         let prompt_len = request.prompt.len();
         let mut max_output = request.max_output_tokens;
         if self.policy == Policy::TrtllmNoEvict {
@@ -169,7 +209,7 @@ impl VllmScheduler {
         } else {
             (Vec::new(), TokenSeq::new())
         };
-        self.waiting.push_back(Request {
+        Request {
             id: request.id,
             prompt_len,
             max_output,
@@ -181,7 +221,128 @@ impl VllmScheduler {
             num_computed: 0,
             fresh: true,
             finished: false,
+        }
+    }
+
+    /// Prefill role: frees the KV blocks held for the handoff of `id`. False when nothing was
+    /// held.
+    pub fn release_source(&mut self, id: RequestId) -> bool {
+        let Some(blocks) = self.source_holds.remove(&id) else {
+            return false;
+        };
+        for &copy in blocks.iter().rev() {
+            self.pool.release(copy);
+        }
+        self.capacity_generation += 1;
+        true
+    }
+
+    /// Decode role: queues a KV reservation for the prompt of `request` (FIFO). With
+    /// `try_now` (the worker is between passes) the oldest pending reservation is attempted at
+    /// once; what it reserved, if anything, is returned (not necessarily this request).
+    pub fn reserve_destination(
+        &mut self,
+        request: EngineRequest,
+        try_now: bool,
+    ) -> Result<Option<DestinationReserved>, DestinationTooLarge> {
+        let request = self.new_request(request);
+        if request.prompt_len.div_ceil(self.block_size) > self.num_blocks {
+            return Err(DestinationTooLarge);
+        }
+        self.pending_destinations.push_back(PendingDestination {
+            request,
+            last_attempt_generation: None,
         });
+        Ok(if try_now {
+            self.retry_destinations()
+        } else {
+            None
+        })
+    }
+
+    /// Decode role: attempts the oldest pending reservation unless it already failed with the
+    /// current capacity. Reserves at most one.
+    pub fn retry_destinations(&mut self) -> Option<DestinationReserved> {
+        let generation = self.capacity_generation;
+        let front = self.pending_destinations.front_mut()?;
+        if self.running.len() >= self.max_num_seqs {
+            front.last_attempt_generation = Some(generation);
+            return None;
+        }
+        if front.last_attempt_generation == Some(generation) {
+            return None;
+        }
+        front.last_attempt_generation = Some(generation);
+        let request = &mut front.request;
+        let total_blocks = request.prompt_len.div_ceil(self.block_size);
+        // Leading full blocks with any resident copy are shared; the rest arrive fresh.
+        let resident = self
+            .pool
+            .match_prefix(&request.hashes)
+            .blocks
+            .min(total_blocks);
+        let fresh = total_blocks - resident;
+        let hashes = &request.hashes;
+        if !self.pool.allocate(
+            &hashes[..resident],
+            fresh,
+            |i| hashes.get(resident + i).copied(),
+            &mut request.blocks,
+        ) {
+            return None;
+        }
+        let mut reserved = self
+            .pending_destinations
+            .pop_front()
+            .expect("attempted destination is pending")
+            .request;
+        reserved.allocated_tokens = reserved.prompt_len;
+        let id = reserved.id;
+        self.reserved_destinations.insert(id, reserved);
+        Some(DestinationReserved {
+            id,
+            transferable_tokens: fresh * self.block_size,
+        })
+    }
+
+    /// Decode role: the KV of reserved handoff `id` has arrived. Its full blocks become
+    /// cache-visible, and the request waits for admission with its prompt computed. Returns
+    /// a reservation this made possible, if any.
+    pub fn activate_destination(
+        &mut self,
+        id: RequestId,
+    ) -> Result<Option<DestinationReserved>, NotReserved> {
+        let mut request = self.reserved_destinations.remove(&id).ok_or(NotReserved)?;
+        if self.pool.caching() {
+            let full = request.prompt_len / self.block_size;
+            for &copy in request.blocks.iter().take(full) {
+                self.pool.finalize(copy);
+            }
+        }
+        request.num_computed = request.prompt_len;
+        request.allocated_tokens = request.prompt_len;
+        request.fresh = false;
+        self.waiting.push_back(request);
+        Ok(self.retry_destinations())
+    }
+
+    /// Decode role: drops a handoff destination wherever it is (pending, reserved or active).
+    pub fn cancel_destination(&mut self, id: RequestId) -> bool {
+        if let Some(pos) = self
+            .pending_destinations
+            .iter()
+            .position(|p| p.request.id == id)
+        {
+            self.pending_destinations.remove(pos);
+            self.capacity_generation += 1;
+            return true;
+        }
+        if let Some(mut request) = self.reserved_destinations.remove(&id) {
+            Self::release_blocks(&mut self.pool, &mut request);
+            self.capacity_generation += 1;
+            return true;
+        }
+        false
     }
 
     pub fn has_work(&self) -> bool {
@@ -227,21 +388,39 @@ impl VllmScheduler {
             }
         }
 
-        // (b) Admissions from the head of the waiting queue.
+        // (b) Admissions from the head of the waiting queue. While a handoff destination
+        // waits for KV on this worker, only activated destinations (whose KV is already in
+        // place) are admitted, in queue order.
+        let destination_pending = !self.pending_destinations.is_empty();
         while !batch.preempted_any && self.running.len() < self.max_num_seqs {
-            let Some(head) = self.waiting.front() else {
+            let position = if destination_pending {
+                self.waiting.iter().position(Request::prompt_is_prebuilt)
+            } else {
+                (!self.waiting.is_empty()).then_some(0)
+            };
+            let Some(position) = position else {
                 break;
             };
+            let head = &self.waiting[position];
             if self.rejects_outright(head) {
                 let id = head.id;
-                self.waiting.pop_front();
+                self.waiting.remove(position);
                 events.push(PassEvent::Rejected { id });
                 continue;
             }
-            let Some(cost) = self.admission_cost(head) else {
-                break;
+            let cost = if head.prompt_is_prebuilt() {
+                // Admitted as is: its blocks are allocated and nothing is recomputed.
+                PrefixCost {
+                    cached_tokens: 0,
+                    active_cached_tokens: 0,
+                }
+            } else {
+                let Some(cost) = self.admission_cost(head) else {
+                    break;
+                };
+                cost
             };
-            match self.schedule(Slot::Waiting(0), Some(cost), &mut budget, &mut batch) {
+            match self.schedule(Slot::Waiting(position), Some(cost), &mut budget, &mut batch) {
                 Outcome::Scheduled { tokens } => {
                     let admitted = self.running.last().expect("admitted request runs");
                     events.push(PassEvent::Admitted {
@@ -545,6 +724,7 @@ impl VllmScheduler {
     /// Preempts `running[victim]`: frees its blocks, undoes its contribution to this pass, and
     /// puts it at the front of the waiting queue with its generated tokens kept.
     fn preempt(&mut self, victim: usize, batch: &mut Batch, budget: &mut usize) {
+        self.capacity_generation += 1;
         let mut request = self.running.remove(victim);
         Self::release_blocks(&mut self.pool, &mut request);
         request.num_computed = 0;
@@ -560,6 +740,32 @@ impl VllmScheduler {
             }
         }
         self.waiting.push_front(request);
+    }
+
+    /// A request finished: its blocks are released, or held for the handoff on a prefill
+    /// worker. Either way a running slot was freed.
+    fn finish_request(&mut self, request: &mut Request) {
+        Self::finish_blocks(
+            &mut self.pool,
+            &mut self.source_holds,
+            self.worker_type,
+            request,
+        );
+        self.capacity_generation += 1;
+    }
+
+    fn finish_blocks(
+        pool: &mut BlockPool,
+        source_holds: &mut FastMap<RequestId, Vec<CopyId>>,
+        worker_type: WorkerType,
+        request: &mut Request,
+    ) {
+        if worker_type == WorkerType::Prefill {
+            source_holds.insert(request.id, std::mem::take(&mut request.blocks));
+            request.allocated_tokens = 0;
+        } else {
+            Self::release_blocks(pool, request);
+        }
     }
 
     /// Releases every block of `request`, tail first, so that its suffix blocks are evicted
@@ -589,7 +795,7 @@ impl VllmScheduler {
             }
             if request.remaining_generation(max_model_len) == 0 {
                 let mut done = self.running.remove(i);
-                Self::release_blocks(&mut self.pool, &mut done);
+                self.finish_request(&mut done);
                 events.push(PassEvent::Completed { id: done.id });
                 continue;
             }
@@ -624,7 +830,13 @@ impl VllmScheduler {
                 count: 1,
             });
             if request.remaining_generation(max_model_len) == 0 {
-                Self::release_blocks(&mut self.pool, request);
+                Self::finish_blocks(
+                    &mut self.pool,
+                    &mut self.source_holds,
+                    self.worker_type,
+                    request,
+                );
+                self.capacity_generation += 1;
                 request.finished = true;
                 any_finished = true;
                 events.push(PassEvent::Completed { id: request.id });

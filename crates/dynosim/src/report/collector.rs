@@ -53,9 +53,47 @@ struct RequestState {
     terminal: Option<(f64, TerminalStatus)>,
     /// Kept only when records are captured.
     session: Option<Box<(String, usize)>>,
+    /// Disaggregated lifecycle, kept only when records are captured.
+    handoff: Option<Box<HandoffDetail>>,
+}
+
+/// What a disaggregated request went through, for its record (first occurrence of each).
+#[derive(Clone, Copy, Debug, Default)]
+struct HandoffDetail {
+    prefill_worker_idx: Option<usize>,
+    prefill_admit_ms: Option<f64>,
+    source_held_ms: Option<f64>,
+    destination_reserved_ms: Option<f64>,
+    destination_activated_ms: Option<f64>,
+    decode_admit_ms: Option<f64>,
+    source_released_ms: Option<f64>,
+    decode_reused_input_tokens: Option<usize>,
+    prefill_route_overlap_tokens: Option<usize>,
+    decode_route_overlap_tokens: Option<usize>,
+}
+
+/// A point of the disaggregated handoff lifecycle (frontend.md §3.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandoffStage {
+    /// The prefill worker finished and keeps the prompt's KV.
+    SourceHeld,
+    /// The decode worker reserved KV for the prompt.
+    DestinationReserved,
+    /// The KV transfer completed; the request waits on the decode worker.
+    DestinationActivated,
+    /// The prefill worker freed the prompt's KV.
+    SourceReleased,
 }
 
 impl RequestState {
+    fn admit(&mut self, at_ms: f64, reused_tokens: usize) {
+        if self.first_admit_ms.is_none() {
+            self.first_admit_ms = Some(at_ms);
+            self.first_admission_reused_tokens = reused_tokens;
+        }
+        self.reused_tokens = self.reused_tokens.max(reused_tokens);
+    }
+
     fn is_completed(&self) -> bool {
         self.first_admit_ms.is_some()
             && matches!(self.terminal, Some((_, TerminalStatus::Completed)))
@@ -141,12 +179,79 @@ impl Collector {
         let Some(state) = self.live_request(id) else {
             return;
         };
-        if state.first_admit_ms.is_none() {
-            state.first_admit_ms = Some(at_ms);
-            state.first_admission_reused_tokens = reused_tokens;
-        }
-        state.reused_tokens = state.reused_tokens.max(reused_tokens);
+        state.admit(at_ms, reused_tokens);
         state.decode_worker_idx.get_or_insert(worker_idx);
+    }
+
+    /// Disaggregated: admitted on a prefill worker, reusing `reused_tokens` of its cache.
+    pub fn on_prefill_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize) {
+        let Some(state) = self.requests.get_mut(id).filter(|s| s.arrived) else {
+            return;
+        };
+        state.admit(at_ms, reused_tokens);
+        if let Some(detail) = state.handoff.as_deref_mut() {
+            detail.prefill_admit_ms.get_or_insert(at_ms);
+        }
+    }
+
+    /// Disaggregated: admitted on its decode worker.
+    pub fn on_decode_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize) {
+        let Some(state) = self.requests.get_mut(id).filter(|s| s.arrived) else {
+            return;
+        };
+        state.admit(at_ms, reused_tokens);
+        if let Some(detail) = state.handoff.as_deref_mut() {
+            detail.decode_admit_ms.get_or_insert(at_ms);
+            let reused = detail.decode_reused_input_tokens.unwrap_or(0);
+            detail.decode_reused_input_tokens = Some(reused.max(reused_tokens));
+        }
+    }
+
+    /// Disaggregated: sent to prefill worker `worker_idx`, which had `overlap_tokens` of the
+    /// prompt cached as far as the router knew.
+    pub fn on_prefill_assigned(&mut self, id: RequestId, worker_idx: usize, overlap_tokens: usize) {
+        if let Some(detail) = self.handoff_detail(id) {
+            detail.prefill_worker_idx.get_or_insert(worker_idx);
+            detail
+                .prefill_route_overlap_tokens
+                .get_or_insert(overlap_tokens);
+        }
+    }
+
+    /// Disaggregated: its decode worker accepted the handoff.
+    pub fn on_decode_assigned(&mut self, id: RequestId, worker_idx: usize, overlap_tokens: usize) {
+        if let Some(state) = self.requests.get_mut(id).filter(|s| s.arrived) {
+            state.decode_worker_idx.get_or_insert(worker_idx);
+        }
+        if let Some(detail) = self.handoff_detail(id) {
+            detail
+                .decode_route_overlap_tokens
+                .get_or_insert(overlap_tokens);
+        }
+    }
+
+    /// Disaggregated: the handoff reached `stage` at `at_ms`.
+    pub fn on_handoff(&mut self, id: RequestId, stage: HandoffStage, at_ms: f64) {
+        let Some(detail) = self.handoff_detail(id) else {
+            return;
+        };
+        let field = match stage {
+            HandoffStage::SourceHeld => &mut detail.source_held_ms,
+            HandoffStage::DestinationReserved => &mut detail.destination_reserved_ms,
+            HandoffStage::DestinationActivated => &mut detail.destination_activated_ms,
+            HandoffStage::SourceReleased => &mut detail.source_released_ms,
+        };
+        field.get_or_insert(at_ms);
+    }
+
+    /// The lifecycle detail of a request of a disaggregated run, when records are captured
+    /// (also after it ended: the handoff may finish after the decode worker did).
+    fn handoff_detail(&mut self, id: RequestId) -> Option<&mut HandoffDetail> {
+        if !self.capture_records {
+            return None;
+        }
+        let state = self.requests.get_mut(id).filter(|s| s.arrived)?;
+        Some(state.handoff.get_or_insert_with(Box::default))
     }
 
     /// `count` tokens emitted at `at_ms`.
@@ -360,6 +465,7 @@ impl Collector {
                 continue;
             };
             let has_tokens = state.tokens.count > 0;
+            let handoff = state.handoff.as_deref().copied().unwrap_or_default();
             let record = RequestRecord {
                 session_id: state.session.as_ref().map(|s| s.0.clone()),
                 turn_index: state.session.as_ref().map(|s| s.1),
@@ -377,17 +483,17 @@ impl Collector {
                 requested_output_length: state.requested_output_length,
                 output_length: state.tokens.count,
                 reused_input_tokens: state.reused_tokens,
-                prefill_worker_idx: None,
+                prefill_worker_idx: handoff.prefill_worker_idx,
                 decode_worker_idx: state.decode_worker_idx,
-                prefill_admit_ms: None,
-                source_held_ms: None,
-                destination_reserved_ms: None,
-                destination_activated_ms: None,
-                decode_admit_ms: None,
-                source_released_ms: None,
-                decode_reused_input_tokens: None,
-                prefill_route_overlap_tokens: None,
-                decode_route_overlap_tokens: None,
+                prefill_admit_ms: handoff.prefill_admit_ms,
+                source_held_ms: handoff.source_held_ms,
+                destination_reserved_ms: handoff.destination_reserved_ms,
+                destination_activated_ms: handoff.destination_activated_ms,
+                decode_admit_ms: handoff.decode_admit_ms,
+                source_released_ms: handoff.source_released_ms,
+                decode_reused_input_tokens: handoff.decode_reused_input_tokens,
+                prefill_route_overlap_tokens: handoff.prefill_route_overlap_tokens,
+                decode_route_overlap_tokens: handoff.decode_route_overlap_tokens,
                 terminal_status: status,
             };
             records.push((state.arrival_ms, index, record));

@@ -1,9 +1,7 @@
 //! Aggregated workers: `num_workers` workers of `dp_size` ranks each behind one router, and the
 //! event loop that drives them (see the module doc of `sim` for the ordering rules).
 
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
-
+use super::common::{kv_router, EventQueue, RequestOrigin, RouteHints, WorkerState};
 use super::driver::{Driver, Terminal};
 use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
@@ -11,81 +9,13 @@ use crate::engine::kv::KvEvent;
 use crate::engine::{EngineRequest, PassEvent, RankScheduler, RequestId};
 use crate::error::{Error, Result};
 use crate::report::{Collector, RunFacts};
-use crate::router::kv::{Arrival, KvRouter, Placement, RouteRequest, Targets};
+use crate::router::kv::{Arrival, KvRouter, Placement, RouteRequest};
 use crate::router::round_robin::RoundRobin;
-
-/// A scheduled pass completion.
-#[derive(Clone, Copy, Debug)]
-struct Completion {
-    at_ms: f64,
-    seq: u64,
-    worker: usize,
-}
-
-impl PartialEq for Completion {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Completion {}
-impl PartialOrd for Completion {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Completion {
-    /// Reversed for a min-heap: earliest time first, then scheduling order.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .at_ms
-            .total_cmp(&self.at_ms)
-            .then_with(|| other.seq.cmp(&self.seq))
-    }
-}
-
-#[derive(Debug, Default)]
-struct WorkerState {
-    /// A pass is in flight.
-    busy: bool,
-    /// The last pass did nothing; do not retry until the worker receives a request.
-    stalled: bool,
-    /// Events of the in-flight pass, applied at its completion.
-    pending: Vec<PassEvent>,
-}
-
-/// Where a request came from, to report its terminal state back to the driver.
-#[derive(Clone, Copy, Debug)]
-struct RequestOrigin {
-    session: usize,
-    turn: usize,
-    /// Tokens generated so far (cumulative prompts append them to the session's history).
-    generated: usize,
-    input_length: usize,
-}
 
 /// The router in front of the aggregated workers.
 enum Router {
     RoundRobin(RoundRobin),
     Kv(Box<KvRouter>),
-}
-
-/// What the KV router needs of a released turn beyond the engine request.
-struct RouteHints {
-    arrival_ms: f64,
-    priority: i32,
-    strict_priority: u32,
-    policy_class: Option<String>,
-}
-
-impl RouteHints {
-    fn of(turn: &crate::workload::Turn, arrival_ms: f64) -> Self {
-        Self {
-            arrival_ms,
-            priority: turn.priority,
-            strict_priority: turn.strict_priority,
-            policy_class: turn.policy_class.clone(),
-        }
-    }
 }
 
 /// Aggregated workers: `num_workers` workers of `dp_size` ranks each, behind one router.
@@ -95,8 +25,8 @@ pub(super) struct Aggregated<'s> {
     schedulers: Vec<RankScheduler>,
     workers: Vec<WorkerState>,
     dp_size: usize,
-    completions: BinaryHeap<Completion>,
-    next_seq: u64,
+    /// Pass completions, by worker.
+    completions: EventQueue<usize>,
     driver: Driver,
     router: Router,
     /// Requests held in the KV router's queue, by id, until it places them.
@@ -133,21 +63,12 @@ impl<'s> Aggregated<'s> {
                 schedulers
                     .iter_mut()
                     .for_each(RankScheduler::record_kv_events);
-                let mut config = spec.router_config.clone().unwrap_or_default();
-                if let Some(policy) = spec.engine.router_queue_policy {
-                    config.router_queue_policy = policy;
-                }
-                let profile = config.policy_profile();
-                let seed = config.router_seed;
-                let targets = Targets {
-                    count: schedulers.len(),
-                    block_size: spec.engine.block_size.max(1),
-                    max_batched_tokens: spec
-                        .engine
-                        .max_num_batched_tokens
-                        .map_or(10_000_000, |tokens| tokens as u64),
-                };
-                Router::Kv(Box::new(KvRouter::new(config, profile, targets, seed)))
+                Router::Kv(Box::new(kv_router(
+                    spec.router_config.as_ref(),
+                    &spec.engine,
+                    schedulers.len(),
+                    |_| {},
+                )))
             }
         };
         let single_worker = spec.num_workers == 1 && dp_size == 1;
@@ -160,8 +81,7 @@ impl<'s> Aggregated<'s> {
                 .map(|_| WorkerState::default())
                 .collect(),
             dp_size,
-            completions: BinaryHeap::new(),
-            next_seq: 0,
+            completions: EventQueue::new(),
             router,
             parked: Vec::new(),
             placements: Vec::new(),
@@ -244,7 +164,7 @@ impl<'s> Aggregated<'s> {
         }
         let stop = match (self.single_worker, self.completions.peek()) {
             (false, _) => cap,
-            (true, Some(in_flight)) => in_flight.at_ms,
+            (true, Some((in_flight_end_ms, _))) => in_flight_end_ms,
             (true, None) => next_ms,
         };
         self.past_cap_stop_ms = Some(stop);
@@ -270,7 +190,7 @@ impl<'s> Aggregated<'s> {
     }
 
     fn next_timestamp(&self) -> Option<f64> {
-        let next_completion = self.completions.peek().map(|c| c.at_ms);
+        let next_completion = self.completions.peek().map(|(at_ms, _)| at_ms);
         let arrivals_blocked = self.release_between_passes_only && self.workers[0].busy;
         let next_arrival = if arrivals_blocked {
             None
@@ -295,11 +215,7 @@ impl<'s> Aggregated<'s> {
     fn settle(&mut self) -> Result<()> {
         loop {
             let mut changed = false;
-            while let Some(top) = self.completions.peek() {
-                if top.at_ms > self.now_ms {
-                    break;
-                }
-                let worker = self.completions.pop().expect("peeked").worker;
+            while let Some(worker) = self.completions.pop_due_if(self.now_ms, |_| true) {
                 self.workers[worker].busy = false;
                 self.apply_pass_end_kv_events(worker);
                 let events = std::mem::take(&mut self.workers[worker].pending);
@@ -465,12 +381,7 @@ impl<'s> Aggregated<'s> {
         if end_ms > self.now_ms {
             self.workers[worker].pending = pending;
             self.workers[worker].busy = true;
-            self.completions.push(Completion {
-                at_ms: end_ms,
-                seq: self.next_seq,
-                worker,
-            });
-            self.next_seq += 1;
+            self.completions.push(end_ms, worker);
             return true;
         }
         // A pass that takes no time completes at once.

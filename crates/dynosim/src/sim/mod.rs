@@ -8,6 +8,8 @@
 //! workers in ascending worker id. This is the reference's ordering of simultaneous events.
 
 mod aggregated;
+mod common;
+mod disaggregated;
 pub mod driver;
 
 use crate::config::{ArrivalMode, ReplaySpec, TraceFormat, WorkloadSpec};
@@ -15,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::report::{Collector, Report, RequestRecord, RunFacts};
 use crate::workload::{self, Workload};
 use aggregated::Aggregated;
+use disaggregated::Disaggregated;
 use driver::Driver;
 
 /// Reads or generates the workload named by the spec.
@@ -59,6 +62,13 @@ pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
                 } => {
                     let loaded =
                         workload::dynamo_trace::read_dynamo(&trace.files, expected_block_size)?;
+                    if loaded.agentic && spec.disaggregation.is_some() {
+                        return Err(Error::usage(
+                            "agentic Dynamo request traces are not supported for disaggregated \
+                             replay (--prefill-engine-args; the trace's records carry \
+                             agent_context)",
+                        ));
+                    }
                     if loaded.agentic && matches!(spec.arrivals, ArrivalMode::Concurrency { .. }) {
                         return Err(Error::usage(
                             "agentic Dynamo request traces are not supported with replay_concurrency \
@@ -76,9 +86,15 @@ pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
-    let mut sim = Aggregated::new(spec, driver);
-    sim.run()?;
-    let (collector, facts) = sim.finish();
+    let (collector, facts) = if spec.disaggregation.is_some() {
+        let mut sim = Disaggregated::new(spec, driver);
+        sim.run()?;
+        sim.finish()
+    } else {
+        let mut sim = Aggregated::new(spec, driver);
+        sim.run()?;
+        sim.finish()
+    };
     Ok(Simulated { collector, facts })
 }
 

@@ -25,8 +25,18 @@
 //! Matching is O(depth · log(edge length)): along an edge the chained identities of a query agree
 //! with the edge's up to some page and disagree after it, so the common length is found by binary
 //! search.
+//!
+//! For a KV-aware router the tree can record [`KvEvent`]s: `Stored` when a page identity enters
+//! the tree, `Removed` when it is evicted. A chained identity names one position of one sequence,
+//! so the tree holds each identity at most once and replaying the events in order rebuilds
+//! exactly the set of identities in the tree. (The reference advertises a page when it is
+//! allocated and withdraws it when its last copy is freed; every full page a request computes
+//! enters the tree within the same pass, and a page retracted before that is withdrawn within the
+//! pass too, so at the pass end, when SGLang's events become visible, both sets agree.)
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use super::KvEvent;
 
 /// Index of a node inside a [`RadixCache`].
 pub type NodeId = u32;
@@ -74,6 +84,8 @@ pub struct RadixCache {
     protected_pages: usize,
     evictable_leaves: BTreeSet<(u64, NodeId)>,
     clock: u64,
+    /// Recorded changes of the set of page identities in the tree (`None`: not recording).
+    events: Option<Vec<KvEvent>>,
 }
 
 impl RadixCache {
@@ -95,6 +107,7 @@ impl RadixCache {
             protected_pages: 0,
             evictable_leaves: BTreeSet::new(),
             clock: 0,
+            events: None,
         };
         cache.nodes[ROOT as usize].created = cache.tick();
         cache
@@ -135,6 +148,33 @@ impl RadixCache {
     /// Live nodes, the root included.
     pub fn num_nodes(&self) -> usize {
         self.nodes.len() - self.vacant.len()
+    }
+
+    /// Starts recording [`KvEvent`]s for the pages entering and leaving the tree.
+    pub fn record_events(&mut self) {
+        if self.events.is_none() {
+            self.events = Some(Vec::new());
+        }
+    }
+
+    /// Replaces the contents of `out` with the events recorded since the last call.
+    pub fn drain_events_into(&mut self, out: &mut Vec<KvEvent>) {
+        out.clear();
+        if let Some(events) = &mut self.events {
+            out.append(events);
+        }
+    }
+
+    fn record_stored(&mut self, pages: &[u64]) {
+        if let Some(events) = &mut self.events {
+            events.extend(pages.iter().map(|&hash| KvEvent::Stored { hash }));
+        }
+    }
+
+    fn record_removed(&mut self, pages: &[u64]) {
+        if let Some(events) = &mut self.events {
+            events.extend(pages.iter().map(|&hash| KvEvent::Removed { hash }));
+        }
     }
 
     /// Takes `count` free pages for a request; false (nothing taken) if there are not enough.
@@ -376,6 +416,7 @@ impl RadixCache {
     }
 
     fn extend_leaf(&mut self, id: NodeId, pages: &[u64], now: u64) {
+        self.record_stored(pages);
         let node = self.node_mut(id);
         node.key.extend_from_slice(pages);
         let locked = node.lock_ref > 0;
@@ -423,6 +464,7 @@ impl RadixCache {
     }
 
     fn create_child(&mut self, parent: NodeId, pages: &[u64]) -> NodeId {
+        self.record_stored(pages);
         let stamp = self.tick();
         let child = self.new_node(Node {
             parent,
@@ -493,8 +535,12 @@ impl RadixCache {
             let victim_pages = self.node(victim).key.len();
             let wanted = (tokens - evicted).div_ceil(ps).min(victim_pages);
             if wanted < victim_pages {
-                let node = self.node_mut(victim);
-                node.key.truncate(victim_pages - wanted);
+                let kept = victim_pages - wanted;
+                if let Some(events) = &mut self.events {
+                    let key = &self.nodes[victim as usize].key;
+                    events.extend(key[kept..].iter().map(|&hash| KvEvent::Removed { hash }));
+                }
+                self.node_mut(victim).key.truncate(kept);
                 self.free_pages += wanted;
                 self.evictable_pages -= wanted;
                 evicted += wanted * ps;
@@ -502,6 +548,7 @@ impl RadixCache {
             }
             self.unmark_evictable(victim);
             let node = std::mem::take(self.node_mut(victim));
+            self.record_removed(&node.key);
             self.vacant.push(victim);
             self.free_pages += victim_pages;
             self.evictable_pages -= victim_pages;
@@ -516,6 +563,22 @@ impl RadixCache {
             }
         }
         evicted
+    }
+
+    /// Every page identity held by the tree, sorted (tests).
+    #[cfg(test)]
+    pub fn page_ids_in_tree(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| {
+                *index != ROOT as usize && !self.vacant.contains(&(*index as NodeId))
+            })
+            .flat_map(|(_, node)| node.key.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Checks the page and size bookkeeping against a full walk (tests and debug builds).
@@ -726,6 +789,172 @@ mod tests {
         cache.dec_lock_ref(b);
         assert_eq!(cache.protected_tokens(), 0);
         cache.check_invariants(0);
+    }
+
+    /// Applies `events` to `mirror` strictly: a stored identity must be new, a removed one known.
+    fn replay(mirror: &mut std::collections::HashSet<u64>, events: &[KvEvent]) {
+        for event in events {
+            match *event {
+                KvEvent::Stored { hash } => assert!(mirror.insert(hash), "stored twice: {hash}"),
+                KvEvent::Removed { hash } => assert!(mirror.remove(&hash), "unknown: {hash}"),
+            }
+        }
+    }
+
+    /// Replays the recorded events into `mirror`, checks it against the tree, and returns how
+    /// many pages were removed.
+    fn assert_mirrors(
+        cache: &mut RadixCache,
+        mirror: &mut std::collections::HashSet<u64>,
+    ) -> usize {
+        let mut events = Vec::new();
+        cache.drain_events_into(&mut events);
+        replay(mirror, &events);
+        let mut replayed: Vec<u64> = mirror.iter().copied().collect();
+        replayed.sort_unstable();
+        assert_eq!(replayed, cache.page_ids_in_tree());
+        events
+            .iter()
+            .filter(|e| matches!(e, KvEvent::Removed { .. }))
+            .count()
+    }
+
+    #[test]
+    fn events_follow_inserts_and_evictions() {
+        let mut cache = RadixCache::new(100, 2);
+        cache.record_events();
+        let mut mirror = std::collections::HashSet::new();
+        let a = pages(&[1, 2, 3, 4, 5, 6], 2);
+        insert(&mut cache, &[1, 2, 3, 4, 5, 6]);
+        let mut events = Vec::new();
+        cache.drain_events_into(&mut events);
+        let stored: Vec<KvEvent> = a.iter().map(|&hash| KvEvent::Stored { hash }).collect();
+        assert_eq!(events, stored);
+        replay(&mut mirror, &events);
+        // A duplicate insert and a split change nothing.
+        insert(&mut cache, &[1, 2, 3, 4]);
+        cache.match_prefix(&pages(&[1, 2, 9, 9], 2));
+        cache.drain_events_into(&mut events);
+        assert!(events.is_empty());
+        // A branch stores only its new pages; trimming a leaf removes its newest pages.
+        insert(&mut cache, &[1, 2, 3, 4, 7, 7, 8, 8]);
+        let b = pages(&[1, 2, 3, 4, 7, 7, 8, 8], 2);
+        cache.drain_events_into(&mut events);
+        assert_eq!(
+            events,
+            vec![
+                KvEvent::Stored { hash: b[2] },
+                KvEvent::Stored { hash: b[3] }
+            ]
+        );
+        replay(&mut mirror, &events);
+        assert_eq!(cache.evict(2), 2);
+        cache.drain_events_into(&mut events);
+        assert_eq!(events, vec![KvEvent::Removed { hash: a[2] }]);
+        replay(&mut mirror, &events);
+        assert_mirrors(&mut cache, &mut mirror);
+        assert_eq!(cache.evict(100), 8);
+        assert_mirrors(&mut cache, &mut mirror);
+        assert!(mirror.is_empty());
+    }
+
+    #[test]
+    fn nothing_is_recorded_unless_asked() {
+        let mut cache = RadixCache::new(100, 1);
+        insert(&mut cache, &[1, 2, 3]);
+        cache.evict(100);
+        let mut events = vec![KvEvent::Stored { hash: 7 }];
+        cache.drain_events_into(&mut events);
+        assert!(events.is_empty());
+        assert!(cache.events.is_none());
+    }
+
+    #[test]
+    fn replayed_events_equal_the_tree_after_random_operations() {
+        let mut state = 0x9E37_79B9_u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        for page_size in [1, 2, 4] {
+            let mut cache = RadixCache::new(60 * page_size, page_size);
+            cache.record_events();
+            let mut mirror = std::collections::HashSet::new();
+            // Requests holding a locked path: (node, private pages, page identities, cached pages).
+            let mut held: Vec<(NodeId, usize, Vec<u64>, usize)> = Vec::new();
+            let mut removed = 0;
+            let mut largest = 0;
+            for _ in 0..2000 {
+                let tokens: Vec<u64> = (0..1 + next(12) * page_size as u64)
+                    .map(|i| if i < next(10) { 1 } else { next(3) })
+                    .collect();
+                let ids = pages(&tokens, page_size);
+                match next(6) {
+                    // A finished request hands over its pages.
+                    0 => {
+                        let free = cache.available_tokens() / page_size;
+                        if ids.len() > free {
+                            cache.evict((ids.len() - free) * page_size);
+                        }
+                        if cache.allocate_pages(ids.len()) {
+                            cache.insert(&ids);
+                        }
+                    }
+                    // A request locks its cached prefix and takes pages for the rest.
+                    1 | 2 => {
+                        let (matched, node) = cache.match_prefix(&ids);
+                        cache.inc_lock_ref(node);
+                        let fresh = ids.len() - matched;
+                        let free = cache.available_tokens() / page_size;
+                        if fresh > free {
+                            cache.evict((fresh - free) * page_size);
+                        }
+                        if cache.allocate_pages(fresh) {
+                            held.push((node, fresh, ids, matched));
+                        } else {
+                            cache.dec_lock_ref(node);
+                        }
+                    }
+                    // A held request publishes some of its pages (moving its lock).
+                    3 if !held.is_empty() => {
+                        let index = next(held.len() as u64) as usize;
+                        let (node, private, ids, cached) = &mut held[index];
+                        let upto = *cached + next(*private as u64 + 1) as usize;
+                        let inserted = cache.insert_from_node(*node, &ids[*cached..upto]);
+                        if inserted.node != *node {
+                            cache.inc_lock_ref(inserted.node);
+                            cache.dec_lock_ref(*node);
+                        }
+                        *node = inserted.node;
+                        *private -= upto - *cached;
+                        *cached = upto;
+                    }
+                    // A held request finishes (publishing everything) or is retracted.
+                    4 if !held.is_empty() => {
+                        let index = next(held.len() as u64) as usize;
+                        let (node, private, ids, cached) = held.swap_remove(index);
+                        if next(2) == 0 {
+                            cache.insert_from_node(node, &ids[cached..]);
+                        } else {
+                            cache.free_pages(private);
+                        }
+                        cache.dec_lock_ref(node);
+                    }
+                    _ => {
+                        cache.evict(next(20) as usize * page_size);
+                    }
+                }
+                let private: usize = held.iter().map(|h| h.1).sum();
+                cache.check_invariants(private);
+                removed += assert_mirrors(&mut cache, &mut mirror);
+                largest = largest.max(mirror.len());
+            }
+            // The pool was under pressure: the tree filled up and was evicted from many times.
+            assert!(removed > 200, "removed {removed}");
+            assert!(largest > 20, "largest {largest}");
+        }
     }
 
     #[test]

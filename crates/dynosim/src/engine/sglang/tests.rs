@@ -22,6 +22,9 @@ struct Harness {
     lives: Vec<Life>,
     now_ms: f64,
     passes: usize,
+    /// When recording KV events: the page identities a router has seen, replayed from them.
+    router_view: Option<HashSet<u64>>,
+    kv_events: Vec<KvEvent>,
 }
 
 fn args(json: &str) -> EngineArgs {
@@ -43,7 +46,33 @@ impl Harness {
             lives: Vec::new(),
             now_ms: 0.0,
             passes: 0,
+            router_view: None,
+            kv_events: Vec::new(),
         }
+    }
+
+    /// Records the rank's KV events; every pass then checks that they describe the tree.
+    fn record_kv_events(&mut self) {
+        self.scheduler.record_kv_events();
+        self.router_view = Some(HashSet::new());
+    }
+
+    /// Applies the pass's events as the router does at the pass end, strictly (a stored
+    /// identity must be new, a removed one known), and compares the result with the tree.
+    fn check_router_view(&mut self) {
+        let Some(view) = &mut self.router_view else {
+            return;
+        };
+        self.scheduler.drain_kv_events(&mut self.kv_events);
+        for event in &self.kv_events {
+            match *event {
+                KvEvent::Stored { hash } => assert!(view.insert(hash), "stored twice"),
+                KvEvent::Removed { hash } => assert!(view.remove(&hash), "removed unknown"),
+            }
+        }
+        let mut seen: Vec<u64> = view.iter().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, self.scheduler.cache.page_ids_in_tree());
     }
 
     fn add(&mut self, prompt: TokenSeq, max_output_tokens: usize) -> RequestId {
@@ -62,6 +91,7 @@ impl Harness {
         let mut events = Vec::new();
         let time = self.scheduler.run_pass_timed(&mut events);
         self.scheduler.check_invariants();
+        self.check_router_view();
         self.passes += 1;
         let end = time.end_ms(self.now_ms);
         for event in &events {
@@ -362,6 +392,9 @@ fn random_workloads_keep_the_books_balanced() {
             256 * page_size
         );
         let mut h = Harness::new(&args(&engine));
+        if case % 4 != 3 {
+            h.record_kv_events();
+        }
         for _ in 0..25 {
             let shared = next(4);
             let mut runs = vec![(shared, 1 + next(300) as u32)];
@@ -380,6 +413,102 @@ fn random_workloads_keep_the_books_balanced() {
             s.cache.total_tokens()
         );
     }
+}
+
+#[test]
+fn kv_events_publish_the_pages_a_router_hashes() {
+    // The router hashes a prompt in engine blocks (= SGLang pages); the identities the rank
+    // publishes must be the same, so the router's overlap equals what the rank then reuses.
+    use crate::router::kv::indexer::CacheIndex;
+    let page_size = 4;
+    let mut h = Harness::new(&args(
+        r#"{"engine_type":"sglang","block_size":4,"num_gpu_blocks":1000}"#,
+    ));
+    h.record_kv_events();
+    let mut index = CacheIndex::new(1);
+    let first = prompt(&[(1, 30), (2, 7)]);
+    h.add(first.clone(), 5);
+    let mut events = Vec::new();
+    while h.scheduler.has_work() {
+        assert!(h.pass());
+        // The harness checked the events against the tree; replay them into the router too.
+        events.extend_from_slice(&h.kv_events);
+    }
+    index.apply(0, &events);
+    // 37 prompt tokens + 5 outputs (the last one never computed) = 41 computed: 10 full pages.
+    assert_eq!(index.cached_blocks(0), 10);
+    assert_eq!(index.overlap(0, &first.block_hashes(page_size)), 9);
+
+    let follow_up = prompt(&[(1, 30), (2, 7), (3, 20)]);
+    let hashes = follow_up.block_hashes(page_size);
+    let overlap = index.overlap(0, &hashes);
+    assert_eq!(overlap, 9);
+    let id = h.add(follow_up, 1);
+    assert!(h.run());
+    assert_eq!(h.reused(id), overlap * page_size);
+    assert_eq!(
+        index.overlap(0, &prompt(&[(1, 30)]).block_hashes(page_size)),
+        7
+    );
+    assert_eq!(
+        index.overlap(0, &prompt(&[(2, 30)]).block_hashes(page_size)),
+        0
+    );
+}
+
+#[test]
+fn an_admitted_request_is_visible_after_its_first_pass() {
+    // SGLang's events are applied at the pass end: after the pass that prefills a prompt, its
+    // full pages are in the tree (even while the request keeps running, and for a prompt cut
+    // into chunks, the chunks computed so far).
+    let mut h = Harness::new(&args(
+        r#"{"engine_type":"sglang","sglang":{"chunked_prefill_size":64}}"#,
+    ));
+    h.record_kv_events();
+    let long = prompt(&[(5, 150)]);
+    h.add(long.clone(), 10);
+    assert!(h.pass());
+    assert_eq!(h.kv_events.len(), 64);
+    assert!(h.pass());
+    assert_eq!(h.kv_events.len(), 64);
+    assert!(h.pass());
+    // The last 22 prompt tokens, then the first generated token.
+    assert_eq!(h.kv_events.len(), 23);
+    let hashes = long.block_hashes(1);
+    let view = h.router_view.as_ref().expect("recording");
+    assert!(hashes.iter().all(|hash| view.contains(hash)));
+}
+
+#[test]
+fn recording_kv_events_changes_nothing() {
+    let engine = args(
+        r#"{"engine_type":"sglang","num_gpu_blocks":800,"block_size":2,
+            "sglang":{"chunked_prefill_size":128,"clip_max_new_tokens":40}}"#,
+    );
+    let run = |record: bool| {
+        let mut h = Harness::new(&engine);
+        if record {
+            h.record_kv_events();
+        }
+        for k in 0..30u64 {
+            h.add(
+                prompt(&[(k % 3, 100 + 7 * k as u32), (k, 50)]),
+                20 + k as usize * 3,
+            );
+        }
+        assert!(h.run());
+        h.lives
+            .iter()
+            .map(|life| {
+                (
+                    life.admissions.clone(),
+                    life.first_token_ms,
+                    life.completed_ms,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(true), run(false));
 }
 
 #[test]

@@ -69,6 +69,8 @@ pub enum Arrival {
 pub struct Placement {
     pub id: RequestId,
     pub target: usize,
+    /// Cached prompt blocks the request had on `target` (measured at its arrival).
+    pub overlap_blocks: u32,
 }
 
 /// A request waiting in the queue, with what was measured at its arrival.
@@ -91,6 +93,8 @@ pub struct KvRouter {
     /// Scratch buffers reused across placements.
     projections: Vec<Projection>,
     logits: Vec<f64>,
+    /// Cached prompt blocks the last placed request had on its chosen target.
+    last_overlap_blocks: u32,
 }
 
 impl KvRouter {
@@ -106,7 +110,14 @@ impl KvRouter {
             rng: StdRng::seed_from_u64(seed),
             projections: Vec::with_capacity(targets.count),
             logits: Vec::with_capacity(targets.count),
+            last_overlap_blocks: 0,
         }
+    }
+
+    /// Cached prompt blocks the most recently placed request (by [`KvRouter::on_arrival`] or
+    /// a queue drain) had on the target it was sent to.
+    pub fn last_overlap_blocks(&self) -> u32 {
+        self.last_overlap_blocks
     }
 
     /// Requests waiting in the router queue.
@@ -203,7 +214,11 @@ impl KvRouter {
             };
             let id = pending.id;
             let target = self.place(pending);
-            placed.push(Placement { id, target });
+            placed.push(Placement {
+                id,
+                target,
+                overlap_blocks: self.last_overlap_blocks,
+            });
         }
     }
 
@@ -222,6 +237,7 @@ impl KvRouter {
             &mut self.logits,
         );
         let target = select::choose(&self.logits, self.config.router_temperature, &mut self.rng);
+        self.last_overlap_blocks = pending.overlaps[target];
         let prefill_tokens = if self.config.router_track_prefill_tokens {
             let cached = pending.overlaps[target] as usize * self.targets.block_size;
             pending.isl - cached.min(pending.isl)

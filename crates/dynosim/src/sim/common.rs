@@ -1,0 +1,148 @@
+//! Pieces shared by the topologies: the timed event queue (with the reference's tie-break),
+//! worker pass state, where a request came from, and building a KV router for a pool.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use crate::config::{EngineArgs, RouterConfig};
+use crate::engine::PassEvent;
+use crate::router::kv::{KvRouter, Targets};
+use crate::workload::Turn;
+
+/// Something scheduled to happen at `at_ms`; equal times keep scheduling order.
+#[derive(Clone, Copy, Debug)]
+struct Timed<T> {
+    at_ms: f64,
+    seq: u64,
+    what: T,
+}
+
+impl<T> PartialEq for Timed<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl<T> Eq for Timed<T> {}
+impl<T> PartialOrd for Timed<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Timed<T> {
+    /// Reversed for a min-heap: earliest time first, then scheduling order.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .at_ms
+            .total_cmp(&self.at_ms)
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+/// Future events in time order, ties in the order they were scheduled.
+#[derive(Debug)]
+pub(super) struct EventQueue<T> {
+    heap: BinaryHeap<Timed<T>>,
+    next_seq: u64,
+}
+
+impl<T: Copy> EventQueue<T> {
+    pub(super) fn new() -> Self {
+        Self {
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+        }
+    }
+
+    pub(super) fn push(&mut self, at_ms: f64, what: T) {
+        self.heap.push(Timed {
+            at_ms,
+            seq: self.next_seq,
+            what,
+        });
+        self.next_seq += 1;
+    }
+
+    /// The next event: its time and what it is.
+    pub(super) fn peek(&self) -> Option<(f64, T)> {
+        self.heap.peek().map(|timed| (timed.at_ms, timed.what))
+    }
+
+    /// Pops the next event if it happens at or before `now_ms` and `accept` takes it.
+    pub(super) fn pop_due_if(&mut self, now_ms: f64, accept: impl Fn(&T) -> bool) -> Option<T> {
+        let next = self.heap.peek()?;
+        if next.at_ms > now_ms || !accept(&next.what) {
+            return None;
+        }
+        self.heap.pop().map(|timed| timed.what)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+/// Pass state of one worker.
+#[derive(Debug, Default)]
+pub(super) struct WorkerState {
+    /// A pass is in flight.
+    pub(super) busy: bool,
+    /// The last pass did nothing; do not retry until the worker receives a request.
+    pub(super) stalled: bool,
+    /// Events of the in-flight pass, applied at its completion.
+    pub(super) pending: Vec<PassEvent>,
+}
+
+/// Where a request came from, to report its terminal state back to the driver.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RequestOrigin {
+    pub(super) session: usize,
+    pub(super) turn: usize,
+    /// Tokens generated so far (cumulative prompts append them to the session's history).
+    pub(super) generated: usize,
+    pub(super) input_length: usize,
+}
+
+/// What the KV router needs of a released turn beyond the engine request.
+#[derive(Clone, Debug)]
+pub(super) struct RouteHints {
+    pub(super) arrival_ms: f64,
+    pub(super) priority: i32,
+    pub(super) strict_priority: u32,
+    pub(super) policy_class: Option<String>,
+}
+
+impl RouteHints {
+    pub(super) fn of(turn: &Turn, arrival_ms: f64) -> Self {
+        Self {
+            arrival_ms,
+            priority: turn.priority,
+            strict_priority: turn.strict_priority,
+            policy_class: turn.policy_class.clone(),
+        }
+    }
+}
+
+/// A KV router over `targets` schedulers running `engine`, configured from the user's router
+/// config (defaults when none) with the engine's queue-policy override, then `adjust`.
+pub(super) fn kv_router(
+    user_config: Option<&RouterConfig>,
+    engine: &EngineArgs,
+    targets: usize,
+    adjust: impl FnOnce(&mut RouterConfig),
+) -> KvRouter {
+    let mut config = user_config.cloned().unwrap_or_default();
+    if let Some(policy) = engine.router_queue_policy {
+        config.router_queue_policy = policy;
+    }
+    adjust(&mut config);
+    let profile = config.policy_profile();
+    let seed = config.router_seed;
+    let targets = Targets {
+        count: targets,
+        block_size: engine.block_size.max(1),
+        max_batched_tokens: engine
+            .max_num_batched_tokens
+            .map_or(10_000_000, |tokens| tokens as u64),
+    };
+    KvRouter::new(config, profile, targets, seed)
+}
