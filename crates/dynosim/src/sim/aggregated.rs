@@ -384,7 +384,8 @@ impl<'s> Aggregated<'s> {
             self.completions.push(end_ms, worker);
             return true;
         }
-        // A pass that takes no time completes at once.
+        // A pass that takes no time completes at once, KV events included.
+        self.apply_pass_end_kv_events(worker);
         self.apply_pass_end(&pending);
         pending.clear();
         self.workers[worker].pending = pending;
