@@ -1,7 +1,9 @@
 //! Aggregated workers: `num_workers` workers of `dp_size` ranks each behind one router, and the
 //! event loop that drives them (see the module doc of `sim` for the ordering rules).
 
-use super::common::{kv_router, EventQueue, RequestOrigin, RouteHints, WorkerState};
+use super::common::{
+    kv_router, record_arrival, EventQueue, RequestOrigin, RouteHints, WorkerState,
+};
 use super::driver::{Driver, Terminal};
 use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
@@ -241,32 +243,19 @@ impl<'s> Aggregated<'s> {
         let closed_loop = matches!(self.spec.arrivals, ArrivalMode::Concurrency { .. });
         let mut released = false;
         while let Some(release) = self.driver.pop_ready(self.now_ms) {
-            let id: RequestId = self.origins.len();
-            let max_output_tokens = release.turn.max_output_tokens;
-            let arrival_ms = if closed_loop {
-                self.now_ms
-            } else {
-                release.ready_at_ms
-            };
-            self.collector.on_arrival(
-                id,
-                arrival_ms,
-                release.prompt.len(),
-                max_output_tokens,
-                Some((release.session_id, release.turn_index)),
+            let arrival = record_arrival(
+                release,
+                self.now_ms,
+                closed_loop,
+                &mut self.collector,
+                &mut self.origins,
             );
-            self.origins.push(RequestOrigin {
-                session: release.session_index,
-                turn: release.turn_index,
-                generated: 0,
-                input_length: release.prompt.len(),
-            });
             let request = EngineRequest {
-                id,
-                prompt: release.prompt,
-                max_output_tokens,
+                id: arrival.id,
+                prompt: arrival.prompt,
+                max_output_tokens: arrival.max_output_tokens,
             };
-            let hints = RouteHints::of(release.turn, arrival_ms);
+            let hints = arrival.hints;
             self.in_flight += 1;
             self.route(request, hints);
             released = true;

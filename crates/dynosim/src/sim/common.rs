@@ -4,9 +4,12 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+use super::driver::Release;
 use crate::config::{EngineArgs, RouterConfig};
-use crate::engine::PassEvent;
+use crate::engine::{PassEvent, RequestId};
+use crate::report::Collector;
 use crate::router::kv::{KvRouter, Targets};
+use crate::tokens::TokenSeq;
 use crate::workload::Turn;
 
 /// Something scheduled to happen at `at_ms`; equal times keep scheduling order.
@@ -100,6 +103,51 @@ pub(super) struct RequestOrigin {
     /// Tokens generated so far (cumulative prompts append them to the session's history).
     pub(super) generated: usize,
     pub(super) input_length: usize,
+}
+
+/// A released turn once recorded as an arrival: what a topology needs to route it.
+pub(super) struct ReleasedRequest {
+    pub(super) id: RequestId,
+    pub(super) prompt: TokenSeq,
+    pub(super) max_output_tokens: usize,
+    pub(super) hints: RouteHints,
+}
+
+/// Records a released turn as request `origins.len()`: its arrival in the collector (at the
+/// release time in closed loop, at its scheduled time in open loop) and its origin.
+pub(super) fn record_arrival(
+    release: Release<'_>,
+    now_ms: f64,
+    closed_loop: bool,
+    collector: &mut Collector,
+    origins: &mut Vec<RequestOrigin>,
+) -> ReleasedRequest {
+    let id: RequestId = origins.len();
+    let max_output_tokens = release.turn.max_output_tokens;
+    let arrival_ms = if closed_loop {
+        now_ms
+    } else {
+        release.ready_at_ms
+    };
+    collector.on_arrival(
+        id,
+        arrival_ms,
+        release.prompt.len(),
+        max_output_tokens,
+        Some((release.session_id, release.turn_index)),
+    );
+    origins.push(RequestOrigin {
+        session: release.session_index,
+        turn: release.turn_index,
+        generated: 0,
+        input_length: release.prompt.len(),
+    });
+    ReleasedRequest {
+        id,
+        hints: RouteHints::of(release.turn, arrival_ms),
+        prompt: release.prompt,
+        max_output_tokens,
+    }
 }
 
 /// What the KV router needs of a released turn beyond the engine request.

@@ -23,7 +23,7 @@
 
 use std::collections::VecDeque;
 
-use super::common::{kv_router, EventQueue, RequestOrigin, RouteHints};
+use super::common::{kv_router, record_arrival, EventQueue, RequestOrigin, RouteHints};
 use super::driver::{Driver, Terminal};
 use crate::config::router_config::PrefillLoadModel;
 use crate::config::{
@@ -444,29 +444,19 @@ impl<'s> Disaggregated<'s> {
         let closed_loop = matches!(self.spec.arrivals, ArrivalMode::Concurrency { .. });
         let mut released = false;
         while let Some(release) = self.driver.pop_ready(self.now_ms) {
-            let id: RequestId = self.origins.len();
-            let max_output_tokens = release.turn.max_output_tokens;
-            let arrival_ms = if closed_loop {
-                self.now_ms
-            } else {
-                release.ready_at_ms
-            };
-            self.collector.on_arrival(
-                id,
-                arrival_ms,
-                release.prompt.len(),
-                max_output_tokens,
-                Some((release.session_id, release.turn_index)),
+            let arrival = record_arrival(
+                release,
+                self.now_ms,
+                closed_loop,
+                &mut self.collector,
+                &mut self.origins,
             );
-            self.origins.push(RequestOrigin {
-                session: release.session_index,
-                turn: release.turn_index,
-                generated: 0,
-                input_length: release.prompt.len(),
-            });
-            let hints = RouteHints::of(release.turn, arrival_ms);
-            self.handoffs
-                .push(Handoff::new(release.prompt, max_output_tokens, hints));
+            let id = arrival.id;
+            self.handoffs.push(Handoff::new(
+                arrival.prompt,
+                arrival.max_output_tokens,
+                arrival.hints,
+            ));
             self.in_flight += 1;
             let first = match self.order {
                 Order::SourceFirst => {
