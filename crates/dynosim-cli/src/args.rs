@@ -118,7 +118,7 @@ pub struct Cli {
     #[arg(long, value_name = "INT", value_parser = parse_int)]
     pub replay_concurrency: Option<i64>,
 
-    /// Replay in virtual time (offline) or against live workers in real time (online)
+    /// Replay in virtual time (offline; online replay is not built yet)
     #[arg(long, value_name = "MODE", default_value = "offline",
           value_parser = PossibleValuesParser::new(["offline", "online"]))]
     pub replay_mode: String,
