@@ -22,7 +22,8 @@ use dynosim::config::ReplayOptions;
     color = clap::ColorChoice::Never
 )]
 pub struct Cli {
-    /// Trace file to replay (Mooncake JSONL); omit it for a synthetic workload
+    /// Trace file to replay (one file; one or more shards with --trace-format dynamo); omit it for a
+    /// synthetic workload
     #[arg(value_name = "TRACE_FILES")]
     pub trace_files: Vec<PathBuf>,
 
