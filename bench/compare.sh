@@ -44,4 +44,6 @@ bench "conversation, 4 workers" "$traces/conversation_trace.jsonl" --num-workers
 bench "conversation, 4 workers, kv_router" "$traces/conversation_trace.jsonl" --num-workers 4 --router-mode kv_router
 bench "conversation, sglang, c24" "$traces/conversation_trace.jsonl" --replay-concurrency 24 \
   --extra-engine-args '{"engine_type":"sglang","num_gpu_blocks":300000}'
+bench "conversation, sglang, 4w kv_router, c24" "$traces/conversation_trace.jsonl" --num-workers 4 \
+  --router-mode kv_router --replay-concurrency 24 --extra-engine-args '{"engine_type":"sglang","num_gpu_blocks":300000}'
 bench "synthetic 5000/500 x2000 c64" --input-tokens 5000 --output-tokens 500 --request-count 2000 --replay-concurrency 64

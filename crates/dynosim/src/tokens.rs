@@ -1,11 +1,19 @@
-//! Token sequences stored as runs, and their chained block hashes.
+//! Token sequences stored as runs, and the identities of their blocks.
 //!
 //! A trace prompt is `input_length` tokens where each trace `hash_id` stands for up to
 //! `trace_block_size` copies of one token. Storing one integer per token would cost gigabytes on
 //! the public traces, so a sequence is kept run-length encoded: adjacent equal tokens always merge,
-//! which makes the encoding canonical (equal token sequences have equal runs). Block hashes are
-//! computed from the runs, so two blocks hash alike exactly when their tokens and everything
-//! before them are alike (the chained, position-aware identity a paged KV cache uses).
+//! which makes the encoding canonical (equal token sequences have equal runs).
+//!
+//! **Block identity.** A block of a paged KV cache is identified by every token up to its end:
+//! two blocks are interchangeable exactly when the sequences through them are equal. The prefix
+//! through a block's end is, canonically, the full runs before the run holding its last token,
+//! then that run's token, then how far into the run the block ends. So each run gets a *base*
+//! hash (of all runs before it, and its token), computed once when the run is pushed, and block
+//! `i` is identified by `(base of the run holding its last token, i)`: the index fixes where the
+//! block ends. Consecutive blocks ending in the same run share a base, which lets caches and
+//! routers keep a run of blocks as one entry ([`BlockRun`]) instead of one per block; where a
+//! single 64-bit key per block is wanted, [`block_key`] mixes the pair.
 //!
 //! Token-id spaces never overlap: interned trace ids are below 2^32, request-unique prompt
 //! content and generated tokens carry a tag in the top bits (see [`unique_prompt_token`] and
@@ -24,13 +32,22 @@ pub struct TokenSeq {
     runs: Vec<Run>,
     /// `ends[i]` = number of tokens up to and including run `i`.
     ends: Vec<usize>,
+    /// `bases[i]` = hash of runs `0..i` and the token of run `i` (a function of `runs`).
+    bases: Vec<u64>,
+}
+
+/// `count` consecutive blocks that end in the same token run: they share `base`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRun {
+    pub base: u64,
+    pub count: u32,
 }
 
 const TAG_UNIQUE_PROMPT: u64 = 1 << 62;
 const TAG_GENERATED: u64 = 2 << 62;
 
 /// The token of a prompt whose content no other request shares (synthetic simple path): request
-/// `key` is `input_tokens` copies of this token. Chained hashing keeps its blocks distinct.
+/// `key` is `input_tokens` copies of this token. Block identities keep its blocks distinct.
 pub fn unique_prompt_token(key: u64) -> u64 {
     TAG_UNIQUE_PROMPT | (key & (TAG_UNIQUE_PROMPT - 1))
 }
@@ -39,6 +56,11 @@ pub fn unique_prompt_token(key: u64) -> u64 {
 /// random output tokens of the reference are for all practical purposes.
 pub fn generated_token(request: u64, index: u64) -> u64 {
     TAG_GENERATED | ((request & 0x3FFF_FFFF) << 32) | (index & 0xFFFF_FFFF)
+}
+
+/// One 64-bit key for block `index` whose last token lies in the run of `base`.
+pub fn block_key(base: u64, index: usize) -> u64 {
+    mix(base, index as u64)
 }
 
 impl TokenSeq {
@@ -69,9 +91,17 @@ impl TokenSeq {
                 last.len += len;
                 *self.ends.last_mut().expect("ends parallels runs") = total;
             }
-            _ => {
+            last => {
+                // The previous run is complete now: fold it (base and length) into the chain.
+                let before = last.map_or(SEED, |last| {
+                    mix(
+                        *self.bases.last().expect("bases parallel runs"),
+                        u64::from(last.len),
+                    )
+                });
                 self.runs.push(Run { token, len });
                 self.ends.push(total);
+                self.bases.push(mix(before, token));
             }
         }
     }
@@ -89,45 +119,190 @@ impl TokenSeq {
 
     /// Index of the run holding token position `pos` (`pos < len`).
     fn run_at(&self, pos: usize) -> usize {
+        // Growing sequences are mostly read at their end: try the last run first.
+        let runs = self.ends.len();
+        if runs >= 2 && pos >= self.ends[runs - 2] && pos < self.ends[runs - 1] {
+            return runs - 1;
+        }
         self.ends.partition_point(|&end| end <= pos)
     }
 
-    /// Extends `hashes` (the chained hashes of this sequence's first `hashes.len()` full blocks of
-    /// `block_size` tokens) with the hashes of every further full block.
-    pub fn extend_block_hashes(&self, block_size: usize, hashes: &mut Vec<u64>) {
+    /// The full blocks of `block_size` tokens of this sequence.
+    pub fn blocks(&self, block_size: usize) -> Blocks<'_> {
         assert!(block_size > 0, "block size must be positive");
-        let full_blocks = self.len() / block_size;
-        if hashes.len() >= full_blocks {
-            return;
-        }
-        let mut block = hashes.len();
-        let mut parent = hashes.last().copied().unwrap_or(SEED);
-        let mut run = self.run_at(block * block_size);
-        while block < full_blocks {
-            let start = block * block_size;
-            let end = start + block_size;
-            let mut h = parent;
-            let mut pos = start;
-            while pos < end {
-                let run_end = self.ends[run];
-                let take_end = run_end.min(end);
-                h = mix(mix(h, self.runs[run].token), (take_end - pos) as u64);
-                pos = take_end;
-                if take_end == run_end {
-                    run += 1;
-                }
-            }
-            hashes.push(h);
-            parent = h;
-            block += 1;
+        Blocks {
+            seq: self,
+            block_size,
+            start: 0,
+            end: self.len() / block_size,
         }
     }
 
-    /// The chained hashes of every full block.
-    pub fn block_hashes(&self, block_size: usize) -> Vec<u64> {
-        let mut hashes = Vec::with_capacity(self.len() / block_size.max(1));
-        self.extend_block_hashes(block_size, &mut hashes);
-        hashes
+    /// Extends `hashes` (the keys of this sequence's first `hashes.len()` full blocks of
+    /// `block_size` tokens, see [`block_key`]) with the keys of every further full block.
+    pub fn extend_block_hashes(&self, block_size: usize, hashes: &mut Vec<u64>) {
+        let blocks = self.blocks(block_size);
+        if hashes.len() >= blocks.len() {
+            return;
+        }
+        let mut index = hashes.len();
+        hashes.reserve(blocks.len() - index);
+        for run in blocks.range(index, blocks.len()).runs() {
+            for _ in 0..run.count {
+                hashes.push(block_key(run.base, index));
+                index += 1;
+            }
+        }
+    }
+
+    /// The [`block_key`] of every full block.
+    pub fn block_keys(&self, block_size: usize) -> Vec<u64> {
+        let mut keys = Vec::new();
+        self.extend_block_hashes(block_size, &mut keys);
+        keys
+    }
+
+    /// The identities of every full block, run-length encoded.
+    pub fn block_hashes(&self, block_size: usize) -> BlockHashes {
+        let blocks = self.blocks(block_size);
+        BlockHashes {
+            runs: blocks.runs().collect(),
+            len: blocks.len(),
+        }
+    }
+}
+
+/// A range of the full blocks of a [`TokenSeq`] (block indices `start..end`), read in place.
+#[derive(Clone, Copy, Debug)]
+pub struct Blocks<'a> {
+    seq: &'a TokenSeq,
+    block_size: usize,
+    start: usize,
+    end: usize,
+}
+
+impl<'a> Blocks<'a> {
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    /// Index (in the whole sequence) of the first block of the range.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// The blocks `from..to` of this range (relative indices).
+    pub fn range(&self, from: usize, to: usize) -> Blocks<'a> {
+        assert!(from <= to && to <= self.len(), "block range out of bounds");
+        Blocks {
+            start: self.start + from,
+            end: self.start + to,
+            ..*self
+        }
+    }
+
+    /// The blocks after the first `from` of this range.
+    pub fn skip(&self, from: usize) -> Blocks<'a> {
+        self.range(from.min(self.len()), self.len())
+    }
+
+    /// Base of the run holding the last token of the block at relative index `i`.
+    pub fn base(&self, i: usize) -> u64 {
+        debug_assert!(i < self.len());
+        let end = (self.start + i + 1) * self.block_size;
+        self.seq.bases[self.seq.run_at(end - 1)]
+    }
+
+    /// The [`block_key`] of the block at relative index `i`.
+    pub fn key(&self, i: usize) -> u64 {
+        block_key(self.base(i), self.start + i)
+    }
+
+    /// The range as maximal runs of blocks sharing a base, in order.
+    pub fn runs(&self) -> BlockRunIter<'a> {
+        let run = if self.is_empty() {
+            0
+        } else {
+            self.seq.run_at((self.start + 1) * self.block_size - 1)
+        };
+        BlockRunIter {
+            seq: self.seq,
+            block_size: self.block_size,
+            next: self.start,
+            end: self.end,
+            run,
+        }
+    }
+}
+
+/// Iterator over the [`BlockRun`]s of a [`Blocks`] range.
+#[derive(Clone, Debug)]
+pub struct BlockRunIter<'a> {
+    seq: &'a TokenSeq,
+    block_size: usize,
+    /// Next block index to yield.
+    next: usize,
+    end: usize,
+    /// A run index at or before the run holding the next block's last token.
+    run: usize,
+}
+
+impl Iterator for BlockRunIter<'_> {
+    type Item = BlockRun;
+
+    fn next(&mut self) -> Option<BlockRun> {
+        if self.next >= self.end {
+            return None;
+        }
+        let last_token = (self.next + 1) * self.block_size - 1;
+        while self.seq.ends[self.run] <= last_token {
+            self.run += 1;
+        }
+        let blocks_through_run = self.seq.ends[self.run] / self.block_size;
+        let upto = blocks_through_run.min(self.end);
+        let count = upto - self.next;
+        self.next = upto;
+        Some(BlockRun {
+            base: self.seq.bases[self.run],
+            count: u32::try_from(count).expect("a run's blocks fit u32"),
+        })
+    }
+}
+
+/// The identities of a sequence's leading full blocks, as runs of blocks sharing a base; block
+/// `i` is identified by its run's base and `i`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockHashes {
+    runs: Vec<BlockRun>,
+    len: usize,
+}
+
+impl BlockHashes {
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn runs(&self) -> &[BlockRun] {
+        &self.runs
+    }
+
+    /// The [`block_key`] of every block, in order.
+    pub fn keys(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut index = 0;
+        self.runs.iter().flat_map(move |run| {
+            let first = index;
+            index += run.count as usize;
+            (first..index).map(move |i| block_key(run.base, i))
+        })
     }
 }
 
@@ -155,6 +330,10 @@ mod tests {
         s
     }
 
+    fn keys(s: &TokenSeq, block_size: usize) -> Vec<u64> {
+        s.block_keys(block_size)
+    }
+
     #[test]
     fn runs_are_canonical() {
         let mut a = TokenSeq::new();
@@ -172,13 +351,15 @@ mod tests {
         a.push_run(1, 600);
         let mut b = TokenSeq::new();
         b.push_run(1, 700);
-        let ha = a.block_hashes(64);
-        let hb = b.block_hashes(64);
+        let ha = keys(&a, 64);
+        let hb = keys(&b, 64);
         assert_eq!(ha.len(), 9);
         assert_eq!(hb.len(), 10);
         assert_eq!(ha[..], hb[..9]);
         // A repeated block of the same token is still a different block at another position.
         assert_ne!(ha[0], ha[1]);
+        // ...though both end in the same run, so they share a base and form one block run.
+        assert_eq!(a.block_hashes(64).runs().len(), 1);
     }
 
     #[test]
@@ -189,7 +370,8 @@ mod tests {
         let mut b = TokenSeq::new();
         b.push_run(2, 64);
         b.push_run(1, 64);
-        assert_ne!(a.block_hashes(64)[0], b.block_hashes(64)[0]);
+        assert_ne!(keys(&a, 64)[0], keys(&b, 64)[0]);
+        assert_ne!(keys(&a, 64)[1], keys(&b, 64)[1]);
     }
 
     #[test]
@@ -200,8 +382,10 @@ mod tests {
         s.push(6);
         s.push(6);
         s.extend_block_hashes(2, &mut inc);
-        assert_eq!(inc, s.block_hashes(2));
+        assert_eq!(inc, keys(&s, 2));
         assert_eq!(inc.len(), 3);
+        let all: Vec<u64> = s.block_hashes(2).keys().collect();
+        assert_eq!(inc, all);
     }
 
     #[test]
@@ -216,6 +400,69 @@ mod tests {
         }
         b.push_run(4, 5);
         b.push_run(4, 25);
+        assert_eq!(keys(&a, 8), keys(&b, 8));
         assert_eq!(a.block_hashes(8), b.block_hashes(8));
+    }
+
+    /// Brute force: block `i` of `a` equals block `i` of `b` exactly when their token prefixes
+    /// through the block's end are equal, for every block size and many random sequences.
+    #[test]
+    fn block_identity_is_prefix_equality() {
+        let mut state = 0x1234_5678_u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let mut sequences: Vec<Vec<u64>> = Vec::new();
+        for _ in 0..60 {
+            let len = next(40) as usize;
+            sequences.push((0..len).map(|_| next(3)).collect());
+        }
+        for block_size in [1, 2, 3, 5] {
+            let all: Vec<(Vec<u64>, TokenSeq)> = sequences
+                .iter()
+                .map(|tokens| (tokens.clone(), seq(tokens)))
+                .collect();
+            for (ta, sa) in &all {
+                let ka = keys(sa, block_size);
+                let ba = sa.blocks(block_size);
+                assert_eq!(ka.len(), ta.len() / block_size);
+                let from_runs: Vec<u64> = sa.block_hashes(block_size).keys().collect();
+                assert_eq!(from_runs, ka);
+                for (i, &key) in ka.iter().enumerate() {
+                    assert_eq!(ba.key(i), key);
+                    assert_eq!(ba.range(i, ka.len()).key(0), key);
+                }
+                for (tb, sb) in &all {
+                    let kb = keys(sb, block_size);
+                    let bb = sb.blocks(block_size);
+                    for i in 0..ka.len().min(kb.len()) {
+                        let end = (i + 1) * block_size;
+                        let same = ta[..end] == tb[..end];
+                        assert_eq!(ka[i] == kb[i], same);
+                        assert_eq!(ba.base(i) == bb.base(i), same);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn block_runs_cover_ranges() {
+        let mut s = TokenSeq::new();
+        s.push_run(1, 10);
+        s.push_run(2, 3);
+        s.push_run(3, 20);
+        let blocks = s.blocks(4);
+        assert_eq!(blocks.len(), 8);
+        let counts: Vec<u32> = blocks.runs().map(|r| r.count).collect();
+        // Ends 4, 8 in run 0; 12 in run 1 (tokens 10..13); 16..32 in run 2.
+        assert_eq!(counts, [2, 1, 5]);
+        let sub: Vec<u32> = blocks.range(1, 4).runs().map(|r| r.count).collect();
+        assert_eq!(sub, [1, 1, 1]);
+        assert!(blocks.range(3, 3).runs().next().is_none());
+        assert_eq!(blocks.skip(5).start(), 5);
     }
 }

@@ -31,7 +31,7 @@ use super::{
     DestinationRefused, DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId,
 };
 use crate::config::{EngineArgs, WorkerType};
-use crate::tokens::{generated_token, TokenSeq};
+use crate::tokens::{generated_token, Blocks, TokenSeq};
 
 const DEFAULT_MAX_PREFILL_TOKENS: usize = 16384;
 const DEFAULT_CHUNKED_PREFILL_SIZE: usize = 8192;
@@ -62,11 +62,8 @@ struct Request {
     id: RequestId,
     prompt_len: usize,
     max_output: usize,
-    /// Prompt plus generated tokens.
+    /// Prompt plus generated tokens (its full pages are read in place: [`TokenSeq::blocks`]).
     tokens: TokenSeq,
-    /// Chained identities of the leading full pages of `tokens`, computed on first use and kept
-    /// up to date from then on.
-    pages: Vec<u64>,
     /// Tokens whose KV has been computed (and is held).
     materialized: usize,
     /// Tokens the held pages can take (`materialized` rounded up to a page).
@@ -96,10 +93,9 @@ impl Request {
         self.len() - self.materialized
     }
 
-    /// Page identities of every full page of the sequence.
-    fn page_ids(&mut self, page_size: usize) -> &[u64] {
-        self.tokens.extend_block_hashes(page_size, &mut self.pages);
-        &self.pages
+    /// The full pages of the sequence.
+    fn pages(&self, page_size: usize) -> Blocks<'_> {
+        self.tokens.blocks(page_size)
     }
 
     /// Pages the request owns outside the tree.
@@ -218,7 +214,6 @@ impl SglangScheduler {
             prompt_len: request.prompt.len(),
             max_output: request.max_output_tokens,
             tokens: request.prompt,
-            pages: Vec::new(),
             materialized: 0,
             allocated: 0,
             cached: 0,
@@ -276,8 +271,9 @@ impl SglangScheduler {
         *last_attempt = Some(generation);
         let prompt_len = request.prompt_len;
         let full_pages = prompt_len / ps;
-        let pages = &request.page_ids(ps)[..full_pages];
-        let (matched, node) = self.cache.match_prefix(pages);
+        let (matched, node) = self
+            .cache
+            .match_prefix(request.pages(ps).range(0, full_pages));
         self.cache.inc_lock_ref(node);
         let allocated = ceil_to_page(prompt_len, ps);
         let fresh_pages = (allocated - matched * ps) / ps;
@@ -450,15 +446,15 @@ impl SglangScheduler {
         let twin_tokens = IN_BATCH_PREFIX_TOKENS.div_ceil(ps) * ps;
         let mut openings = HashSet::new();
         let mut scored: Vec<(bool, usize, Request)> = Vec::with_capacity(self.waiting.len());
-        for mut request in self.waiting.drain(..) {
+        for request in self.waiting.drain(..) {
             let len = request.len();
-            let pages = request.page_ids(ps);
+            let pages = request.pages(ps);
             let cached = self.cache.prefix_match_len(pages) * ps;
             // Pages are chained, so the identity of the page ending at `twin_tokens` stands for
             // all tokens up to there.
             let behind = cached <= IN_BATCH_PREFIX_TOKENS
                 && len >= twin_tokens
-                && !openings.insert(pages[twin_tokens / ps - 1]);
+                && !openings.insert(pages.key(twin_tokens / ps - 1));
             scored.push((behind, cached, request));
         }
         scored.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
@@ -562,8 +558,9 @@ impl SglangScheduler {
     /// reused tokens, or `None` (nothing held) when the pool cannot supply the pages.
     fn allocate(&mut self, request: &mut Request, end: usize) -> Option<usize> {
         let ps = self.page_size;
-        let pages = request.page_ids(ps);
-        let (matched, node) = self.cache.match_prefix(&pages[..end / ps]);
+        let (matched, node) = self
+            .cache
+            .match_prefix(request.pages(ps).range(0, end / ps));
         let prefix = matched * ps;
         let fresh_pages = (end - prefix).div_ceil(ps);
         let fresh_tokens = fresh_pages * ps;
@@ -611,7 +608,7 @@ impl SglangScheduler {
             .last_node
             .expect("a request with computed tokens holds a tree path");
         let first = request.cached / ps;
-        let pages = &request.page_ids(ps)[first..aligned / ps];
+        let pages = request.pages(ps).range(first, aligned / ps);
         let inserted = self.cache.insert_from_node(last, pages);
         if inserted.node != last {
             self.cache.inc_lock_ref(inserted.node);
@@ -634,7 +631,7 @@ impl SglangScheduler {
             .free_pages((request.materialized - complete).div_ceil(ps));
         if complete > 0 {
             let first = request.cached / ps;
-            let pages = &request.page_ids(ps)[first..complete / ps];
+            let pages = request.pages(ps).range(first, complete / ps);
             self.cache.insert_from_node(last, pages);
         }
         self.cache.dec_lock_ref(last);

@@ -38,7 +38,8 @@ struct Request {
     /// Output tokens to generate (already clamped for TRT-LLM).
     max_output: usize,
     generated: usize,
-    /// Chained hashes of the leading blocks that are complete and hashable: the prompt's full
+    /// Block keys ([`crate::tokens::block_key`]) of the leading blocks that are complete and
+    /// hashable: the prompt's full
     /// blocks, then each later block once it has been filled and computed.
     hashes: Vec<u64>,
     /// Prompt plus generated tokens, kept only with prefix caching on (to hash generated
@@ -205,7 +206,7 @@ impl VllmScheduler {
             }
         }
         let (hashes, tokens) = if self.pool.caching() {
-            (request.prompt.block_hashes(self.block_size), request.prompt)
+            (request.prompt.block_keys(self.block_size), request.prompt)
         } else {
             (Vec::new(), TokenSeq::new())
         };

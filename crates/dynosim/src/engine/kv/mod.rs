@@ -44,13 +44,28 @@ pub type CopyId = u32;
 
 const NIL: CopyId = CopyId::MAX;
 
-/// A change of the set of cache-visible hashes, for a KV-aware router.
+/// A change of the set of cache-visible blocks, for a KV-aware router.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KvEvent {
-    /// The first resident copy of `hash` became cache-visible.
+    /// The first resident copy of the block keyed `hash` became cache-visible.
     Stored { hash: u64 },
-    /// The last resident copy of `hash` was evicted.
+    /// The last resident copy of the block keyed `hash` was evicted.
     Removed { hash: u64 },
+    /// Blocks `first..first + count` of the run of `base` (see [`crate::tokens`]) entered a
+    /// prefix tree (SGLang). A tree holds the whole prefix of every block it holds, so the
+    /// blocks of one base it holds are always a leading range of that base's blocks.
+    StoredRun {
+        base: u64,
+        first: usize,
+        count: usize,
+    },
+    /// Blocks `first..first + count` of the run of `base` left a prefix tree (the last ones of
+    /// that base it held).
+    RemovedRun {
+        base: u64,
+        first: usize,
+        count: usize,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,10 +1,12 @@
 //! The SGLang flavour's KV model: a pool of fixed-size pages and a radix tree over page
 //! identities (the prefix cache).
 //!
-//! A page is `page_size` tokens. Its identity is the chained hash of every token up to its end
-//! (see [`crate::tokens`]), so two pages are interchangeable exactly when the sequences through
-//! them are equal. Every tree edge stores the identities of the pages it covers; a node owns those
-//! pages. A node's `lock_ref` counts the running requests whose prefix runs through it: locked
+//! A page is `page_size` tokens. Its identity stands for every token up to its end (see
+//! [`crate::tokens`]), so two pages are interchangeable exactly when the sequences through them
+//! are equal: at a given depth, two pages are equal exactly when their runs' bases are. Every tree
+//! edge stores the pages it covers as runs of pages sharing a base ([`BlockRun`]), so an edge
+//! costs one entry per token run, not one per page (at page size 1 a trace block of 512 equal
+//! tokens is one entry); a node owns the edge's pages. A node's `lock_ref` counts the running requests whose prefix runs through it: locked
 //! nodes are protected, unlocked ones are evictable, and eviction takes unlocked **leaves**,
 //! least recently used first (an unlocked parent becomes a leaf, and so evictable, once its last
 //! child is gone).
@@ -22,14 +24,14 @@
 //! descendant, so the order is the same as with eager marking, without an O(depth) walk per
 //! decoded token.
 //!
-//! Matching is O(depth · log(edge length)): along an edge the chained identities of a query agree
-//! with the edge's up to some page and disagree after it, so the common length is found by binary
-//! search.
+//! Matching walks an edge run by run: O(runs compared), whatever the page count.
 //!
-//! For a KV-aware router the tree can record [`KvEvent`]s: `Stored` when a page identity enters
-//! the tree, `Removed` when it is evicted. A chained identity names one position of one sequence,
-//! so the tree holds each identity at most once and replaying the events in order rebuilds
-//! exactly the set of identities in the tree. (The reference advertises a page when it is
+//! For a KV-aware router the tree can record [`KvEvent`]s: `StoredRun` when pages enter the tree,
+//! `RemovedRun` when they are evicted, one event per run of pages sharing a base. A page identity
+//! names one position of one sequence, so the tree holds each identity at most once and replaying
+//! the events in order rebuilds exactly the set of identities in the tree. Evictions are reported
+//! newest page first, so that after every single event the tree a router rebuilds is still
+//! prefix-closed. (The reference advertises a page when it is
 //! allocated and withdraws it when its last copy is freed; every full page a request computes
 //! enters the tree within the same pass, and a page retracted before that is withdrawn within the
 //! pass too, so at the pass end, when SGLang's events become visible, both sets agree.)
@@ -37,6 +39,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::KvEvent;
+use crate::tokens::{BlockRun, Blocks};
 
 /// Index of a node inside a [`RadixCache`].
 pub type NodeId = u32;
@@ -47,10 +50,14 @@ const NO_PARENT: NodeId = NodeId::MAX;
 #[derive(Debug, Default)]
 struct Node {
     parent: NodeId,
-    /// Children keyed by the identity of the first page on their edge.
+    /// Children keyed by the base of the first page on their edge (all at the same depth).
     children: BTreeMap<u64, NodeId>,
-    /// Identity of each page on the edge from the parent to this node.
-    key: Vec<u64>,
+    /// The pages on the edge from the parent to this node, as runs sharing a base.
+    key: Vec<BlockRun>,
+    /// Pages on the edge.
+    key_len: usize,
+    /// Depth (page index in the sequence) of the edge's first page.
+    start: usize,
     lock_ref: u32,
     /// When the node was created (a mark that does not reach its ancestors); a split node keeps
     /// the stamps of the node it was cut from.
@@ -165,15 +172,35 @@ impl RadixCache {
         }
     }
 
-    fn record_stored(&mut self, pages: &[u64]) {
+    fn record_stored(&mut self, pages: Blocks<'_>) {
         if let Some(events) = &mut self.events {
-            events.extend(pages.iter().map(|&hash| KvEvent::Stored { hash }));
+            let mut first = pages.start();
+            for run in pages.runs() {
+                let count = run.count as usize;
+                events.push(KvEvent::StoredRun {
+                    base: run.base,
+                    first,
+                    count,
+                });
+                first += count;
+            }
         }
     }
 
-    fn record_removed(&mut self, pages: &[u64]) {
-        if let Some(events) = &mut self.events {
-            events.extend(pages.iter().map(|&hash| KvEvent::Removed { hash }));
+    /// Records the removal of the pages `runs`, whose first page is at depth `start`, newest
+    /// first.
+    fn record_removed(events: &mut Option<Vec<KvEvent>>, runs: &[BlockRun], start: usize) {
+        if let Some(events) = events {
+            let mut end = start + runs.iter().map(|run| run.count as usize).sum::<usize>();
+            for run in runs.iter().rev() {
+                let count = run.count as usize;
+                end -= count;
+                events.push(KvEvent::RemovedRun {
+                    base: run.base,
+                    first: end,
+                    count,
+                });
+            }
         }
     }
 
@@ -207,7 +234,7 @@ impl RadixCache {
 
     /// Pages on the edge into `id`.
     pub fn edge_pages(&self, id: NodeId) -> usize {
-        self.node(id).key.len()
+        self.node(id).key_len
     }
 
     pub fn lock_ref(&self, id: NodeId) -> u32 {
@@ -269,37 +296,60 @@ impl RadixCache {
         }
     }
 
-    /// Pages `key` and `query` have in common from their start. Chained identities agree up to
-    /// some page and disagree from there on, so the boundary is found by binary search.
-    fn common_pages(key: &[u64], query: &[u64]) -> usize {
-        let n = key.len().min(query.len());
-        let mut lo = 0;
-        let mut hi = n;
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if key[mid] == query[mid] {
-                lo = mid + 1;
+    /// Pages `key` and `query` (both starting at the same depth) have in common from their
+    /// start: pages at one depth are equal exactly when their bases are.
+    fn common_pages(key: &[BlockRun], query: Blocks<'_>) -> usize {
+        let mut common = 0;
+        let mut key_runs = key.iter().copied();
+        let mut query_runs = query.runs();
+        let mut k = key_runs.next();
+        let mut q = query_runs.next();
+        while let (Some(mut kr), Some(mut qr)) = (k, q) {
+            if kr.base != qr.base {
+                break;
+            }
+            let step = kr.count.min(qr.count);
+            common += step as usize;
+            kr.count -= step;
+            qr.count -= step;
+            k = if kr.count == 0 {
+                key_runs.next()
             } else {
-                hi = mid;
+                Some(kr)
+            };
+            q = if qr.count == 0 {
+                query_runs.next()
+            } else {
+                Some(qr)
+            };
+        }
+        common
+    }
+
+    /// Appends `pages` to `key`, merging runs of the same base.
+    fn append_runs(key: &mut Vec<BlockRun>, pages: Blocks<'_>) {
+        for run in pages.runs() {
+            match key.last_mut() {
+                Some(last) if last.base == run.base => last.count += run.count,
+                _ => key.push(run),
             }
         }
-        lo
     }
 
     /// Longest cached prefix of `pages` (page identities from the sequence start): returns the
     /// number of matched pages and the node where the match ends, splitting an edge matched only
     /// partly so that the match ends on a node. Marks the matched path as used.
-    pub fn match_prefix(&mut self, pages: &[u64]) -> (usize, NodeId) {
+    pub fn match_prefix(&mut self, pages: Blocks<'_>) -> (usize, NodeId) {
         let now = self.tick();
         self.set_access(ROOT, now);
         let mut current = ROOT;
         let mut matched = 0;
         while matched < pages.len() {
-            let Some(&child) = self.node(current).children.get(&pages[matched]) else {
+            let Some(&child) = self.node(current).children.get(&pages.base(matched)) else {
                 break;
             };
-            let child_len = self.node(child).key.len();
-            let common = Self::common_pages(&self.node(child).key, &pages[matched..]);
+            let child_len = self.node(child).key_len;
+            let common = Self::common_pages(&self.node(child).key, pages.skip(matched));
             if common < child_len {
                 if common > 0 {
                     current = self.split(child, common);
@@ -315,17 +365,17 @@ impl RadixCache {
     }
 
     /// Like [`RadixCache::match_prefix`] but read-only: no split, no access mark.
-    pub fn prefix_match_len(&self, pages: &[u64]) -> usize {
+    pub fn prefix_match_len(&self, pages: Blocks<'_>) -> usize {
         let mut current = ROOT;
         let mut matched = 0;
         while matched < pages.len() {
-            let Some(&child) = self.node(current).children.get(&pages[matched]) else {
+            let Some(&child) = self.node(current).children.get(&pages.base(matched)) else {
                 break;
             };
-            let key = &self.node(child).key;
-            let common = Self::common_pages(key, &pages[matched..]);
+            let node = self.node(child);
+            let common = Self::common_pages(&node.key, pages.skip(matched));
             matched += common;
-            if common < key.len() {
+            if common < node.key_len {
                 break;
             }
             current = child;
@@ -335,18 +385,23 @@ impl RadixCache {
 
     /// Inserts a whole sequence of page identities from the root, handing over one
     /// request-owned page per identity.
-    pub fn insert(&mut self, pages: &[u64]) -> Inserted {
+    pub fn insert(&mut self, pages: Blocks<'_>) -> Inserted {
         self.insert_below(ROOT, pages, false)
     }
 
     /// Inserts the pages that follow the sequence ending at `start` (a node a request holds a
     /// lock on), handing over one request-owned page per identity. The request's own unshared
     /// tail leaf grows in place.
-    pub fn insert_from_node(&mut self, start: NodeId, pages: &[u64]) -> Inserted {
+    pub fn insert_from_node(&mut self, start: NodeId, pages: Blocks<'_>) -> Inserted {
         self.insert_below(start, pages, true)
     }
 
-    fn insert_below(&mut self, start: NodeId, pages: &[u64], extend_own_tail: bool) -> Inserted {
+    fn insert_below(
+        &mut self,
+        start: NodeId,
+        pages: Blocks<'_>,
+        extend_own_tail: bool,
+    ) -> Inserted {
         if pages.is_empty() {
             return Inserted {
                 node: start,
@@ -372,22 +427,22 @@ impl RadixCache {
                     || (extend_own_tail && current == start && node.lock_ref == 1));
             if growable {
                 let adopted = pages.len() - offset;
-                self.extend_leaf(current, &pages[offset..], now);
+                self.extend_leaf(current, pages.skip(offset), now);
                 break Inserted {
                     node: current,
                     adopted_pages: adopted,
                 };
             }
-            let Some(&child) = node.children.get(&pages[offset]) else {
+            let Some(&child) = node.children.get(&pages.base(offset)) else {
                 let adopted = pages.len() - offset;
-                let node = self.create_child(current, &pages[offset..]);
+                let node = self.create_child(current, pages.skip(offset));
                 break Inserted {
                     node,
                     adopted_pages: adopted,
                 };
             };
-            let child_len = self.node(child).key.len();
-            let common = Self::common_pages(&self.node(child).key, &pages[offset..]);
+            let child_len = self.node(child).key_len;
+            let common = Self::common_pages(&self.node(child).key, pages.skip(offset));
             if common == child_len {
                 offset += common;
                 current = child;
@@ -399,7 +454,7 @@ impl RadixCache {
             offset += common;
             if offset < pages.len() {
                 let adopted = pages.len() - offset;
-                let node = self.create_child(intermediate, &pages[offset..]);
+                let node = self.create_child(intermediate, pages.skip(offset));
                 break Inserted {
                     node,
                     adopted_pages: adopted,
@@ -415,10 +470,12 @@ impl RadixCache {
         result
     }
 
-    fn extend_leaf(&mut self, id: NodeId, pages: &[u64], now: u64) {
+    fn extend_leaf(&mut self, id: NodeId, pages: Blocks<'_>, now: u64) {
         self.record_stored(pages);
         let node = self.node_mut(id);
-        node.key.extend_from_slice(pages);
+        debug_assert_eq!(node.start + node.key_len, pages.start());
+        Self::append_runs(&mut node.key, pages);
+        node.key_len += pages.len();
         let locked = node.lock_ref > 0;
         self.set_access(id, now);
         if locked {
@@ -431,18 +488,40 @@ impl RadixCache {
     /// Splits the edge into `child` after `at` pages: a new intermediate node takes the first
     /// `at` pages (and the child's lock count and access time) and becomes the child's parent.
     fn split(&mut self, child: NodeId, at: usize) -> NodeId {
-        let (parent, prefix, lock_ref, created, used, first_old, first_new) = {
+        let (parent, prefix, start, lock_ref, created, used, first_old, first_new) = {
             let node = self.node_mut(child);
-            let suffix = node.key.split_off(at);
-            let prefix = std::mem::replace(&mut node.key, suffix);
+            debug_assert!(0 < at && at < node.key_len);
+            // Find the run holding page `at`; a run cut in two keeps its base on both sides.
+            let mut piece = 0;
+            let mut before = 0;
+            while before + node.key[piece].count as usize <= at {
+                before += node.key[piece].count as usize;
+                piece += 1;
+            }
+            let cut = u32::try_from(at - before).expect("run lengths fit u32");
+            let mut suffix = node.key.split_off(piece);
+            let mut prefix = std::mem::take(&mut node.key);
+            if cut > 0 {
+                prefix.push(BlockRun {
+                    base: suffix[0].base,
+                    count: cut,
+                });
+                suffix[0].count -= cut;
+            }
+            node.key = suffix;
+            let first_old = prefix[0].base;
+            let start = node.start;
+            node.start += at;
+            node.key_len -= at;
             (
                 node.parent,
-                prefix.clone(),
+                prefix,
+                start,
                 node.lock_ref,
                 node.created,
                 node.used,
-                prefix[0],
-                node.key[0],
+                first_old,
+                node.key[0].base,
             )
         };
         let mut children = BTreeMap::new();
@@ -451,6 +530,8 @@ impl RadixCache {
             parent,
             children,
             key: prefix,
+            key_len: at,
+            start,
             lock_ref,
             created,
             used,
@@ -463,20 +544,24 @@ impl RadixCache {
         intermediate
     }
 
-    fn create_child(&mut self, parent: NodeId, pages: &[u64]) -> NodeId {
+    fn create_child(&mut self, parent: NodeId, pages: Blocks<'_>) -> NodeId {
         self.record_stored(pages);
         let stamp = self.tick();
+        let key: Vec<BlockRun> = pages.runs().collect();
+        let first_base = key[0].base;
         let child = self.new_node(Node {
             parent,
             children: BTreeMap::new(),
-            key: pages.to_vec(),
+            key,
+            key_len: pages.len(),
+            start: pages.start(),
             lock_ref: 0,
             created: stamp,
             used: 0,
             evictable: false,
         });
         self.unmark_evictable(parent);
-        self.node_mut(parent).children.insert(pages[0], child);
+        self.node_mut(parent).children.insert(first_base, child);
         self.mark_evictable(child);
         self.evictable_pages += pages.len();
         child
@@ -488,7 +573,7 @@ impl RadixCache {
         while current != ROOT {
             let node = self.node_mut(current);
             node.lock_ref += 1;
-            let pages = node.key.len();
+            let pages = node.key_len;
             let parent = node.parent;
             if node.lock_ref == 1 {
                 self.unmark_evictable(current);
@@ -509,7 +594,7 @@ impl RadixCache {
                 break;
             }
             node.lock_ref -= 1;
-            let pages = node.key.len();
+            let pages = node.key_len;
             let parent = node.parent;
             if node.lock_ref == 0 {
                 self.protected_pages -= pages;
@@ -532,15 +617,14 @@ impl RadixCache {
             let Some(&(_, victim)) = self.evictable_leaves.first() else {
                 break;
             };
-            let victim_pages = self.node(victim).key.len();
+            let victim_pages = self.node(victim).key_len;
             let wanted = (tokens - evicted).div_ceil(ps).min(victim_pages);
             if wanted < victim_pages {
                 let kept = victim_pages - wanted;
-                if let Some(events) = &mut self.events {
-                    let key = &self.nodes[victim as usize].key;
-                    events.extend(key[kept..].iter().map(|&hash| KvEvent::Removed { hash }));
-                }
-                self.node_mut(victim).key.truncate(kept);
+                let node = &mut self.nodes[victim as usize];
+                let removed = Self::truncate_runs(&mut node.key, wanted);
+                node.key_len = kept;
+                Self::record_removed(&mut self.events, &removed, node.start + kept);
                 self.free_pages += wanted;
                 self.evictable_pages -= wanted;
                 evicted += wanted * ps;
@@ -548,7 +632,7 @@ impl RadixCache {
             }
             self.unmark_evictable(victim);
             let node = std::mem::take(self.node_mut(victim));
-            self.record_removed(&node.key);
+            Self::record_removed(&mut self.events, &node.key, node.start);
             self.vacant.push(victim);
             self.free_pages += victim_pages;
             self.evictable_pages -= victim_pages;
@@ -557,7 +641,7 @@ impl RadixCache {
             // The parent was used whenever this node was (creation aside).
             self.set_access(parent, node.used);
             let parent_node = self.node_mut(parent);
-            parent_node.children.remove(&node.key[0]);
+            parent_node.children.remove(&node.key[0].base);
             if parent != ROOT && parent_node.children.is_empty() && parent_node.lock_ref == 0 {
                 self.mark_evictable(parent);
             }
@@ -565,9 +649,32 @@ impl RadixCache {
         evicted
     }
 
-    /// Every page identity held by the tree, sorted (tests).
+    /// Cuts the last `pages` pages off `key` and returns them as runs, in order.
+    fn truncate_runs(key: &mut Vec<BlockRun>, pages: usize) -> Vec<BlockRun> {
+        let mut removed = Vec::new();
+        let mut left = pages;
+        while left > 0 {
+            let last = key.last_mut().expect("truncating within the key");
+            let take = left.min(last.count as usize);
+            let take32 = u32::try_from(take).expect("run lengths fit u32");
+            removed.push(BlockRun {
+                base: last.base,
+                count: take32,
+            });
+            last.count -= take32;
+            if last.count == 0 {
+                key.pop();
+            }
+            left -= take;
+        }
+        removed.reverse();
+        removed
+    }
+
+    /// Every page identity held by the tree, as [`crate::tokens::block_key`]s, sorted (tests).
     #[cfg(test)]
     pub fn page_ids_in_tree(&self) -> Vec<u64> {
+        use crate::tokens::block_key;
         let mut ids: Vec<u64> = self
             .nodes
             .iter()
@@ -575,7 +682,14 @@ impl RadixCache {
             .filter(|(index, _)| {
                 *index != ROOT as usize && !self.vacant.contains(&(*index as NodeId))
             })
-            .flat_map(|(_, node)| node.key.iter().copied())
+            .flat_map(|(_, node)| {
+                let mut index = node.start;
+                node.key.iter().flat_map(move |run| {
+                    let first = index;
+                    index += run.count as usize;
+                    (first..index).map(move |i| block_key(run.base, i))
+                })
+            })
             .collect();
         ids.sort_unstable();
         ids
@@ -591,10 +705,15 @@ impl RadixCache {
             if index == ROOT as usize || self.vacant.contains(&(index as NodeId)) {
                 continue;
             }
+            assert_eq!(
+                node.key.iter().map(|run| run.count as usize).sum::<usize>(),
+                node.key_len
+            );
+            assert!(node.key.iter().all(|run| run.count > 0));
             if node.lock_ref == 0 {
-                evictable += node.key.len();
+                evictable += node.key_len;
             } else {
-                protected += node.key.len();
+                protected += node.key_len;
             }
             let should_be_evictable = node.lock_ref == 0 && node.children.is_empty();
             assert_eq!(node.evictable, should_be_evictable, "node {index}");
@@ -605,7 +724,11 @@ impl RadixCache {
                     .contains(&(Self::last_use(node), index as NodeId)));
             }
             let parent = &self.nodes[node.parent as usize];
-            assert_eq!(parent.children.get(&node.key[0]), Some(&(index as NodeId)));
+            assert_eq!(node.start, parent.start + parent.key_len);
+            assert_eq!(
+                parent.children.get(&node.key[0].base),
+                Some(&(index as NodeId))
+            );
             assert!(parent.lock_ref >= node.lock_ref || node.parent == ROOT);
         }
         assert_eq!(leaves, self.evictable_leaves.len());
@@ -622,7 +745,7 @@ impl RadixCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::TokenSeq;
+    use crate::tokens::{block_key, TokenSeq};
 
     fn seq(tokens: &[u64]) -> TokenSeq {
         let mut s = TokenSeq::new();
@@ -632,45 +755,58 @@ mod tests {
         s
     }
 
-    fn pages(tokens: &[u64], page_size: usize) -> Vec<u64> {
-        seq(tokens).block_hashes(page_size)
-    }
-
     /// Inserts `tokens` from the root as a finished request would: allocate its pages, hand
     /// them over.
     fn insert(cache: &mut RadixCache, tokens: &[u64]) -> Inserted {
-        let p = pages(tokens, cache.page_size());
+        let s = seq(tokens);
+        let p = s.blocks(cache.page_size());
         assert!(cache.allocate_pages(p.len()));
-        cache.insert(&p)
+        cache.insert(p)
     }
 
     fn matched(cache: &mut RadixCache, tokens: &[u64]) -> usize {
-        cache.match_prefix(&pages(tokens, cache.page_size())).0 * cache.page_size()
+        let ps = cache.page_size();
+        cache.match_prefix(seq(tokens).blocks(ps)).0 * ps
+    }
+
+    fn prefix_len(cache: &RadixCache, tokens: &[u64]) -> usize {
+        cache.prefix_match_len(seq(tokens).blocks(cache.page_size()))
+    }
+
+    /// The events as (stored?, page key) per page, in order.
+    fn per_page(events: &[KvEvent]) -> Vec<(bool, u64)> {
+        let mut out = Vec::new();
+        for event in events {
+            let (stored, base, first, count) = match *event {
+                KvEvent::StoredRun { base, first, count } => (true, base, first, count),
+                KvEvent::RemovedRun { base, first, count } => (false, base, first, count),
+                other => panic!("unexpected event {other:?}"),
+            };
+            out.extend((first..first + count).map(|i| (stored, block_key(base, i))));
+        }
+        out
     }
 
     #[test]
     fn match_and_split() {
         let mut cache = RadixCache::new(100, 1);
-        assert_eq!(cache.match_prefix(&pages(&[1, 2, 3], 1)), (0, ROOT));
+        assert_eq!(cache.match_prefix(seq(&[1, 2, 3]).blocks(1)), (0, ROOT));
         insert(&mut cache, &[1, 2, 3, 4, 5]);
         assert_eq!(matched(&mut cache, &[1, 2, 3, 4, 5]), 5);
         let second = insert(&mut cache, &[1, 2, 3, 4, 5, 6, 7]);
         // The shared five pages were duplicates; only two were adopted.
         assert_eq!(second.adopted_pages, 2);
-        let (len, node) = cache.match_prefix(&pages(&[1, 2, 3, 4, 5, 9, 9], 1));
+        let (len, node) = cache.match_prefix(seq(&[1, 2, 3, 4, 5, 9, 9]).blocks(1));
         assert_eq!(len, 5);
         assert_eq!(cache.edge_pages(node), 5);
         cache.check_invariants(0);
         // A match ending inside an edge splits it.
         let before = cache.num_nodes();
-        let (len, node) = cache.match_prefix(&pages(&[1, 2, 9], 1));
+        let (len, node) = cache.match_prefix(seq(&[1, 2, 9]).blocks(1));
         assert_eq!(len, 2);
         assert_eq!(cache.num_nodes(), before + 1);
         assert_eq!(cache.edge_pages(node), 2);
-        assert_eq!(
-            cache.prefix_match_len(&pages(&[1, 2, 3, 4, 5, 6, 7, 8], 1)),
-            7
-        );
+        assert_eq!(prefix_len(&cache, &[1, 2, 3, 4, 5, 6, 7, 8]), 7);
         cache.check_invariants(0);
     }
 
@@ -709,13 +845,14 @@ mod tests {
     #[test]
     fn locked_tail_grows_in_place_only_when_unshared() {
         let mut cache = RadixCache::new(100, 4);
-        let head = pages(&[1, 2, 3, 4, 5, 6, 7, 8], 4);
+        let head_seq = seq(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let head = head_seq.blocks(4);
         insert(&mut cache, &[1, 2, 3, 4]);
-        let (_, tail) = cache.match_prefix(&head[..1]);
+        let (_, tail) = cache.match_prefix(head.range(0, 1));
         cache.inc_lock_ref(tail);
         let nodes = cache.num_nodes();
         assert!(cache.allocate_pages(1));
-        let grown = cache.insert_from_node(tail, &head[1..]);
+        let grown = cache.insert_from_node(tail, head.skip(1));
         assert_eq!(grown.node, tail);
         assert_eq!(cache.num_nodes(), nodes);
         assert_eq!(cache.protected_tokens(), 8);
@@ -723,11 +860,11 @@ mod tests {
 
         let mut cache = RadixCache::new(100, 4);
         insert(&mut cache, &[1, 2, 3, 4]);
-        let (_, tail) = cache.match_prefix(&head[..1]);
+        let (_, tail) = cache.match_prefix(head.range(0, 1));
         cache.inc_lock_ref(tail);
         cache.inc_lock_ref(tail);
         assert!(cache.allocate_pages(1));
-        let grown = cache.insert_from_node(tail, &head[1..]);
+        let grown = cache.insert_from_node(tail, head.skip(1));
         assert_ne!(grown.node, tail);
         assert_eq!(cache.num_nodes(), 3);
         assert_eq!(cache.edge_pages(tail), 1);
@@ -744,12 +881,12 @@ mod tests {
         // Touch [1,2,3]: now [4,5,6] is the oldest.
         assert_eq!(matched(&mut cache, &[1, 2, 3]), 3);
         assert_eq!(cache.evict(3), 3);
-        assert_eq!(cache.prefix_match_len(&pages(&[4, 5, 6], 1)), 0);
-        assert_eq!(cache.prefix_match_len(&pages(&[1, 2, 3], 1)), 3);
-        assert_eq!(cache.prefix_match_len(&pages(&[7, 8, 9], 1)), 3);
+        assert_eq!(prefix_len(&cache, &[4, 5, 6]), 0);
+        assert_eq!(prefix_len(&cache, &[1, 2, 3]), 3);
+        assert_eq!(prefix_len(&cache, &[7, 8, 9]), 3);
         // Asking for less than a leaf trims its newest pages only.
         assert_eq!(cache.evict(1), 1);
-        assert_eq!(cache.prefix_match_len(&pages(&[7, 8, 9], 1)), 2);
+        assert_eq!(prefix_len(&cache, &[7, 8, 9]), 2);
         cache.check_invariants(0);
     }
 
@@ -759,14 +896,14 @@ mod tests {
         insert(&mut cache, &[1, 2, 3, 4, 5]);
         insert(&mut cache, &[1, 2, 3, 6, 7]);
         insert(&mut cache, &[9, 9]);
-        let (_, locked) = cache.match_prefix(&pages(&[9, 9], 1));
+        let (_, locked) = cache.match_prefix(seq(&[9, 9]).blocks(1));
         cache.inc_lock_ref(locked);
         assert_eq!(cache.evictable_tokens(), 7);
         assert_eq!(cache.protected_tokens(), 2);
         // Both branches go, then their shared parent (now an unlocked leaf).
         assert_eq!(cache.evict(100), 7);
-        assert_eq!(cache.prefix_match_len(&pages(&[1], 1)), 0);
-        assert_eq!(cache.prefix_match_len(&pages(&[9, 9], 1)), 2);
+        assert_eq!(prefix_len(&cache, &[1]), 0);
+        assert_eq!(prefix_len(&cache, &[9, 9]), 2);
         assert_eq!(cache.available_tokens(), 98);
         cache.dec_lock_ref(locked);
         assert_eq!(cache.evictable_tokens(), 2);
@@ -778,8 +915,8 @@ mod tests {
         let mut cache = RadixCache::new(100, 1);
         insert(&mut cache, &[1, 2, 3, 4, 5]);
         insert(&mut cache, &[1, 2, 3, 6, 7]);
-        let (_, a) = cache.match_prefix(&pages(&[1, 2, 3, 4, 5], 1));
-        let (_, b) = cache.match_prefix(&pages(&[1, 2, 3, 6, 7], 1));
+        let (_, a) = cache.match_prefix(seq(&[1, 2, 3, 4, 5]).blocks(1));
+        let (_, b) = cache.match_prefix(seq(&[1, 2, 3, 6, 7]).blocks(1));
         cache.inc_lock_ref(a);
         cache.inc_lock_ref(b);
         assert_eq!(cache.protected_tokens(), 7);
@@ -793,10 +930,11 @@ mod tests {
 
     /// Applies `events` to `mirror` strictly: a stored identity must be new, a removed one known.
     fn replay(mirror: &mut std::collections::HashSet<u64>, events: &[KvEvent]) {
-        for event in events {
-            match *event {
-                KvEvent::Stored { hash } => assert!(mirror.insert(hash), "stored twice: {hash}"),
-                KvEvent::Removed { hash } => assert!(mirror.remove(&hash), "unknown: {hash}"),
+        for (stored, hash) in per_page(events) {
+            if stored {
+                assert!(mirror.insert(hash), "stored twice: {hash}");
+            } else {
+                assert!(mirror.remove(&hash), "unknown: {hash}");
             }
         }
     }
@@ -813,9 +951,9 @@ mod tests {
         let mut replayed: Vec<u64> = mirror.iter().copied().collect();
         replayed.sort_unstable();
         assert_eq!(replayed, cache.page_ids_in_tree());
-        events
+        per_page(&events)
             .iter()
-            .filter(|e| matches!(e, KvEvent::Removed { .. }))
+            .filter(|(stored, _)| !stored)
             .count()
     }
 
@@ -824,33 +962,27 @@ mod tests {
         let mut cache = RadixCache::new(100, 2);
         cache.record_events();
         let mut mirror = std::collections::HashSet::new();
-        let a = pages(&[1, 2, 3, 4, 5, 6], 2);
+        let a = seq(&[1, 2, 3, 4, 5, 6]).block_keys(2);
         insert(&mut cache, &[1, 2, 3, 4, 5, 6]);
         let mut events = Vec::new();
         cache.drain_events_into(&mut events);
-        let stored: Vec<KvEvent> = a.iter().map(|&hash| KvEvent::Stored { hash }).collect();
-        assert_eq!(events, stored);
+        let stored: Vec<(bool, u64)> = a.iter().map(|&hash| (true, hash)).collect();
+        assert_eq!(per_page(&events), stored);
         replay(&mut mirror, &events);
         // A duplicate insert and a split change nothing.
         insert(&mut cache, &[1, 2, 3, 4]);
-        cache.match_prefix(&pages(&[1, 2, 9, 9], 2));
+        cache.match_prefix(seq(&[1, 2, 9, 9]).blocks(2));
         cache.drain_events_into(&mut events);
         assert!(events.is_empty());
         // A branch stores only its new pages; trimming a leaf removes its newest pages.
         insert(&mut cache, &[1, 2, 3, 4, 7, 7, 8, 8]);
-        let b = pages(&[1, 2, 3, 4, 7, 7, 8, 8], 2);
+        let b = seq(&[1, 2, 3, 4, 7, 7, 8, 8]).block_keys(2);
         cache.drain_events_into(&mut events);
-        assert_eq!(
-            events,
-            vec![
-                KvEvent::Stored { hash: b[2] },
-                KvEvent::Stored { hash: b[3] }
-            ]
-        );
+        assert_eq!(per_page(&events), vec![(true, b[2]), (true, b[3])]);
         replay(&mut mirror, &events);
         assert_eq!(cache.evict(2), 2);
         cache.drain_events_into(&mut events);
-        assert_eq!(events, vec![KvEvent::Removed { hash: a[2] }]);
+        assert_eq!(per_page(&events), vec![(false, a[2])]);
         replay(&mut mirror, &events);
         assert_mirrors(&mut cache, &mut mirror);
         assert_eq!(cache.evict(100), 8);
@@ -882,37 +1014,38 @@ mod tests {
             let mut cache = RadixCache::new(60 * page_size, page_size);
             cache.record_events();
             let mut mirror = std::collections::HashSet::new();
-            // Requests holding a locked path: (node, private pages, page identities, cached pages).
-            let mut held: Vec<(NodeId, usize, Vec<u64>, usize)> = Vec::new();
+            // Requests holding a locked path: (node, private pages, tokens, cached pages).
+            let mut held: Vec<(NodeId, usize, TokenSeq, usize)> = Vec::new();
             let mut removed = 0;
             let mut largest = 0;
             for _ in 0..2000 {
                 let tokens: Vec<u64> = (0..1 + next(12) * page_size as u64)
                     .map(|i| if i < next(10) { 1 } else { next(3) })
                     .collect();
-                let ids = pages(&tokens, page_size);
+                let ids = seq(&tokens);
+                let blocks = ids.blocks(page_size);
                 match next(6) {
                     // A finished request hands over its pages.
                     0 => {
                         let free = cache.available_tokens() / page_size;
-                        if ids.len() > free {
-                            cache.evict((ids.len() - free) * page_size);
+                        if blocks.len() > free {
+                            cache.evict((blocks.len() - free) * page_size);
                         }
-                        if cache.allocate_pages(ids.len()) {
-                            cache.insert(&ids);
+                        if cache.allocate_pages(blocks.len()) {
+                            cache.insert(blocks);
                         }
                     }
                     // A request locks its cached prefix and takes pages for the rest.
                     1 | 2 => {
-                        let (matched, node) = cache.match_prefix(&ids);
+                        let (matched, node) = cache.match_prefix(blocks);
                         cache.inc_lock_ref(node);
-                        let fresh = ids.len() - matched;
+                        let fresh = blocks.len() - matched;
                         let free = cache.available_tokens() / page_size;
                         if fresh > free {
                             cache.evict((fresh - free) * page_size);
                         }
                         if cache.allocate_pages(fresh) {
-                            held.push((node, fresh, ids, matched));
+                            held.push((node, fresh, ids.clone(), matched));
                         } else {
                             cache.dec_lock_ref(node);
                         }
@@ -922,7 +1055,8 @@ mod tests {
                         let index = next(held.len() as u64) as usize;
                         let (node, private, ids, cached) = &mut held[index];
                         let upto = *cached + next(*private as u64 + 1) as usize;
-                        let inserted = cache.insert_from_node(*node, &ids[*cached..upto]);
+                        let inserted = cache
+                            .insert_from_node(*node, ids.blocks(page_size).range(*cached, upto));
                         if inserted.node != *node {
                             cache.inc_lock_ref(inserted.node);
                             cache.dec_lock_ref(*node);
@@ -936,7 +1070,7 @@ mod tests {
                         let index = next(held.len() as u64) as usize;
                         let (node, private, ids, cached) = held.swap_remove(index);
                         if next(2) == 0 {
-                            cache.insert_from_node(node, &ids[cached..]);
+                            cache.insert_from_node(node, ids.blocks(page_size).skip(cached));
                         } else {
                             cache.free_pages(private);
                         }

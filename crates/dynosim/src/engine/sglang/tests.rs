@@ -4,6 +4,7 @@
 use super::*;
 use crate::config::{EngineArgs, SglangArgs};
 use crate::engine::timing::{polynomial_decode_ms, polynomial_prefill_ms};
+use crate::tokens::block_key;
 
 /// What happened to one request, as the simulator would stamp it.
 #[derive(Clone, Debug, Default)]
@@ -66,8 +67,17 @@ impl Harness {
         self.scheduler.drain_kv_events(&mut self.kv_events);
         for event in &self.kv_events {
             match *event {
-                KvEvent::Stored { hash } => assert!(view.insert(hash), "stored twice"),
-                KvEvent::Removed { hash } => assert!(view.remove(&hash), "removed unknown"),
+                KvEvent::StoredRun { base, first, count } => {
+                    for i in first..first + count {
+                        assert!(view.insert(block_key(base, i)), "stored twice");
+                    }
+                }
+                KvEvent::RemovedRun { base, first, count } => {
+                    for i in first..first + count {
+                        assert!(view.remove(&block_key(base, i)), "removed unknown");
+                    }
+                }
+                other => panic!("a radix tree reports runs: {other:?}"),
             }
         }
         let mut seen: Vec<u64> = view.iter().copied().collect();
@@ -467,14 +477,26 @@ fn an_admitted_request_is_visible_after_its_first_pass() {
     h.record_kv_events();
     let long = prompt(&[(5, 150)]);
     h.add(long.clone(), 10);
+    let stored_pages = |h: &Harness| {
+        h.kv_events
+            .iter()
+            .map(|event| match *event {
+                KvEvent::StoredRun { count, .. } => count,
+                _ => 0,
+            })
+            .sum::<usize>()
+    };
     assert!(h.pass());
-    assert_eq!(h.kv_events.len(), 64);
+    assert_eq!(stored_pages(&h), 64);
+    // One token run: one event.
+    assert_eq!(h.kv_events.len(), 1);
     assert!(h.pass());
-    assert_eq!(h.kv_events.len(), 64);
+    assert_eq!(stored_pages(&h), 64);
     assert!(h.pass());
     // The last 22 prompt tokens, then the first generated token.
-    assert_eq!(h.kv_events.len(), 23);
-    let hashes = long.block_hashes(1);
+    assert_eq!(stored_pages(&h), 23);
+    assert_eq!(h.kv_events.len(), 2);
+    let hashes = long.block_keys(1);
     let view = h.router_view.as_ref().expect("recording");
     assert!(hashes.iter().all(|hash| view.contains(hash)));
 }

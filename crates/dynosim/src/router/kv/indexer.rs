@@ -1,27 +1,69 @@
 //! What the router knows of each target's prefix cache, fed only by the engines' KV events.
 //!
-//! The reference keeps a radix tree over per-block content hashes; dynosim's block identity is
-//! already a chained hash (a block's hash covers its whole prefix), so a set of visible hashes
-//! per target answers the same question: how many leading blocks of a prompt form a chain the
-//! target has cached. The walk stops at the first miss.
+//! The reference keeps a radix tree over per-block content hashes; dynosim's block identity
+//! already covers the block's whole prefix (see [`crate::tokens`]), so a set of visible blocks per
+//! target answers the same question: how many leading blocks of a prompt the target has cached.
+//! The walk stops at the first miss.
+//!
+//! Two event shapes feed it. A vLLM block pool reports single blocks by key and evicts any of
+//! them, so those targets keep a set of keys. An SGLang radix tree reports runs of blocks sharing
+//! a base, and always holds the whole prefix of what it holds: of each base it holds a leading
+//! range of blocks, so those targets keep one range per base and answer a prompt run by run.
 
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
 
-use crate::engine::kv::{KvEvent, PassThroughHasher};
+use crate::engine::kv::{FastMap, KvEvent, PassThroughHasher};
+use crate::tokens::BlockHashes;
 
 type HashSetFast = HashSet<u64, BuildHasherDefault<PassThroughHasher>>;
 
-/// Cache-visible block hashes per (worker, rank) target.
+#[derive(Debug, Default)]
+struct TargetCache {
+    /// Keys of cached blocks, from per-block events.
+    keys: HashSetFast,
+    /// Per base, the cached blocks `first..end` (from run events).
+    ranges: FastMap<u64, (usize, usize)>,
+    /// Blocks in `ranges`.
+    range_blocks: usize,
+}
+
+impl TargetCache {
+    fn overlap_by_keys(&self, keys: &[u64]) -> usize {
+        keys.iter().take_while(|h| self.keys.contains(h)).count()
+    }
+
+    fn overlap_by_ranges(&self, hashes: &BlockHashes) -> usize {
+        let mut overlap = 0;
+        for run in hashes.runs() {
+            let count = run.count as usize;
+            let cached = match self.ranges.get(&run.base) {
+                // The prompt's blocks of this base start where the cached ones do.
+                Some(&(first, end)) if first == overlap => end - first,
+                _ => 0,
+            };
+            overlap += cached.min(count);
+            if cached < count {
+                break;
+            }
+        }
+        overlap
+    }
+}
+
+/// Cache-visible blocks per (worker, rank) target.
 #[derive(Debug)]
 pub struct CacheIndex {
-    targets: Vec<HashSetFast>,
+    targets: Vec<TargetCache>,
+    /// Scratch: the keys of the prompt being measured.
+    keys: Vec<u64>,
 }
 
 impl CacheIndex {
     pub fn new(targets: usize) -> Self {
         Self {
-            targets: (0..targets).map(|_| HashSetFast::default()).collect(),
+            targets: (0..targets).map(|_| TargetCache::default()).collect(),
+            keys: Vec::new(),
         }
     }
 
@@ -30,51 +72,153 @@ impl CacheIndex {
         for event in events {
             match *event {
                 KvEvent::Stored { hash } => {
-                    cached.insert(hash);
+                    cached.keys.insert(hash);
                 }
                 KvEvent::Removed { hash } => {
-                    cached.remove(&hash);
+                    cached.keys.remove(&hash);
+                }
+                KvEvent::StoredRun { base, first, count } => {
+                    let range = cached.ranges.entry(base).or_insert((first, first));
+                    debug_assert_eq!(range.1, first, "a prefix tree extends a base's range");
+                    range.1 = first + count;
+                    cached.range_blocks += count;
+                }
+                KvEvent::RemovedRun { base, first, count } => {
+                    let Some(range) = cached.ranges.get_mut(&base) else {
+                        debug_assert!(false, "removing unknown blocks");
+                        continue;
+                    };
+                    debug_assert_eq!(range.1, first + count, "a prefix tree trims a base's range");
+                    range.1 = first;
+                    cached.range_blocks -= count;
+                    if range.1 <= range.0 {
+                        cached.ranges.remove(&base);
+                    }
                 }
             }
         }
     }
 
     /// Leading blocks of `hashes` cached on `target`.
-    pub fn overlap(&self, target: usize, hashes: &[u64]) -> usize {
+    pub fn overlap(&self, target: usize, hashes: &BlockHashes) -> usize {
         let cached = &self.targets[target];
-        hashes.iter().take_while(|h| cached.contains(h)).count()
+        if cached.keys.is_empty() {
+            cached.overlap_by_ranges(hashes)
+        } else {
+            cached.overlap_by_keys(&hashes.keys().collect::<Vec<u64>>())
+        }
     }
 
     /// [`CacheIndex::overlap`] for every target.
-    pub fn overlaps(&self, hashes: &[u64]) -> Vec<u32> {
-        (0..self.targets.len())
-            .map(|target| self.overlap(target, hashes) as u32)
+    pub fn overlaps(&mut self, hashes: &BlockHashes) -> Vec<u32> {
+        self.keys.clear();
+        if self.targets.iter().any(|t| !t.keys.is_empty()) {
+            self.keys.extend(hashes.keys());
+        }
+        self.targets
+            .iter()
+            .map(|cached| {
+                let overlap = if cached.keys.is_empty() {
+                    cached.overlap_by_ranges(hashes)
+                } else {
+                    cached.overlap_by_keys(&self.keys)
+                };
+                overlap as u32
+            })
             .collect()
     }
 
     pub fn cached_blocks(&self, target: usize) -> usize {
-        self.targets[target].len()
+        let cached = &self.targets[target];
+        cached.keys.len() + cached.range_blocks
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokens::TokenSeq;
+
+    fn prompt(tokens: &[u64]) -> TokenSeq {
+        let mut seq = TokenSeq::new();
+        for &t in tokens {
+            seq.push_run(t, 4);
+        }
+        seq
+    }
 
     #[test]
     fn overlap_is_the_leading_chain() {
         let mut index = CacheIndex::new(2);
+        let keys = prompt(&[1, 2, 3, 4]).block_keys(4);
         index.apply(
             0,
             &[
-                KvEvent::Stored { hash: 1 },
-                KvEvent::Stored { hash: 2 },
-                KvEvent::Stored { hash: 4 },
+                KvEvent::Stored { hash: keys[0] },
+                KvEvent::Stored { hash: keys[1] },
+                KvEvent::Stored { hash: keys[3] },
             ],
         );
-        assert_eq!(index.overlaps(&[1, 2, 3, 4]), [2, 0]);
-        index.apply(0, &[KvEvent::Removed { hash: 1 }]);
-        assert_eq!(index.overlaps(&[1, 2, 3, 4]), [0, 0]);
+        let hashes = prompt(&[1, 2, 3, 4]).block_hashes(4);
+        assert_eq!(index.overlaps(&hashes), [2, 0]);
+        index.apply(0, &[KvEvent::Removed { hash: keys[0] }]);
+        assert_eq!(index.overlaps(&hashes), [0, 0]);
         assert_eq!(index.cached_blocks(0), 2);
+    }
+
+    #[test]
+    fn runs_are_ranges_per_base() {
+        let mut index = CacheIndex::new(2);
+        // Three runs: token 1 (blocks 0..3), token 2 (block 3), token 1 again (blocks 4..6).
+        let cached = prompt(&[1, 1, 1, 2, 1, 1]).block_hashes(4);
+        let runs = cached.runs();
+        assert_eq!(runs.len(), 3);
+        let stored = |run: usize, first: usize, count: usize| KvEvent::StoredRun {
+            base: runs[run].base,
+            first,
+            count,
+        };
+        index.apply(
+            1,
+            &[
+                stored(0, 0, 2),
+                stored(0, 2, 1),
+                stored(1, 3, 1),
+                stored(2, 4, 1),
+            ],
+        );
+        assert_eq!(index.cached_blocks(1), 5);
+        assert_eq!(index.overlaps(&cached), [0, 5]);
+        assert_eq!(index.overlaps(&prompt(&[1, 1]).block_hashes(4)), [0, 2]);
+        assert_eq!(
+            index.overlaps(&prompt(&[1, 1, 1, 1]).block_hashes(4)),
+            [0, 3]
+        );
+        assert_eq!(
+            index.overlaps(&prompt(&[1, 1, 1, 2, 2]).block_hashes(4)),
+            [0, 4]
+        );
+        index.apply(
+            1,
+            &[
+                KvEvent::RemovedRun {
+                    base: runs[2].base,
+                    first: 4,
+                    count: 1,
+                },
+                KvEvent::RemovedRun {
+                    base: runs[1].base,
+                    first: 3,
+                    count: 1,
+                },
+                KvEvent::RemovedRun {
+                    base: runs[0].base,
+                    first: 1,
+                    count: 2,
+                },
+            ],
+        );
+        assert_eq!(index.cached_blocks(1), 1);
+        assert_eq!(index.overlaps(&cached), [0, 1]);
     }
 }

@@ -4,24 +4,35 @@
 //!
 //! A request adds its uncached prompt tokens (as estimated at placement) until its first token,
 //! and its prompt blocks until it terminates. Blocks are counted once per target however many
-//! active requests share them (refcounted by chained hash); with `router_assume_kv_reuse` off
-//! every request's blocks are private.
+//! active requests share them; with `router_assume_kv_reuse` off every request's blocks are
+//! private.
+//!
+//! Shared blocks are counted per run of blocks sharing a base (see [`crate::tokens`]), not per
+//! block. Every request brings all full blocks of its prompt from the start, so of each base it
+//! brings a leading range of that base's blocks: the blocks of a base active on a target are
+//! the longest such range among the requests there, and one count per request and base is
+//! enough to keep that up to date.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
-use crate::engine::kv::PassThroughHasher;
+use crate::engine::kv::FastMap;
 use crate::engine::RequestId;
+use crate::tokens::BlockHashes;
 
-type RefCounts = HashMap<u64, u32, BuildHasherDefault<PassThroughHasher>>;
+/// The active requests' block counts of one base on one target.
+#[derive(Debug, Default)]
+struct BaseLoad {
+    /// One entry per active request holding blocks of this base: how many it holds.
+    counts: Vec<u32>,
+    /// The largest of `counts`: the distinct blocks of this base that are active.
+    active: u32,
+}
 
 /// The blocks a request occupies in the router's accounting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TrackedBlocks {
     /// Not tracked (`router_track_active_blocks` off).
     None,
-    /// Shared by identity: the chained hashes of the prompt's full blocks.
-    Shared(Vec<u64>),
+    /// Shared by identity: the prompt's full blocks.
+    Shared(BlockHashes),
     /// This many blocks that no other request shares (`router_assume_kv_reuse` off).
     Private(usize),
 }
@@ -45,8 +56,54 @@ impl TrackedBlocks {
 struct TargetLoad {
     prefill_tokens: usize,
     requests: usize,
-    shared: RefCounts,
+    shared: FastMap<u64, BaseLoad>,
+    /// Distinct active blocks in `shared`.
+    shared_blocks: usize,
     private_blocks: usize,
+}
+
+impl TargetLoad {
+    /// Leading blocks of `hashes` already active here.
+    fn active_prefix(&self, hashes: &BlockHashes) -> usize {
+        let mut active = 0;
+        for run in hashes.runs() {
+            let here = self.shared.get(&run.base).map_or(0, |load| load.active);
+            active += here.min(run.count) as usize;
+            if here < run.count {
+                break;
+            }
+        }
+        active
+    }
+
+    fn add_shared(&mut self, hashes: &BlockHashes) {
+        for run in hashes.runs() {
+            let load = self.shared.entry(run.base).or_default();
+            load.counts.push(run.count);
+            if run.count > load.active {
+                self.shared_blocks += (run.count - load.active) as usize;
+                load.active = run.count;
+            }
+        }
+    }
+
+    fn remove_shared(&mut self, hashes: &BlockHashes) {
+        for run in hashes.runs() {
+            let load = self.shared.get_mut(&run.base).expect("tracked blocks");
+            let at = load
+                .counts
+                .iter()
+                .position(|&count| count == run.count)
+                .expect("tracked count");
+            load.counts.swap_remove(at);
+            let active = load.counts.iter().copied().max().unwrap_or(0);
+            self.shared_blocks -= (load.active - active) as usize;
+            load.active = active;
+            if load.counts.is_empty() {
+                self.shared.remove(&run.base);
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -89,7 +146,7 @@ impl ActiveLoad {
 
     pub fn active_blocks(&self, target: usize) -> usize {
         let load = &self.targets[target];
-        load.shared.len() + load.private_blocks
+        load.shared_blocks + load.private_blocks
     }
 
     pub fn active_requests(&self, target: usize) -> usize {
@@ -103,13 +160,7 @@ impl ActiveLoad {
             let new_blocks = match blocks {
                 TrackedBlocks::None => 0,
                 TrackedBlocks::Private(count) => *count,
-                TrackedBlocks::Shared(hashes) => {
-                    let shared = hashes
-                        .iter()
-                        .take_while(|h| load.shared.contains_key(h))
-                        .count();
-                    hashes.len() - shared
-                }
+                TrackedBlocks::Shared(hashes) => hashes.len() - load.active_prefix(hashes),
             };
             out.push(Projection {
                 prefill_tokens: load.prefill_tokens,
@@ -134,11 +185,7 @@ impl ActiveLoad {
         match &blocks {
             TrackedBlocks::None => {}
             TrackedBlocks::Private(count) => load.private_blocks += count,
-            TrackedBlocks::Shared(hashes) => {
-                for &hash in hashes {
-                    *load.shared.entry(hash).or_insert(0) += 1;
-                }
-            }
+            TrackedBlocks::Shared(hashes) => load.add_shared(hashes),
         }
         if id >= self.requests.len() {
             self.requests.resize_with(id + 1, || None);
@@ -178,15 +225,7 @@ impl ActiveLoad {
         match request.blocks {
             TrackedBlocks::None => {}
             TrackedBlocks::Private(count) => load.private_blocks -= count,
-            TrackedBlocks::Shared(hashes) => {
-                for hash in hashes {
-                    let count = load.shared.get_mut(&hash).expect("tracked block");
-                    *count -= 1;
-                    if *count == 0 {
-                        load.shared.remove(&hash);
-                    }
-                }
-            }
+            TrackedBlocks::Shared(hashes) => load.remove_shared(&hashes),
         }
     }
 }
@@ -194,16 +233,30 @@ impl ActiveLoad {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokens::TokenSeq;
+
+    /// The blocks of a prompt of one-token blocks (4 tokens each).
+    fn blocks(tokens: &[u64]) -> BlockHashes {
+        let mut seq = TokenSeq::new();
+        for &t in tokens {
+            seq.push_run(t, 4);
+        }
+        seq.block_hashes(4)
+    }
+
+    fn shared(tokens: &[u64]) -> TrackedBlocks {
+        TrackedBlocks::Shared(blocks(tokens))
+    }
 
     #[test]
     fn shared_blocks_count_once_and_release_in_two_steps() {
         let mut load = ActiveLoad::new(2);
-        load.add(0, 0, 4096, TrackedBlocks::Shared(vec![1, 2, 3]));
-        load.add(1, 0, 1024, TrackedBlocks::Shared(vec![1, 2, 5, 6]));
+        load.add(0, 0, 4096, shared(&[1, 2, 3]));
+        load.add(1, 0, 1024, shared(&[1, 2, 5, 6]));
         assert_eq!(load.active_blocks(0), 5);
         assert_eq!(load.prefill_tokens(0), 5120);
         let mut out = Vec::new();
-        load.project(&TrackedBlocks::Shared(vec![1, 2, 3, 9]), &mut out);
+        load.project(&shared(&[1, 2, 3, 9]), &mut out);
         assert_eq!(
             out[0],
             Projection {
@@ -232,5 +285,27 @@ mod tests {
         load.add(2, 1, 0, TrackedBlocks::Private(3));
         load.add(3, 1, 0, TrackedBlocks::Private(3));
         assert_eq!(load.active_blocks(1), 6);
+    }
+
+    #[test]
+    fn blocks_of_one_run_count_by_the_longest_holder() {
+        let mut load = ActiveLoad::new(1);
+        // Token 7 over 5 blocks, then over 3, 8 blocks (the same run, longer or shorter).
+        load.add(0, 0, 0, shared(&[7, 7, 7, 7, 7]));
+        load.add(1, 0, 0, shared(&[7, 7, 7, 8]));
+        load.add(2, 0, 0, shared(&[7, 7, 7, 7, 7, 7, 7, 7]));
+        assert_eq!(load.active_blocks(0), 9);
+        let mut out = Vec::new();
+        load.project(&shared(&[7, 7, 7, 7, 7, 7, 7, 7, 7, 8]), &mut out);
+        assert_eq!(out[0].new_blocks, 2);
+        load.project(&shared(&[7, 7, 7, 8, 9]), &mut out);
+        assert_eq!(out[0].new_blocks, 1);
+        load.free(2);
+        assert_eq!(load.active_blocks(0), 6);
+        load.free(0);
+        assert_eq!(load.active_blocks(0), 4);
+        load.free(1);
+        assert_eq!(load.active_blocks(0), 0);
+        assert!(load.targets[0].shared.is_empty());
     }
 }

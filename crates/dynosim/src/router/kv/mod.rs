@@ -22,6 +22,7 @@ use rand::SeedableRng;
 use crate::config::RouterConfig;
 use crate::engine::kv::KvEvent;
 use crate::engine::RequestId;
+use crate::tokens::BlockHashes;
 use indexer::CacheIndex;
 use load::{ActiveLoad, Projection, TrackedBlocks};
 use policy::{PolicyClass, PolicyProfile};
@@ -43,8 +44,8 @@ pub struct Targets {
 #[derive(Clone, Debug)]
 pub struct RouteRequest<'a> {
     pub id: RequestId,
-    /// Chained hashes of the prompt's full engine blocks.
-    pub block_hashes: Vec<u64>,
+    /// Identities of the prompt's full engine blocks.
+    pub block_hashes: BlockHashes,
     /// Prompt tokens.
     pub isl: usize,
     pub arrival_ms: f64,

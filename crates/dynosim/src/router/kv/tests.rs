@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::config::RouterQueuePolicy;
+use crate::tokens::TokenSeq;
 
 const BS: usize = 64;
 
@@ -19,16 +20,25 @@ fn router(config: RouterConfig, count: usize) -> KvRouter {
     )
 }
 
-/// Block hashes of a prompt made of `blocks` distinct blocks starting at `first`.
+/// A prompt of `blocks` distinct blocks (one token each, repeated over the block) starting at
+/// token `first`.
 fn hashes(first: u64, blocks: u64) -> Vec<u64> {
     (first..first + blocks).collect()
 }
 
-fn request(id: RequestId, block_hashes: Vec<u64>, arrival_ms: f64) -> RouteRequest<'static> {
-    let isl = block_hashes.len() * BS;
+fn tokens(blocks: &[u64]) -> TokenSeq {
+    let mut seq = TokenSeq::new();
+    for &token in blocks {
+        seq.push_run(token, BS as u32);
+    }
+    seq
+}
+
+fn request(id: RequestId, blocks: Vec<u64>, arrival_ms: f64) -> RouteRequest<'static> {
+    let isl = blocks.len() * BS;
     RouteRequest {
         id,
-        block_hashes,
+        block_hashes: tokens(&blocks).block_hashes(BS),
         isl,
         arrival_ms,
         priority: 0,
@@ -37,10 +47,13 @@ fn request(id: RequestId, block_hashes: Vec<u64>, arrival_ms: f64) -> RouteReque
     }
 }
 
-fn store(hashes: &[u64]) -> Vec<KvEvent> {
-    hashes
-        .iter()
-        .map(|&hash| KvEvent::Stored { hash })
+/// Events of an engine caching the blocks of the prompt `blocks`: per-block events as a vLLM
+/// pool sends them.
+fn store(blocks: &[u64]) -> Vec<KvEvent> {
+    tokens(blocks)
+        .block_keys(BS)
+        .into_iter()
+        .map(|hash| KvEvent::Stored { hash })
         .collect()
 }
 
