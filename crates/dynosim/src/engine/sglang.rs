@@ -24,7 +24,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use super::kv::radix::{NodeId, RadixCache};
+use super::kv::radix::{ContentChange, NodeId, RadixCache};
 use super::kv::{FastMap, KvEvent};
 use super::timing::{PassTime, TimingModel};
 use super::{
@@ -73,6 +73,9 @@ struct Request {
     cached: usize,
     /// The tree node where the `cached` prefix ends, locked while the request holds KV.
     last_node: Option<NodeId>,
+    /// LPM's last prefix match: `(tree contents generation, pages of the sequence, pages
+    /// matched)`. Sequences only grow, so the match holds while both of the first two do.
+    lpm_match: Option<(u64, usize, usize)>,
 }
 
 impl Request {
@@ -102,6 +105,19 @@ impl Request {
     fn private_pages(&self, page_size: usize) -> usize {
         (self.materialized - self.cached).div_ceil(page_size)
     }
+}
+
+/// Whether a tree change can alter the prefix match of `pages`, which matched `matched` pages
+/// before it. Page identities are chained and held at most once, so the match grows only when
+/// the page at `matched` enters (as the first page of a stored chain: the earlier ones were
+/// there already), and shrinks only when a removed chain starts on one of the matched pages.
+fn change_may_alter(change: &ContentChange, pages: Blocks<'_>, matched: usize) -> bool {
+    let reaches = if change.removed {
+        change.depth < matched
+    } else {
+        change.depth == matched && matched < pages.len()
+    };
+    reaches && pages.base(change.depth) == change.base
 }
 
 fn ceil_to_page(tokens: usize, page_size: usize) -> usize {
@@ -170,6 +186,11 @@ impl SglangScheduler {
         };
         let page_size = args.block_size.max(1);
         let total_kv_tokens = args.num_gpu_blocks * page_size;
+        let mut cache = RadixCache::new(total_kv_tokens, page_size);
+        if policy == SchedulePolicy::Lpm {
+            // LPM re-checks cached matches against the tree's changes instead of re-walking it.
+            cache.track_changes();
+        }
         Self {
             page_size,
             total_kv_tokens,
@@ -189,7 +210,7 @@ impl SglangScheduler {
             new_token_ratio_step: (init - min) / NEW_TOKEN_RATIO_DECAY_STEPS,
             new_token_ratio: init,
             timing: TimingModel::new(args),
-            cache: RadixCache::new(total_kv_tokens, page_size),
+            cache,
             waiting: VecDeque::new(),
             running: Vec::new(),
             blocked: None,
@@ -218,6 +239,7 @@ impl SglangScheduler {
             allocated: 0,
             cached: 0,
             last_node: None,
+            lpm_match: None,
         }
     }
 
@@ -440,23 +462,42 @@ impl SglangScheduler {
     /// last. Skipped for long queues.
     fn sort_longest_prefix_first(&mut self) {
         if self.waiting.len() > LPM_MAX_WAITING {
+            self.cache.forget_changes();
             return;
         }
         let ps = self.page_size;
         let twin_tokens = IN_BATCH_PREFIX_TOKENS.div_ceil(ps) * ps;
         let mut openings = HashSet::new();
         let mut scored: Vec<(bool, usize, Request)> = Vec::with_capacity(self.waiting.len());
-        for request in self.waiting.drain(..) {
+        let generation = self.cache.contents_generation();
+        for mut request in self.waiting.drain(..) {
             let len = request.len();
             let pages = request.pages(ps);
-            let cached = self.cache.prefix_match_len(pages) * ps;
+            let matched = match request.lpm_match {
+                Some((g, n, matched))
+                    if n == pages.len()
+                        && self.cache.changes_since(g).is_some_and(|changes| {
+                            !changes
+                                .iter()
+                                .any(|change| change_may_alter(change, pages, matched))
+                        }) =>
+                {
+                    matched
+                }
+                _ => self.cache.prefix_match_len(pages),
+            };
+            debug_assert_eq!(matched, self.cache.prefix_match_len(pages));
+            let cached = matched * ps;
             // Pages are chained, so the identity of the page ending at `twin_tokens` stands for
             // all tokens up to there.
             let behind = cached <= IN_BATCH_PREFIX_TOKENS
                 && len >= twin_tokens
                 && !openings.insert(pages.key(twin_tokens / ps - 1));
+            request.lpm_match = Some((generation, pages.len(), matched));
             scored.push((behind, cached, request));
         }
+        // Every waiting request's match is now as of `generation`.
+        self.cache.forget_changes();
         scored.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
         self.waiting
             .extend(scored.into_iter().map(|(_, _, request)| request));

@@ -77,6 +77,16 @@ pub struct Inserted {
     pub adopted_pages: usize,
 }
 
+/// One change of the tree contents: a chain of pages entered or left the tree; `depth` and
+/// `base` name its first page. Pages are chained, so the change can only alter the prefix match
+/// of a sequence whose page at `depth` has that base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentChange {
+    pub depth: usize,
+    pub base: u64,
+    pub removed: bool,
+}
+
 /// Page pool plus radix tree of one rank.
 #[derive(Debug)]
 pub struct RadixCache {
@@ -91,6 +101,13 @@ pub struct RadixCache {
     protected_pages: usize,
     evictable_leaves: BTreeSet<(u64, NodeId)>,
     clock: u64,
+    /// Bumped whenever pages enter or leave the tree (splits and access marks do not count):
+    /// while it is unchanged, every prefix match length is unchanged too.
+    contents_generation: u64,
+    /// When tracking: the changes that took the generation from `changes_start` to
+    /// `contents_generation`, one per bump, in order.
+    changes: Option<Vec<ContentChange>>,
+    changes_start: u64,
     /// Recorded changes of the set of page identities in the tree (`None`: not recording).
     events: Option<Vec<KvEvent>>,
 }
@@ -114,6 +131,9 @@ impl RadixCache {
             protected_pages: 0,
             evictable_leaves: BTreeSet::new(),
             clock: 0,
+            contents_generation: 0,
+            changes: None,
+            changes_start: 0,
             events: None,
         };
         cache.nodes[ROOT as usize].created = cache.tick();
@@ -155,6 +175,48 @@ impl RadixCache {
     /// Live nodes, the root included.
     pub fn num_nodes(&self) -> usize {
         self.nodes.len() - self.vacant.len()
+    }
+
+    /// Changes whenever the set of pages in the tree changes, so a caller can keep
+    /// [`RadixCache::prefix_match_len`] results until it moves.
+    pub fn contents_generation(&self) -> u64 {
+        self.contents_generation
+    }
+
+    /// Starts keeping a log of [`ContentChange`]s (see [`RadixCache::changes_since`]).
+    pub fn track_changes(&mut self) {
+        if self.changes.is_none() {
+            self.changes = Some(Vec::new());
+            self.changes_start = self.contents_generation;
+        }
+    }
+
+    /// The changes since the contents generation `generation`, oldest first; `None` when they
+    /// are not all logged (not tracking, or forgotten).
+    pub fn changes_since(&self, generation: u64) -> Option<&[ContentChange]> {
+        let changes = self.changes.as_ref()?;
+        let skip = usize::try_from(generation.checked_sub(self.changes_start)?).ok()?;
+        changes.get(skip..)
+    }
+
+    /// Drops the logged changes (later [`RadixCache::changes_since`] calls for earlier
+    /// generations return `None`).
+    pub fn forget_changes(&mut self) {
+        if let Some(changes) = &mut self.changes {
+            changes.clear();
+            self.changes_start = self.contents_generation;
+        }
+    }
+
+    fn log_change(&mut self, depth: usize, base: u64, removed: bool) {
+        self.contents_generation += 1;
+        if let Some(changes) = &mut self.changes {
+            changes.push(ContentChange {
+                depth,
+                base,
+                removed,
+            });
+        }
     }
 
     /// Starts recording [`KvEvent`]s for the pages entering and leaving the tree.
@@ -471,6 +533,7 @@ impl RadixCache {
     }
 
     fn extend_leaf(&mut self, id: NodeId, pages: Blocks<'_>, now: u64) {
+        self.log_change(pages.start(), pages.base(0), false);
         self.record_stored(pages);
         let node = self.node_mut(id);
         debug_assert_eq!(node.start + node.key_len, pages.start());
@@ -545,6 +608,7 @@ impl RadixCache {
     }
 
     fn create_child(&mut self, parent: NodeId, pages: Blocks<'_>) -> NodeId {
+        self.log_change(pages.start(), pages.base(0), false);
         self.record_stored(pages);
         let stamp = self.tick();
         let key: Vec<BlockRun> = pages.runs().collect();
@@ -624,7 +688,9 @@ impl RadixCache {
                 let node = &mut self.nodes[victim as usize];
                 let removed = Self::truncate_runs(&mut node.key, wanted);
                 node.key_len = kept;
-                Self::record_removed(&mut self.events, &removed, node.start + kept);
+                let first_removed = node.start + kept;
+                Self::record_removed(&mut self.events, &removed, first_removed);
+                self.log_change(first_removed, removed[0].base, true);
                 self.free_pages += wanted;
                 self.evictable_pages -= wanted;
                 evicted += wanted * ps;
@@ -633,6 +699,7 @@ impl RadixCache {
             self.unmark_evictable(victim);
             let node = std::mem::take(self.node_mut(victim));
             Self::record_removed(&mut self.events, &node.key, node.start);
+            self.log_change(node.start, node.key[0].base, true);
             self.vacant.push(victim);
             self.free_pages += victim_pages;
             self.evictable_pages -= victim_pages;
@@ -870,6 +937,39 @@ mod tests {
         assert_eq!(cache.edge_pages(tail), 1);
         assert_eq!(cache.edge_pages(grown.node), 1);
         cache.check_invariants(0);
+    }
+
+    #[test]
+    fn change_log_names_the_first_page_of_each_change() {
+        let mut cache = RadixCache::new(100, 1);
+        insert(&mut cache, &[1, 2]);
+        cache.track_changes();
+        let start = cache.contents_generation();
+        assert_eq!(cache.changes_since(start), Some(&[][..]));
+        // A split and an access mark change nothing.
+        insert(&mut cache, &[1]);
+        matched(&mut cache, &[1, 2]);
+        assert_eq!(cache.contents_generation(), start);
+        insert(&mut cache, &[1, 5, 6]);
+        assert_eq!(cache.evict(1), 1);
+        let base = |tokens: &[u64], i: usize| seq(tokens).blocks(1).base(i);
+        let expected = [
+            ContentChange {
+                depth: 1,
+                base: base(&[1, 5, 6], 1),
+                removed: false,
+            },
+            ContentChange {
+                depth: 1,
+                base: base(&[1, 2], 1),
+                removed: true,
+            },
+        ];
+        assert_eq!(cache.changes_since(start), Some(&expected[..]));
+        assert_eq!(cache.changes_since(start + 1), Some(&expected[1..]));
+        cache.forget_changes();
+        assert_eq!(cache.changes_since(start), None);
+        assert_eq!(cache.changes_since(start + 2), Some(&[][..]));
     }
 
     #[test]
