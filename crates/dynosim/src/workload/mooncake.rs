@@ -10,13 +10,12 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-use serde::de::{Deserializer, SeqAccess, Visitor};
+use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 
+use super::lines::{describe_json_error, TraceLines, U32Count};
 use super::{HashIdInterner, Prompt, Session, Turn, Workload};
 use crate::{Error, Result};
 
@@ -26,47 +25,28 @@ pub fn read_mooncake(path: &Path, trace_block_size: u32) -> Result<Workload> {
         return Err(Error::usage("trace_block_size must be greater than 0"));
     }
     let shown = path.display().to_string();
-    let file = File::open(path)
+    let mut lines = TraceLines::open(path, false)
         .map_err(|e| Error::usage(format!("failed to open trace file {shown}: {e}")))?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut builder = Builder::new(&shown, trace_block_size);
-    let mut buf = Vec::new();
-    let mut line_no = 0usize;
     loop {
-        buf.clear();
-        line_no += 1;
-        let read = reader.read_until(b'\n', &mut buf).map_err(|e| {
-            Error::usage(format!("failed to read line {line_no} from {shown}: {e}"))
-        })?;
-        if read == 0 {
-            break;
-        }
-        let text = std::str::from_utf8(&buf).map_err(|e| {
+        let next = lines.next_line().map_err(|failure| {
             Error::usage(format!(
-                "failed to read line {line_no} from {shown}: stream did not contain valid UTF-8 ({e})"
+                "failed to read line {} from {shown}: {}",
+                failure.line_no, failure.reason
             ))
         })?;
-        let text = strip_line_ending(text);
-        if text.trim().is_empty() {
-            continue;
-        }
+        let Some((line_no, text)) = next else {
+            break;
+        };
         let row: Row = serde_json::from_str(text).map_err(|e| {
             Error::usage(format!(
                 "failed to parse line {line_no} from {shown} as JSON: {}",
-                describe_json_error(text, &e)
+                describe_json_error::<Row>(text, &e)
             ))
         })?;
         builder.push(line_no, row)?;
     }
     builder.finish()
-}
-
-/// Drops the `\n` (and a `\r` before it) the way `BufRead::lines` does.
-fn strip_line_ending(text: &str) -> &str {
-    match text.strip_suffix('\n') {
-        Some(rest) => rest.strip_suffix('\r').unwrap_or(rest),
-        None => text,
-    }
 }
 
 /// One trace row. Every field is optional at the serde level so that a missing required field
@@ -122,29 +102,6 @@ impl<'de> Deserialize<'de> for StringShape {
             }
         }
         deserializer.deserialize_str(StringVisitor)
-    }
-}
-
-/// The length of a JSON array of u32, each element type-checked but not stored.
-struct U32Count(usize);
-
-impl<'de> Deserialize<'de> for U32Count {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct CountVisitor;
-        impl<'de> Visitor<'de> for CountVisitor {
-            type Value = U32Count;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an array of u32 token ids")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<U32Count, A::Error> {
-                let mut count = 0;
-                while seq.next_element::<u32>()?.is_some() {
-                    count += 1;
-                }
-                Ok(U32Count(count))
-            }
-        }
-        deserializer.deserialize_seq(CountVisitor)
     }
 }
 
@@ -385,49 +342,6 @@ fn auto_session_line(id: &str) -> Option<usize> {
         return None;
     }
     digits.parse().ok()
-}
-
-/// serde's reason, with the column instead of "line 1 column C" (the trace line is named
-/// already) and the offending field when serde does not say it.
-fn describe_json_error(line: &str, error: &serde_json::Error) -> String {
-    let full = error.to_string();
-    let suffix = format!(" at line {} column {}", error.line(), error.column());
-    let reason = full.strip_suffix(&suffix).unwrap_or(&full);
-    let mut text = if error.column() > 0 {
-        format!("{reason} at column {}", error.column())
-    } else {
-        reason.to_string()
-    };
-    if error.is_data() && !reason.starts_with("duplicate field") {
-        if let Some(field) = offending_field(line) {
-            text.push_str(&format!(" (field {field})"));
-        }
-    }
-    text
-}
-
-/// The first field (in line order) whose value does not have its expected type. Only called
-/// on the error path, so it may re-parse the line as a generic map.
-fn offending_field(line: &str) -> Option<String> {
-    use serde_json::Value;
-    let map: serde_json::Map<String, Value> = serde_json::from_str(line).ok()?;
-    fn fits<T: serde::de::DeserializeOwned>(value: &Value) -> bool {
-        serde_json::from_value::<Option<T>>(value.clone()).is_ok()
-    }
-    map.iter()
-        .find(|(name, value)| match name.as_str() {
-            "session_id" | "request_id" | "policy_class" => !fits::<String>(value),
-            "input_length" | "input_tokens" | "output_length" | "output_tokens" => {
-                !fits::<usize>(value)
-            }
-            "hash_ids" => !fits::<Vec<u64>>(value),
-            "output_token_ids" => !fits::<Vec<u32>>(value),
-            "timestamp" | "created_time" | "delay" | "delay_ms" => !fits::<f64>(value),
-            "priority" => !fits::<i32>(value),
-            "strict_priority" => !fits::<u32>(value),
-            _ => false,
-        })
-        .map(|(name, _)| name.clone())
 }
 
 #[cfg(test)]
@@ -992,7 +906,7 @@ mod tests {
     fn million_row_trace_memory() {
         use std::io::Write;
         let path = std::env::temp_dir().join(format!("dynosim-1m-{}.jsonl", std::process::id()));
-        let mut out = std::io::BufWriter::new(File::create(&path).unwrap());
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
         for i in 0..1_000_000u64 {
             // A shared 2-block prefix among 100 groups plus 2 private blocks: 4 ids per row.
             writeln!(
