@@ -281,6 +281,27 @@ impl SglangScheduler {
         })
     }
 
+    /// Locks the matched prefix ending at `node` and takes `fresh_pages` new pages, evicting
+    /// unlocked cache as needed. The lock comes first so that making room cannot evict the
+    /// prefix; when the pages cannot be had, nothing is taken and the lock is released.
+    fn lock_prefix_and_allocate(&mut self, node: NodeId, fresh_pages: usize) -> bool {
+        let fresh_tokens = fresh_pages * self.page_size;
+        self.cache.inc_lock_ref(node);
+        if fresh_tokens > self.cache.available_tokens() + self.cache.evictable_tokens() {
+            self.cache.dec_lock_ref(node);
+            return false;
+        }
+        let available = self.cache.available_tokens();
+        if fresh_tokens > available {
+            self.cache.evict(fresh_tokens - available);
+        }
+        if !self.cache.allocate_pages(fresh_pages) {
+            self.cache.dec_lock_ref(node);
+            return false;
+        }
+        true
+    }
+
     /// Decode role: attempts the oldest pending reservation unless it already failed with the
     /// current capacity. Reserves at most one.
     pub fn retry_destinations(&mut self) -> Option<DestinationReserved> {
@@ -296,20 +317,9 @@ impl SglangScheduler {
         let (matched, node) = self
             .cache
             .match_prefix(request.pages(ps).range(0, full_pages));
-        self.cache.inc_lock_ref(node);
         let allocated = ceil_to_page(prompt_len, ps);
         let fresh_pages = (allocated - matched * ps) / ps;
-        let fresh_tokens = fresh_pages * ps;
-        if fresh_tokens > self.cache.available_tokens() + self.cache.evictable_tokens() {
-            self.cache.dec_lock_ref(node);
-            return None;
-        }
-        let available = self.cache.available_tokens();
-        if fresh_tokens > available {
-            self.cache.evict(fresh_tokens - available);
-        }
-        if !self.cache.allocate_pages(fresh_pages) {
-            self.cache.dec_lock_ref(node);
+        if !self.lock_prefix_and_allocate(node, fresh_pages) {
             return None;
         }
         let (mut request, _) = self
@@ -323,7 +333,7 @@ impl SglangScheduler {
         self.reserved_destinations.insert(id, request);
         Some(DestinationReserved {
             id,
-            transferable_tokens: fresh_tokens,
+            transferable_tokens: fresh_pages * ps,
         })
     }
 
@@ -604,19 +614,7 @@ impl SglangScheduler {
             .match_prefix(request.pages(ps).range(0, end / ps));
         let prefix = matched * ps;
         let fresh_pages = (end - prefix).div_ceil(ps);
-        let fresh_tokens = fresh_pages * ps;
-        // Lock the prefix first, so that making room cannot evict it.
-        self.cache.inc_lock_ref(node);
-        if fresh_tokens > self.cache.available_tokens() + self.cache.evictable_tokens() {
-            self.cache.dec_lock_ref(node);
-            return None;
-        }
-        let available = self.cache.available_tokens();
-        if fresh_tokens > available {
-            self.cache.evict(fresh_tokens - available);
-        }
-        if !self.cache.allocate_pages(fresh_pages) {
-            self.cache.dec_lock_ref(node);
+        if !self.lock_prefix_and_allocate(node, fresh_pages) {
             return None;
         }
         request.cached = prefix;
