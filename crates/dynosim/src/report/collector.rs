@@ -185,7 +185,7 @@ impl Collector {
 
     /// Disaggregated: admitted on a prefill worker, reusing `reused_tokens` of its cache.
     pub fn on_prefill_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize) {
-        let Some(state) = self.requests.get_mut(id).filter(|s| s.arrived) else {
+        let Some(state) = self.arrived_request(id) else {
             return;
         };
         state.admit(at_ms, reused_tokens);
@@ -196,7 +196,7 @@ impl Collector {
 
     /// Disaggregated: admitted on its decode worker.
     pub fn on_decode_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize) {
-        let Some(state) = self.requests.get_mut(id).filter(|s| s.arrived) else {
+        let Some(state) = self.arrived_request(id) else {
             return;
         };
         state.admit(at_ms, reused_tokens);
@@ -220,7 +220,7 @@ impl Collector {
 
     /// Disaggregated: its decode worker accepted the handoff.
     pub fn on_decode_assigned(&mut self, id: RequestId, worker_idx: usize, overlap_tokens: usize) {
-        if let Some(state) = self.requests.get_mut(id).filter(|s| s.arrived) {
+        if let Some(state) = self.arrived_request(id) {
             state.decode_worker_idx.get_or_insert(worker_idx);
         }
         if let Some(detail) = self.handoff_detail(id) {
@@ -250,7 +250,7 @@ impl Collector {
         if !self.capture_records {
             return None;
         }
-        let state = self.requests.get_mut(id).filter(|s| s.arrived)?;
+        let state = self.arrived_request(id)?;
         Some(state.handoff.get_or_insert_with(Box::default))
     }
 
@@ -291,7 +291,7 @@ impl Collector {
 
     /// The request ended with `status` at `at_ms`; later events for it are ignored.
     pub fn on_terminal(&mut self, id: RequestId, at_ms: f64, status: TerminalStatus) {
-        let Some(state) = self.requests.get_mut(id).filter(|s| s.arrived) else {
+        let Some(state) = self.arrived_request(id) else {
             return;
         };
         if state.terminal.is_some() {
@@ -320,11 +320,14 @@ impl Collector {
         (self.duration_ms / 1000.0).max(1e-9)
     }
 
+    /// A request the collector saw arrive, terminal or not.
+    fn arrived_request(&mut self, id: RequestId) -> Option<&mut RequestState> {
+        self.requests.get_mut(id).filter(|s| s.arrived)
+    }
+
     /// A request that arrived and has not ended.
     fn live_request(&mut self, id: RequestId) -> Option<&mut RequestState> {
-        self.requests
-            .get_mut(id)
-            .filter(|s| s.arrived && s.terminal.is_none())
+        self.arrived_request(id).filter(|s| s.terminal.is_none())
     }
 
     pub fn finish(self, facts: RunFacts) -> (Report, Vec<RequestRecord>) {
