@@ -30,3 +30,14 @@ pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<sim::Simulated> {
     sim::simulate(spec, workload)
 }
+
+/// Runs the replay with time from the caller's clock (e.g. the wall clock of a live replay)
+/// until it ends or `control` is cancelled; a cancelled run reports what finished.
+pub fn simulate_with(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn sim::Clock,
+    control: &sim::RunControl,
+) -> Result<sim::Simulated> {
+    sim::simulate_with(spec, workload, clock, control)
+}

@@ -11,6 +11,8 @@ mod aggregated;
 mod common;
 mod disaggregated;
 pub mod driver;
+pub mod event_loop;
+mod handoff;
 
 use crate::config::ReplaySpec;
 use crate::error::Result;
@@ -19,17 +21,30 @@ use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
 use driver::Driver;
+pub use event_loop::{Clock, RunControl, VirtualClock};
 
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
+    simulate_with(spec, workload, &mut VirtualClock, &RunControl::new())
+}
+
+/// Runs the replay with time from `clock`, until it ends or `control` is cancelled (then the
+/// result covers what finished).
+pub fn simulate_with(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn Clock,
+    control: &RunControl,
+) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
+    let cap = spec.max_sim_time_ms;
     let (collector, facts) = if spec.disaggregation.is_some() {
         let mut sim = Disaggregated::new(spec, driver);
-        sim.run()?;
+        event_loop::run(&mut sim, cap, clock, control)?;
         sim.finish()
     } else {
         let mut sim = Aggregated::new(spec, driver);
-        sim.run()?;
+        event_loop::run(&mut sim, cap, clock, control)?;
         sim.finish()
     };
     Ok(Simulated { collector, facts })
