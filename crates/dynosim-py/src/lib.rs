@@ -2,7 +2,9 @@
 //!
 //! The two API functions take the reference's `dynamo.replay` signatures and fill the same
 //! [`ReplayOptions`] the CLI fills, so validation (and every message) is shared with the CLI.
-//! `main` runs the CLI itself, parser included. The GIL is released while a replay runs.
+//! `main` runs the CLI itself, parser included. The GIL is released while a replay runs, and
+//! the calling thread keeps answering signals meanwhile, so Ctrl-C raises `KeyboardInterrupt`
+//! at once.
 //!
 //! Engine arguments and router configs are accepted as the reference's objects
 //! (`MockEngineArgs`, `KvRouterConfig`, defined in [`engine_args`] and [`router_config`]), as
@@ -14,6 +16,9 @@ mod router_config;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use dynosim::config::ReplayOptions;
 use dynosim::error::ErrorKind;
@@ -185,16 +190,64 @@ fn replay_to_dict<'py>(py: Python<'py>, options: ReplayOptions) -> PyResult<Boun
     let spec = options.into_spec().map_err(to_py_err)?;
     dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
         .map_err(to_py_err)?;
-    let report = py
-        .detach(move || -> dynosim::Result<Report> {
-            let (report, records) = dynosim_cli::replay(&spec)?;
-            if let Some(path) = jsonl_path {
-                dynosim_cli::output::write_jsonl(&path, &records)?;
-            }
-            Ok(report)
-        })
-        .map_err(to_py_err)?;
+    let report = run_interruptibly(py, move |cancelled| -> dynosim::Result<Report> {
+        let (report, records) = dynosim_cli::replay_cancellable(&spec, cancelled)?;
+        // A run the caller has given up on writes nothing.
+        if cancelled.load(Ordering::Relaxed) {
+            return Err(dynosim::Error::runtime("replay interrupted"));
+        }
+        if let Some(path) = jsonl_path {
+            dynosim_cli::output::write_jsonl(&path, &records)?;
+        }
+        Ok(report)
+    })?
+    .map_err(to_py_err)?;
     report_to_dict(py, &report)
+}
+
+/// How often a waiting caller checks for signals (Ctrl-C) while a run is in progress.
+const SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Runs `work` on its own thread, without the GIL, while this thread keeps running Python's
+/// signal handlers: a `KeyboardInterrupt` (or any exception a handler raises) is returned at
+/// once. `work` is then told through its flag that nobody waits for it; it must not write
+/// anything after seeing the flag set.
+fn run_interruptibly<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&AtomicBool) -> T + Send + 'static,
+{
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let (sender, receiver) = mpsc::channel();
+    let flag = Arc::clone(&cancelled);
+    std::thread::Builder::new()
+        .name("dynosim-replay".into())
+        .spawn(move || {
+            // The receiver is gone only if the caller stopped waiting.
+            let _ = sender.send(work(&flag));
+        })
+        .map_err(|err| PyRuntimeError::new_err(format!("cannot start the replay thread: {err}")))?;
+    let mut receiver = receiver;
+    loop {
+        // The receiver travels into the GIL-free closure and back (it cannot be shared).
+        let (returned, received) = py.detach(move || {
+            let received = receiver.recv_timeout(SIGNAL_POLL_INTERVAL);
+            (receiver, received)
+        });
+        receiver = returned;
+        match received {
+            Ok(result) => return Ok(result),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(err) = py.check_signals() {
+                    cancelled.store(true, Ordering::Relaxed);
+                    return Err(err);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err("the replay thread failed"))
+            }
+        }
+    }
 }
 
 /// The report as a dict in the reference's key order, with Python ints and floats.
@@ -462,12 +515,12 @@ fn main(py: Python<'_>, argv: Option<Vec<OsString>>, prog: String) -> PyResult<i
             sys_argv.into_iter().skip(1).collect()
         }
     };
-    let (code, out, err) = py.detach(move || {
+    let (code, out, err) = run_interruptibly(py, move |_| {
         let mut out = Vec::new();
         let mut err = Vec::new();
         let code = dynosim_cli::run(&prog, argv, &mut out, &mut err);
         (code, out, err)
-    });
+    })?;
     // Through sys.stdout/sys.stderr so Python-level redirection (pytest, contextlib) works.
     let sys = py.import("sys")?;
     for (stream, bytes) in [("stdout", out), ("stderr", err)] {

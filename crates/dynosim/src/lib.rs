@@ -30,3 +30,12 @@ pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<sim::Simulated> {
     sim::simulate(spec, workload)
 }
+
+/// [`simulate`], stopping with a runtime error once another thread sets `cancel`.
+pub fn simulate_cancellable(
+    spec: &ReplaySpec,
+    workload: Workload,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<sim::Simulated> {
+    sim::simulate_cancellable(spec, workload, cancel)
+}

@@ -12,8 +12,10 @@ mod common;
 mod disaggregated;
 pub mod driver;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::config::ReplaySpec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::report::{Collector, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
@@ -22,17 +24,37 @@ use driver::Driver;
 
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
+    simulate_cancellable(spec, workload, &AtomicBool::new(false))
+}
+
+/// [`simulate`], stopping early when another thread sets `cancel` (a front whose user pressed
+/// Ctrl-C). The loop looks at the flag once per virtual timestamp; a cancelled run ends with a
+/// runtime error and no report.
+pub fn simulate_cancellable(
+    spec: &ReplaySpec,
+    workload: Workload,
+    cancel: &AtomicBool,
+) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let (collector, facts) = if spec.disaggregation.is_some() {
         let mut sim = Disaggregated::new(spec, driver);
-        sim.run()?;
+        sim.run(cancel)?;
         sim.finish()
     } else {
         let mut sim = Aggregated::new(spec, driver);
-        sim.run()?;
+        sim.run(cancel)?;
         sim.finish()
     };
     Ok(Simulated { collector, facts })
+}
+
+/// The error that ends a run whose caller has set its cancel flag.
+fn check_cancelled(cancel: &AtomicBool) -> Result<()> {
+    if cancel.load(Ordering::Relaxed) {
+        Err(Error::runtime("replay interrupted"))
+    } else {
+        Ok(())
+    }
 }
 
 /// A finished simulation, waiting for the caller's wall-time measurement to become a report.
