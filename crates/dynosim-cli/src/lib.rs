@@ -11,11 +11,12 @@ pub mod output;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
-use dynosim::sim::{RunControl, VirtualClock};
+use dynosim::sim::VirtualClock;
 use dynosim::{Report, RequestRecord};
 use live::{InterruptGuard, WallClock};
 
@@ -29,25 +30,39 @@ const INTERRUPTED_EXIT_CODE: i32 = 130;
 /// Loads the workload, simulates it, and builds the report. `wall_time_ms` measures the
 /// simulation only (not workload loading), as the reference's does.
 pub fn replay(spec: &ReplaySpec) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    replay_with(spec, &RunControl::new())
+    replay_with(spec, &AtomicBool::new(false))
 }
 
-/// [`replay`], ended early (with the report of what finished) when `control` is cancelled.
-/// Offline runs in virtual time; online runs on the wall clock at the spec's speed.
+/// [`replay`], ended early with the report of what finished once `cancel` is set (by another
+/// thread, or by the live clock on Ctrl-C). Offline runs in virtual time; online runs on the
+/// wall clock at the spec's speed.
 pub fn replay_with(
     spec: &ReplaySpec,
-    control: &RunControl,
+    cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
     let simulated = match spec.replay_mode {
-        ReplayMode::Offline => dynosim::simulate_with(spec, workload, &mut VirtualClock, control)?,
+        ReplayMode::Offline => dynosim::simulate_with(spec, workload, &mut VirtualClock, cancel)?,
         ReplayMode::Online { speed } => {
-            dynosim::simulate_with(spec, workload, &mut WallClock::start(speed), control)?
+            dynosim::simulate_with(spec, workload, &mut WallClock::start(speed), cancel)?
         }
     };
     let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(simulated.into_report(wall_time_ms))
+}
+
+/// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
+/// front does on Ctrl-C).
+pub fn replay_cancellable(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    let replayed = replay_with(spec, cancel)?;
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(dynosim::Error::runtime("replay interrupted"));
+    }
+    Ok(replayed)
 }
 
 /// Runs the command: `args` are the arguments after the program name, `prog` is the name
@@ -123,7 +138,7 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
     // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
     let interrupts =
         matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
-    let (report, records) = replay_with(&spec, &RunControl::new())?;
+    let (report, records) = replay_with(&spec, &AtomicBool::new(false))?;
     // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
     let interrupted = interrupts
         .as_ref()

@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use dynosim::sim::{Clock, RunControl};
+use dynosim::sim::Clock;
 
 /// Longest single sleep, so Ctrl-C and cancellation are seen within this much time.
 const SLEEP_SLICE: Duration = Duration::from_millis(20);
@@ -34,13 +34,13 @@ impl WallClock {
 }
 
 impl Clock for WallClock {
-    fn wait_until(&mut self, at_ms: f64, control: &RunControl) {
+    fn wait_until(&mut self, at_ms: f64, cancel: &AtomicBool) {
         let due = self.started + Duration::from_secs_f64((at_ms / self.speed / 1000.0).max(0.0));
         loop {
             if interrupted() {
-                control.cancel();
+                cancel.store(true, Ordering::SeqCst);
             }
-            if control.is_cancelled() {
+            if cancel.load(Ordering::SeqCst) {
                 return;
             }
             let now = Instant::now();
@@ -123,16 +123,16 @@ mod tests {
 
     #[test]
     fn waits_scale_with_the_speed_and_end_early_when_cancelled() {
-        let control = RunControl::new();
+        let cancel = AtomicBool::new(false);
         let mut clock = WallClock::start(100.0);
         let started = Instant::now();
         // 2 s of model time at 100x: 20 ms of wall time.
-        clock.wait_until(2000.0, &control);
+        clock.wait_until(2000.0, &cancel);
         let waited = started.elapsed();
         assert!(waited >= Duration::from_millis(20), "{waited:?}");
-        control.cancel();
+        cancel.store(true, Ordering::SeqCst);
         let started = Instant::now();
-        clock.wait_until(1e9, &control);
+        clock.wait_until(1e9, &cancel);
         assert!(started.elapsed() < Duration::from_secs(5));
     }
 }

@@ -8,13 +8,16 @@
 pub mod engine_args;
 mod json_fields;
 pub mod options;
+pub mod profile_table;
 pub mod router_config;
 pub mod router_policy;
 
 pub use engine_args::{
-    EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, WorkerType,
+    EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, SpeculativeArgs,
+    TimingSource, WorkerType,
 };
 pub use options::ReplayOptions;
+pub use profile_table::ProfileTable;
 pub use router_config::{RouterConfig, RouterQueuePolicy};
 
 use std::path::PathBuf;

@@ -167,6 +167,10 @@ macro_rules! router_config_keys {
         /// Every key `--router-config` accepts, in the reference's order.
         pub const ACCEPTED_KEYS: &[&str] = &[$(stringify!($key)),*];
 
+        /// Each accepted key with the Rust type its JSON value is read as (`"f64"`,
+        /// `"Option<u32>"`, ...): lets another front (Python) check argument types up front.
+        pub const ACCEPTED_KEY_TYPES: &[(&str, &str)] = &[$((stringify!($key), stringify!($ty))),*];
+
         // Some keys are only type-checked: they have no effect offline.
         #[derive(Default)]
         #[allow(dead_code)]

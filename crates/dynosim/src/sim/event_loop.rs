@@ -9,9 +9,10 @@
 //!   time cap is passed: find the next event, wait for it on the clock, advance, settle.
 //! - [`Clock`], [`VirtualClock`]: the time seam. The core has no real clock; a caller that
 //!   wants real time supplies one (the CLI's live replay does).
-//! - [`RunControl`]: a cancellation flag the caller owns and may set from another thread (or
-//!   a signal handler's watcher); the loop reads it between event batches. A cancelled run
-//!   stops where it is and its report covers what finished.
+//! - The cancellation seam: an `AtomicBool` the caller owns ([`RunControl`] holds one to share
+//!   across threads) and may set from another thread (or a signal handler's watcher); the loop
+//!   reads it between event batches. A cancelled run stops where it is and its report covers
+//!   what finished.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -20,8 +21,9 @@ use crate::error::{Error, Result};
 
 /// When model time may advance.
 pub trait Clock {
-    /// Returns once model time `at_ms` is due, or earlier if `control` is cancelled meanwhile.
-    fn wait_until(&mut self, at_ms: f64, control: &RunControl);
+    /// Returns once model time `at_ms` is due, or earlier if `cancel` is set meanwhile (a
+    /// clock that notices an interruption itself sets it).
+    fn wait_until(&mut self, at_ms: f64, cancel: &AtomicBool);
 }
 
 /// Virtual time: every moment is due at once.
@@ -29,7 +31,7 @@ pub trait Clock {
 pub struct VirtualClock;
 
 impl Clock for VirtualClock {
-    fn wait_until(&mut self, _at_ms: f64, _control: &RunControl) {}
+    fn wait_until(&mut self, _at_ms: f64, _cancel: &AtomicBool) {}
 }
 
 /// The caller's handle on a run: cancel it from anywhere, the loop notices between event
@@ -52,6 +54,15 @@ impl RunControl {
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
+
+    /// The flag itself, as the loop and the clock take it.
+    pub fn flag(&self) -> &AtomicBool {
+        &self.cancelled
+    }
+}
+
+fn is_set(cancel: &AtomicBool) -> bool {
+    cancel.load(Ordering::SeqCst)
 }
 
 /// A deployment as the loop sees it.
@@ -78,10 +89,10 @@ pub(super) fn run(
     topology: &mut impl Topology,
     max_sim_time_ms: Option<f64>,
     clock: &mut dyn Clock,
-    control: &RunControl,
+    cancel: &AtomicBool,
 ) -> Result<()> {
     topology.settle()?;
-    while !topology.is_done() && !control.is_cancelled() {
+    while !topology.is_done() && !is_set(cancel) {
         let Some(next_ms) = topology.next_event_ms() else {
             return Err(topology.dead_end());
         };
@@ -90,8 +101,8 @@ pub(super) fn run(
                 break;
             }
         }
-        clock.wait_until(next_ms, control);
-        if control.is_cancelled() {
+        clock.wait_until(next_ms, cancel);
+        if is_set(cancel) {
             break;
         }
         topology.advance_to(next_ms);

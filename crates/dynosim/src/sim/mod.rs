@@ -14,8 +14,10 @@ pub mod driver;
 pub mod event_loop;
 mod handoff;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use crate::config::ReplaySpec;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::report::{Collector, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
@@ -25,29 +27,44 @@ pub use event_loop::{Clock, RunControl, VirtualClock};
 
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
-    simulate_with(spec, workload, &mut VirtualClock, &RunControl::new())
+    simulate_with(spec, workload, &mut VirtualClock, &AtomicBool::new(false))
 }
 
-/// Runs the replay with time from `clock`, until it ends or `control` is cancelled (then the
-/// result covers what finished).
+/// Runs the replay with time from `clock`, until it ends or another thread sets `cancel`
+/// (then the result covers what finished).
 pub fn simulate_with(
     spec: &ReplaySpec,
     workload: Workload,
     clock: &mut dyn Clock,
-    control: &RunControl,
+    cancel: &AtomicBool,
 ) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
     let (collector, facts) = if spec.disaggregation.is_some() {
         let mut sim = Disaggregated::new(spec, driver);
-        event_loop::run(&mut sim, cap, clock, control)?;
+        event_loop::run(&mut sim, cap, clock, cancel)?;
         sim.finish()
     } else {
         let mut sim = Aggregated::new(spec, driver);
-        event_loop::run(&mut sim, cap, clock, control)?;
+        event_loop::run(&mut sim, cap, clock, cancel)?;
         sim.finish()
     };
     Ok(Simulated { collector, facts })
+}
+
+/// [`simulate`], stopping early when another thread sets `cancel` (a front whose user pressed
+/// Ctrl-C); such a run ends with a runtime error and no report (the Python front's choice;
+/// [`simulate_with`] keeps the report of what finished).
+pub fn simulate_cancellable(
+    spec: &ReplaySpec,
+    workload: Workload,
+    cancel: &AtomicBool,
+) -> Result<Simulated> {
+    let simulated = simulate_with(spec, workload, &mut VirtualClock, cancel)?;
+    if cancel.load(Ordering::Relaxed) {
+        return Err(Error::runtime("replay interrupted"));
+    }
+    Ok(simulated)
 }
 
 /// A finished simulation, waiting for the caller's wall-time measurement to become a report.
