@@ -31,6 +31,17 @@ pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<sim::Simulated>
     sim::simulate(spec, workload)
 }
 
+/// Runs the replay with time from the caller's clock (e.g. the wall clock of a live replay)
+/// until it ends or `cancel` is set; a cancelled run reports what finished.
+pub fn simulate_with(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn sim::Clock,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<sim::Simulated> {
+    sim::simulate_with(spec, workload, clock, cancel)
+}
+
 /// [`simulate`], stopping with a runtime error once another thread sets `cancel`.
 pub fn simulate_cancellable(
     spec: &ReplaySpec,
