@@ -16,6 +16,26 @@ pub mod workload;
 
 pub use error::{Error, Result};
 
+/// Test helper: a file of the shared folder beside the repository (`../shared/RELATIVE`), or
+/// `None`, with a note on stderr, when it is absent. Under `CI=true` an absent file fails the
+/// test instead: CI always has `../shared`, so there its absence means nothing was checked.
+#[cfg(test)]
+pub(crate) fn shared_file(relative: &str) -> Option<std::path::PathBuf> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared")
+        .join(relative);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{} is absent; CI=true needs ../shared beside the repository",
+        path.display()
+    );
+    eprintln!("skipping: {} is absent", path.display());
+    None
+}
+
 pub use config::ReplaySpec;
 pub use report::{Report, RequestRecord};
 pub use workload::Workload;
