@@ -45,6 +45,8 @@ pub struct ReplayOptions {
     pub model_name: Option<String>,
     /// Seed of the KV router's tie-breaking and temperature sampling (dynosim only).
     pub router_seed: i64,
+    /// Live replay runs this many times faster than real time (dynosim only; default 1).
+    pub online_speed: Option<f64>,
     /// AIC performance-model flags (not supported yet; the "all three required" rule applies).
     pub aic_backend: Option<String>,
     pub aic_system: Option<String>,
@@ -78,8 +80,6 @@ pub struct ReplayOptions {
     pub replay_concurrency: Option<i64>,
     /// "offline" or "online".
     pub replay_mode: String,
-    /// Online replay runs this many times faster than real time (dynosim only; default 1).
-    pub online_speed: Option<f64>,
     /// "round_robin" or "kv_router".
     pub router_mode: String,
     pub arrival_speedup_ratio: f64,
