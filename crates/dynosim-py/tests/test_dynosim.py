@@ -154,11 +154,11 @@ def test_an_sla_adds_goodput_keys():
     assert report["goodput_completed_requests"] == 50
 
 
-def test_bad_values_raise_value_error_with_the_cli_message(tmp_path):
+def test_bad_values_raise_value_error_with_the_cli_message_in_python_spelling(tmp_path):
+    # One check, one message; each front names the option its own way.
     with pytest.raises(ValueError) as raised:
         run_synthetic_trace_replay(0, 100, 5, replay_concurrency=1)
-    message = str(raised.value)
-    assert "input_tokens" in message
+    assert str(raised.value) == "input_tokens: input_tokens must be at least 1"
     result = run_module(
         "dynamo.replay",
         ["--input-tokens", "0", "--output-tokens", "100", "--request-count", "5",
@@ -166,7 +166,9 @@ def test_bad_values_raise_value_error_with_the_cli_message(tmp_path):
         tmp_path,
     )
     assert result.returncode == 2
-    assert result.stderr.splitlines()[0] == f"python -m dynamo.replay: error: {message}"
+    assert result.stderr.splitlines()[0] == (
+        "python -m dynamo.replay: error: --input-tokens: input_tokens must be at least 1"
+    )
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ pub mod engine_args;
 mod json_fields;
 pub mod options;
 pub mod router_config;
+pub mod spelling;
 
 pub use engine_args::{
     EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, WorkerType,
