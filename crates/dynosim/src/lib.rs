@@ -23,7 +23,7 @@ pub use workload::Workload;
 /// Reads (or generates) the workload a spec names. Kept apart from [`simulate`] because the
 /// report's `wall_time_ms` measures the simulation only, not trace loading.
 pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
-    sim::load_workload(spec)
+    workload::load(spec)
 }
 
 /// Runs the replay in virtual time. Pure: no I/O, no clocks.

@@ -22,8 +22,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::json_fields::{read_object, show_f64, unknown_field_message, ObjectError};
+use super::router_policy::{PolicyProfile, RouterPolicyConfig};
 use crate::error::{Error, Result};
-use crate::router::kv::policy::{PolicyProfile, RouterPolicyConfig};
 
 /// Order of the KV router's pending-request queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
