@@ -130,10 +130,13 @@ pub enum ArrivalMode {
 }
 
 /// Whether the replay runs in virtual time or on the wall clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ReplayMode {
     Offline,
-    Online,
+    /// Live: model time follows the wall clock, `speed` times faster than real time.
+    Online {
+        speed: f64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -78,6 +78,8 @@ pub struct ReplayOptions {
     pub replay_concurrency: Option<i64>,
     /// "offline" or "online".
     pub replay_mode: String,
+    /// Online replay runs this many times faster than real time (dynosim only; default 1).
+    pub online_speed: Option<f64>,
     /// "round_robin" or "kv_router".
     pub router_mode: String,
     pub arrival_speedup_ratio: f64,
@@ -145,6 +147,7 @@ impl Default for ReplayOptions {
             num_decode_workers: 1,
             replay_concurrency: None,
             replay_mode: "offline".into(),
+            online_speed: None,
             router_mode: "round_robin".into(),
             arrival_speedup_ratio: 1.0,
             trace_format: "mooncake".into(),
@@ -219,11 +222,17 @@ fn parse_router_mode(text: &str) -> Result<RouterMode> {
     }
 }
 
-/// `--replay-mode`.
-fn parse_replay_mode(text: &str) -> Result<ReplayMode> {
+/// `--replay-mode`, before the online speed is attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ModeName {
+    Offline,
+    Online,
+}
+
+fn parse_replay_mode(text: &str) -> Result<ModeName> {
     match text {
-        "offline" => Ok(ReplayMode::Offline),
-        "online" => Ok(ReplayMode::Online),
+        "offline" => Ok(ModeName::Offline),
+        "online" => Ok(ModeName::Online),
         other => Err(flag_error(
             "--replay-mode",
             format!("replay_mode must be either 'offline' or 'online', got '{other}'"),
@@ -237,18 +246,6 @@ fn replay_kind(closed_loop: bool) -> &'static str {
         "concurrency replay"
     } else {
         "trace replay"
-    }
-}
-
-/// The replay mode, at the point where the reference checks it.
-fn checked_replay_mode(choices: &Choices) -> Result<ReplayMode> {
-    match choices.replay_mode.clone()? {
-        ReplayMode::Offline => Ok(ReplayMode::Offline),
-        ReplayMode::Online => Err(flag_error(
-            "--replay-mode",
-            "online replay is not supported; dynosim replays offline in virtual time \
-             (use --replay-mode offline)",
-        )),
     }
 }
 
@@ -285,7 +282,7 @@ fn meaningful_dtype(value: &Option<String>) -> bool {
 /// the point where the reference checks that option; checks that run earlier only ask whether
 /// the choice is a given valid one.
 struct Choices {
-    replay_mode: Result<ReplayMode>,
+    replay_mode: Result<ModeName>,
     trace_format: Result<TraceDialect>,
     router_mode: Result<RouterMode>,
 }
@@ -300,7 +297,7 @@ impl Choices {
     }
 
     fn is_online(&self) -> bool {
-        self.replay_mode == Ok(ReplayMode::Online)
+        self.replay_mode == Ok(ModeName::Online)
     }
 
     fn trace_format_is(&self, dialect: TraceDialect) -> bool {
@@ -569,7 +566,7 @@ impl ReplayOptions {
         if self.planner_config.is_none() {
             return Ok(());
         }
-        if choices.replay_mode != Ok(ReplayMode::Offline) {
+        if choices.replay_mode != Ok(ModeName::Offline) {
             return Err(
                 usage("--planner-config only supports --replay-mode=offline")
                     .with_api_message("planner_config replay only supports replay_mode='offline'"),
@@ -722,8 +719,12 @@ impl ReplayOptions {
         num_workers: usize,
         engine: &EngineArgs,
         closed_loop: bool,
+        single_target_kv_refused: bool,
     ) -> Result<()> {
-        if router_mode == RouterMode::KvRouter && num_workers.saturating_mul(engine.dp_size) <= 1 {
+        if single_target_kv_refused
+            && router_mode == RouterMode::KvRouter
+            && num_workers.saturating_mul(engine.dp_size) <= 1
+        {
             return Err(flag_error(
                 "--router-mode",
                 "offline replay only supports router_mode=kv_router with more than one \
@@ -851,6 +852,7 @@ impl ReplayOptions {
     /// aggregated workers after theirs.
     fn topology(
         &self,
+        choices: &Choices,
         engines: ParsedEngines,
         disaggregated: bool,
         router_mode: RouterMode,
@@ -866,12 +868,63 @@ impl ReplayOptions {
             });
         }
         let engine = engines.aggregated.unwrap_or_default();
-        self.check_aggregated_workers(router_mode, num_workers, &engine, closed_loop)?;
+        // Online, the reference's live KV router also serves a single target.
+        let single_target_kv_refused = !choices.is_online();
+        self.check_aggregated_workers(
+            router_mode,
+            num_workers,
+            &engine,
+            closed_loop,
+            single_target_kv_refused,
+        )?;
         Ok(Topology {
             engine,
             num_workers,
             disaggregation: None,
         })
+    }
+
+    /// The replay mode, at the point where the reference checks it, with the online speed
+    /// (dynosim's own flag, refused offline).
+    fn replay_mode(&self, choices: &Choices) -> Result<ReplayMode> {
+        match (choices.replay_mode.clone()?, self.online_speed) {
+            (ModeName::Offline, None) => Ok(ReplayMode::Offline),
+            (ModeName::Offline, Some(_)) => Err(flag_error(
+                "--online-speed",
+                "online_speed only applies to replay_mode='online'",
+            )),
+            (ModeName::Online, speed) => {
+                let speed = speed.unwrap_or(1.0);
+                if !(speed.is_finite() && speed > 0.0) {
+                    return Err(flag_error(
+                        "--online-speed",
+                        format!(
+                            "online_speed must be a finite positive number, got {}",
+                            show_f64(speed)
+                        ),
+                    ));
+                }
+                Ok(ReplayMode::Online { speed })
+            }
+        }
+    }
+
+    /// The reference's limits of online replay that the mode check itself does not cover
+    /// (disaggregation and the time cap are refused where those options are checked).
+    fn check_online(&self, mode: ReplayMode, engine: &EngineArgs) -> Result<()> {
+        if !matches!(mode, ReplayMode::Online { .. }) {
+            return Ok(());
+        }
+        if engine.dp_size != 1 {
+            return Err(flag_error(
+                "--extra-engine-args",
+                format!(
+                    "online replay only supports data_parallel_size=1, got {}",
+                    engine.dp_size
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn check_speedup(&self, name: &str) -> Result<f64> {
@@ -920,14 +973,22 @@ impl ReplayOptions {
         let max_sim_time_ms = self.max_sim_time_ms(choices)?;
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
-        let replay_mode = checked_replay_mode(choices)?;
+        let replay_mode = self.replay_mode(choices)?;
         let topology = self.topology(
+            choices,
             engines,
             disaggregated,
             router_mode,
             num_workers,
             concurrency.is_some(),
         )?;
+        self.check_online(replay_mode, &topology.engine)?;
+        if dialect == TraceDialect::MooncakeDelta && replay_mode != ReplayMode::Offline {
+            return Err(flag_error(
+                "--trace-format",
+                "mooncake-delta trace format is not supported for online replay",
+            ));
+        }
         if topology.disaggregation.is_some() {
             let unsupported = match dialect {
                 TraceDialect::AgenticMooncake => Some("agentic_mooncake"),
@@ -1124,14 +1185,16 @@ impl ReplayOptions {
             }
         }
 
-        let replay_mode = checked_replay_mode(choices)?;
+        let replay_mode = self.replay_mode(choices)?;
         let topology = self.topology(
+            choices,
             engines,
             disaggregated,
             router_mode,
             num_workers,
             concurrency.is_some(),
         )?;
+        self.check_online(replay_mode, &topology.engine)?;
         let arrivals = arrival_mode(concurrency, || match speedup {
             Some(speedup) => Ok(speedup),
             None => self.check_speedup("arrival_speedup_ratio"),
@@ -1898,14 +1961,106 @@ mod tests {
             },
             "--replay-mode: replay_mode must be either 'offline' or 'online', got 'bogus'",
         );
-        assert_error(
-            ReplayOptions {
-                replay_mode: "online".into(),
-                ..trace()
-            },
-            "--replay-mode: online replay is not supported; dynosim replays offline in virtual \
-             time (use --replay-mode offline)",
+        assert_eq!(spec(trace()).replay_mode, ReplayMode::Offline);
+    }
+
+    #[test]
+    fn online_rules() {
+        let online = || ReplayOptions {
+            replay_mode: "online".into(),
+            ..trace()
+        };
+        assert_eq!(
+            spec(online()).replay_mode,
+            ReplayMode::Online { speed: 1.0 }
         );
+        assert_eq!(
+            spec(ReplayOptions {
+                online_speed: Some(10.0),
+                ..online()
+            })
+            .replay_mode,
+            ReplayMode::Online { speed: 10.0 }
+        );
+        // The live KV router also serves one worker.
+        assert_eq!(
+            spec(ReplayOptions {
+                router_mode: "kv_router".into(),
+                ..online()
+            })
+            .router_mode,
+            RouterMode::KvRouter
+        );
+        for speed in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let options = ReplayOptions {
+                online_speed: Some(speed),
+                ..online()
+            };
+            let message = options.into_spec().unwrap_err().message().to_string();
+            assert!(
+                message.starts_with("--online-speed: online_speed must be a finite positive"),
+                "{message}"
+            );
+        }
+        let offline_speed = ReplayOptions {
+            online_speed: Some(2.0),
+            ..trace()
+        };
+        let refused = [
+            (
+                offline_speed,
+                "--online-speed: online_speed only applies to replay_mode='online'",
+            ),
+            (
+                ReplayOptions {
+                    extra_engine_args: Some(r#"{"dp_size":2}"#.into()),
+                    ..online()
+                },
+                "--extra-engine-args: online replay only supports data_parallel_size=1, got 2",
+            ),
+            (
+                ReplayOptions {
+                    trace_format: "mooncake-delta".into(),
+                    ..online()
+                },
+                "--trace-format: mooncake-delta trace format is not supported for online replay",
+            ),
+            (
+                ReplayOptions {
+                    max_sim_time_seconds: Some(5.0),
+                    ..online()
+                },
+                "--max-sim-time-seconds: max_sim_time_ms only supports replay_mode='offline'",
+            ),
+            (
+                ReplayOptions {
+                    prefill_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()),
+                    decode_engine_args: Some(r#"{"worker_type":"decode"}"#.into()),
+                    ..online()
+                },
+                "--replay-mode: disagg replay only supports replay_mode='offline'",
+            ),
+        ];
+        for (options, message) in refused {
+            assert_error(options, message);
+        }
+        assert_eq!(
+            synthetic_online_mode(),
+            ReplayMode::Online { speed: 1.0 },
+            "synthetic workloads replay live too"
+        );
+    }
+
+    fn synthetic_online_mode() -> ReplayMode {
+        spec(ReplayOptions {
+            replay_mode: "online".into(),
+            ..synthetic()
+        })
+        .replay_mode
+    }
+
+    #[test]
+    fn replay_mode_is_read_after_the_concurrency_check() {
         // The replay core reads the mode after the SLA and concurrency checks.
         assert_error(
             ReplayOptions {
