@@ -1,12 +1,12 @@
 //! Pieces shared by the topologies: the timed event queue (with the reference's tie-break),
-//! worker pass state, where a request came from, and building a KV router for a pool.
+//! where a request came from, and building a KV router for a pool.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use super::driver::Driver;
 use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
-use crate::engine::{PassEvent, RequestId};
+use crate::engine::RequestId;
 use crate::report::Collector;
 use crate::router::kv::{KvRouter, Targets};
 use crate::tokens::TokenSeq;
@@ -82,17 +82,6 @@ impl<T: Copy> EventQueue<T> {
     pub(super) fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
-}
-
-/// Pass state of one worker.
-#[derive(Debug, Default)]
-pub(super) struct WorkerState {
-    /// A pass is in flight.
-    pub(super) busy: bool,
-    /// The last pass did nothing; do not retry until the worker receives a request.
-    pub(super) stalled: bool,
-    /// Events of the in-flight pass, applied at its completion.
-    pub(super) pending: Vec<PassEvent>,
 }
 
 /// Where a request came from, to report its terminal state back to the driver.
