@@ -1,8 +1,8 @@
 //! Aggregated workers: `num_workers` workers of `dp_size` ranks each behind one router, and the
 //! event loop that drives them (see the module doc of `sim` for the ordering rules).
 
-use super::common::{kv_router, next_arrival, EventQueue, RequestOrigin, RouteHints};
-use super::driver::{Driver, Terminal};
+use super::common::{kv_router, EventQueue, Requests, RouteHints};
+use super::driver::Driver;
 use super::event_loop::Topology;
 use super::pool::Pool;
 use crate::config::RouterMode;
@@ -22,14 +22,12 @@ pub(super) struct Aggregated<'s> {
     pool: Pool,
     /// Pass completions, by worker.
     completions: EventQueue<usize>,
-    driver: Driver,
+    requests: Requests,
     /// Requests held in the KV router's queue, by id, until it places them.
     parked: Vec<Option<EngineRequest>>,
     /// Scratch: queued requests the KV router placed.
     placements: Vec<Placement>,
     collector: Collector,
-    origins: Vec<RequestOrigin>,
-    in_flight: usize,
     /// The reference's single-worker path releases closed-loop arrivals only between passes.
     release_between_passes_only: bool,
     single_worker: bool,
@@ -69,9 +67,7 @@ impl<'s> Aggregated<'s> {
             parked: Vec::new(),
             placements: Vec::new(),
             collector: Collector::new(spec.sla, spec.capture_requests),
-            origins: Vec::with_capacity(driver.total_turns()),
-            driver,
-            in_flight: 0,
+            requests: Requests::new(driver),
             release_between_passes_only: single_worker && closed_loop,
             single_worker,
             past_cap_stop_ms: None,
@@ -99,7 +95,7 @@ impl<'s> Aggregated<'s> {
 
 impl Topology for Aggregated<'_> {
     fn is_done(&self) -> bool {
-        self.driver.is_drained()
+        self.requests.driver().is_drained()
     }
 
     /// The error for a run where nothing can happen any more, naming the blocking request when
@@ -107,16 +103,16 @@ impl Topology for Aggregated<'_> {
     fn dead_end(&self) -> Error {
         let mut message = format!(
             "offline replay reached a dead end with {} in-flight requests remaining",
-            self.in_flight
+            self.requests.in_flight()
         );
         match self.pool.blocked_request() {
             Some((worker, rank, id)) => {
-                let origin = self.origins[id];
+                let origin = self.requests.origin(id);
                 message.push_str(&format!(
                     ": the request of session {} turn {} ({} prompt tokens) can never be \
                      scheduled on worker {} (dp rank {}); its prompt and output reservation do \
                      not fit the KV cache",
-                    self.driver.session_id(origin.session),
+                    self.requests.driver().session_id(origin.session),
                     origin.turn,
                     origin.input_length,
                     worker,
@@ -156,7 +152,7 @@ impl Topology for Aggregated<'_> {
         let next_arrival = if arrivals_blocked {
             None
         } else {
-            self.driver.next_ready_ms()
+            self.requests.driver().next_ready_ms()
         };
         match (next_completion, next_arrival) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -197,20 +193,16 @@ impl Aggregated<'_> {
     /// Releases every turn ready by now, routing each before the next.
     fn release_arrivals(&mut self) -> bool {
         let mut released = false;
-        while let Some(arrival) = next_arrival(
-            &mut self.driver,
-            self.now_ms,
-            self.spec.arrivals,
-            &mut self.collector,
-            &mut self.origins,
-        ) {
+        while let Some(arrival) =
+            self.requests
+                .release(self.now_ms, self.spec.arrivals, &mut self.collector)
+        {
             let request = EngineRequest {
                 id: arrival.id,
                 prompt: arrival.prompt,
                 max_output_tokens: arrival.max_output_tokens,
             };
             let hints = arrival.hints;
-            self.in_flight += 1;
             self.route(request, hints);
             released = true;
         }
@@ -306,7 +298,7 @@ impl Aggregated<'_> {
         for (index, &event) in events.iter().enumerate() {
             match event {
                 PassEvent::Tokens { id, count } => {
-                    self.origins[id].generated += count;
+                    self.requests.on_tokens(id, count);
                     self.collector.on_tokens(id, self.now_ms, count);
                     // A token followed by the request's completion is its final token: the
                     // router then releases everything at once, at the completion.
@@ -331,14 +323,6 @@ impl Aggregated<'_> {
     }
 
     fn on_terminal(&mut self, id: RequestId, completed: bool) {
-        let origin = self.origins[id];
-        self.in_flight -= 1;
-        let how = Terminal {
-            request_id: id,
-            output_tokens: origin.generated,
-            completed,
-        };
-        self.driver
-            .on_terminal(origin.session, origin.turn, self.now_ms, how);
+        self.requests.on_ended(id, self.now_ms, completed);
     }
 }

@@ -24,8 +24,8 @@
 
 use std::collections::VecDeque;
 
-use super::common::{kv_router, next_arrival, EventQueue, RequestOrigin, RouteHints};
-use super::driver::{Driver, Terminal};
+use super::common::{kv_router, EventQueue, Requests, RouteHints};
+use super::driver::Driver;
 use super::event_loop::Topology;
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
 use super::pool::Pool;
@@ -130,11 +130,9 @@ pub(super) struct Disaggregated<'s> {
     decode: Pool,
     events: EventQueue<Event>,
     actions: VecDeque<(RequestId, Action)>,
-    driver: Driver,
+    released: Requests,
     collector: Collector,
-    origins: Vec<RequestOrigin>,
     requests: Vec<DisaggRequest>,
-    in_flight: usize,
     /// Scratch: queued prefills the prefill router placed.
     placements: Vec<Placement>,
 }
@@ -203,10 +201,8 @@ impl<'s> Disaggregated<'s> {
             events: EventQueue::new(),
             actions: VecDeque::new(),
             collector: Collector::new(spec.sla, spec.capture_requests),
-            origins: Vec::with_capacity(driver.total_turns()),
             requests: Vec::with_capacity(driver.total_turns()),
-            driver,
-            in_flight: 0,
+            released: Requests::new(driver),
             placements: Vec::new(),
         }
     }
@@ -235,7 +231,7 @@ impl Topology for Disaggregated<'_> {
     fn next_event_ms(&self) -> Option<f64> {
         match (
             self.events.peek().map(|(at_ms, _)| at_ms),
-            self.driver.next_ready_ms(),
+            self.released.driver().next_ready_ms(),
         ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -245,12 +241,12 @@ impl Topology for Disaggregated<'_> {
     fn dead_end(&self) -> Error {
         Error::runtime(format!(
             "offline disagg replay reached a dead end with {} in-flight requests remaining",
-            self.in_flight
+            self.released.in_flight()
         ))
     }
 
     fn is_done(&self) -> bool {
-        self.driver.is_drained()
+        self.released.driver().is_drained()
             && self.events.is_empty()
             && self.actions.is_empty()
             && self
@@ -310,13 +306,10 @@ impl Disaggregated<'_> {
 
     fn release_arrivals(&mut self) -> bool {
         let mut released = false;
-        while let Some(arrival) = next_arrival(
-            &mut self.driver,
-            self.now_ms,
-            self.spec.arrivals,
-            &mut self.collector,
-            &mut self.origins,
-        ) {
+        while let Some(arrival) =
+            self.released
+                .release(self.now_ms, self.spec.arrivals, &mut self.collector)
+        {
             let id = arrival.id;
             let (handoff, first) = Handoff::start(self.order);
             self.requests.push(DisaggRequest {
@@ -330,7 +323,6 @@ impl Disaggregated<'_> {
                 decode_routed: false,
                 counted: true,
             });
-            self.in_flight += 1;
             self.actions.push_back((id, first));
             released = true;
         }
@@ -427,7 +419,7 @@ impl Disaggregated<'_> {
             Action::StartTransfer { missing_tokens } => {
                 let delay_ms = self
                     .transfer
-                    .delay_ms(self.origins[id].input_length, missing_tokens);
+                    .delay_ms(self.released.origin(id).input_length, missing_tokens);
                 self.on_outcome(id, action, Outcome::Done);
                 if delay_ms > 0.0 {
                     self.events
@@ -676,7 +668,7 @@ impl Disaggregated<'_> {
     fn dispatch_prefill_placements(&mut self, placements: &mut Vec<Placement>) {
         let block_size = self.prefill.args.block_size.max(1);
         for placement in placements.drain(..) {
-            let isl = self.origins[placement.id].input_length;
+            let isl = self.released.origin(placement.id).input_length;
             let overlap_tokens = (placement.overlap_blocks as usize * block_size).min(isl);
             self.submit_prefill(placement.id, placement.target, overlap_tokens);
         }
@@ -688,15 +680,7 @@ impl Disaggregated<'_> {
         if !std::mem::take(&mut handoff.counted) {
             return;
         }
-        let origin = self.origins[id];
-        self.in_flight -= 1;
-        let how = Terminal {
-            request_id: id,
-            output_tokens: origin.generated,
-            completed,
-        };
-        self.driver
-            .on_terminal(origin.session, origin.turn, self.now_ms, how);
+        self.released.on_ended(id, self.now_ms, completed);
     }
 
     // ---- passes ----
@@ -802,7 +786,7 @@ impl Disaggregated<'_> {
         for &event in events {
             match event {
                 PassEvent::Tokens { id, count } => {
-                    self.origins[id].generated += count;
+                    self.released.on_tokens(id, count);
                     self.collector.on_tokens(id, self.now_ms, count);
                 }
                 PassEvent::Completed { id } | PassEvent::Rejected { id } => {
