@@ -1,5 +1,6 @@
-//! Aggregated workers: `num_workers` workers of `dp_size` ranks each behind one router, and the
-//! event loop that drives them (see the module doc of `sim` for the ordering rules).
+//! Aggregated workers: one pool of `num_workers` workers of `dp_size` ranks each behind one
+//! router, and the steps of one timestamp that `event_loop::run` drives (see the module doc of
+//! `sim` for the ordering rules).
 
 use super::common::{kv_router, EventQueue, Requests, RouteHints};
 use super::driver::Driver;
