@@ -198,6 +198,10 @@ macro_rules! engine_arg_keys {
         /// Every key `--extra-engine-args` accepts, in the reference's order.
         pub const ACCEPTED_KEYS: &[&str] = &[$(stringify!($key)),*];
 
+        /// Each accepted key with the Rust type its JSON value is read as (`"usize"`, `"f64"`,
+        /// `"SglangArgs"`, ...): lets another front (Python) check argument types up front.
+        pub const ACCEPTED_KEY_TYPES: &[(&str, &str)] = &[$((stringify!($key), stringify!($ty))),*];
+
         /// The object after typing, before any rule is applied.
         #[derive(Default)]
         struct RawEngineArgs {
