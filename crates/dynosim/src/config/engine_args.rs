@@ -182,7 +182,7 @@ impl EngineArgs {
     /// replay front's `worker_type` handling, serde-style strictness (unknown keys rejected) and
     /// every validation rule. Errors are usage errors naming the flag and the field.
     pub fn from_json(flag: &str, text: &str) -> Result<Self> {
-        parse_engine_args(text).map_err(|message| Error::usage(format!("{flag}: {message}")))
+        parse_engine_args(text).map_err(|message| Error::usage_about(flag, message))
     }
 
     /// GPUs one worker occupies (`aic_tp_size × dp_size`), for the GPU-hours figures.
