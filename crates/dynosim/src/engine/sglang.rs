@@ -773,7 +773,7 @@ impl SglangScheduler {
         let active = context.min(self.total_kv_tokens);
         let decode_ms =
             self.timing
-                .decode_clock_ms(self.running.len(), active, self.total_kv_tokens);
+                .decode_clock_ms(self.running.len(), active, self.total_kv_tokens, context);
         let reserved_pages = self.decode_growth_tokens() / ps;
         if !self.cache.allocate_pages(reserved_pages) {
             // Even after evicting everything the pages are not there: no token this pass.

@@ -787,6 +787,7 @@ impl VllmScheduler {
         // Requests already complete after their prefill leave without a token, before the
         // decode time is measured.
         let mut ready = 0usize;
+        let mut ready_context = 0usize;
         let mut i = 0;
         while i < self.running.len() {
             let request = &self.running[i];
@@ -801,6 +802,7 @@ impl VllmScheduler {
                 continue;
             }
             ready += 1;
+            ready_context += request.len();
             i += 1;
         }
         if ready == 0 {
@@ -813,6 +815,7 @@ impl VllmScheduler {
                 ready,
                 self.pool.num_active() * self.block_size,
                 self.num_blocks * self.block_size,
+                ready_context,
             )
         };
         // The new token is not computed yet: it gets its KV when it is next scheduled.

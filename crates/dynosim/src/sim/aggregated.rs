@@ -277,6 +277,7 @@ impl<'s> Aggregated<'s> {
                     block_hashes,
                     isl: request.prompt.len(),
                     arrival_ms: hints.arrival_ms,
+                    now_ms: self.now_ms,
                     priority: hints.priority,
                     strict_priority: hints.strict_priority,
                     policy_class: hints.policy_class.as_deref(),
@@ -315,9 +316,9 @@ impl<'s> Aggregated<'s> {
         };
         let mut placements = std::mem::take(&mut self.placements);
         if terminal {
-            router.on_terminal(id, &mut placements);
+            router.on_terminal(id, self.now_ms, &mut placements);
         } else {
-            router.on_first_token(id, &mut placements);
+            router.on_first_token(id, self.now_ms, &mut placements);
         }
         for placement in placements.drain(..) {
             let request = self.parked[placement.id]

@@ -513,6 +513,7 @@ impl<'s> Disaggregated<'s> {
                     block_hashes: prompt.block_hashes(block_size),
                     isl,
                     arrival_ms: hints.arrival_ms,
+                    now_ms: self.now_ms,
                     priority: hints.priority,
                     strict_priority: hints.strict_priority,
                     policy_class: hints.policy_class.as_deref(),
@@ -868,7 +869,7 @@ impl<'s> Disaggregated<'s> {
         }
         let mut placements = std::mem::take(&mut self.placements);
         if let Some(router) = self.prefill.kv_router() {
-            router.on_terminal(id, &mut placements);
+            router.on_terminal(id, self.now_ms, &mut placements);
         }
         self.dispatch_prefill_placements(&mut placements);
         self.placements = placements;
@@ -880,7 +881,7 @@ impl<'s> Disaggregated<'s> {
         }
         let mut placements = std::mem::take(&mut self.placements);
         if let Some(router) = self.decode.kv_router() {
-            router.on_terminal(id, &mut placements);
+            router.on_terminal(id, self.now_ms, &mut placements);
         }
         // The decode router never queues, so nothing waits for this.
         debug_assert!(placements.is_empty());
@@ -1040,7 +1041,7 @@ impl<'s> Disaggregated<'s> {
                 PassEvent::Completed { id } => {
                     let mut placements = std::mem::take(&mut self.placements);
                     if let Some(router) = self.prefill.kv_router() {
-                        router.on_first_token(id, &mut placements);
+                        router.on_first_token(id, self.now_ms, &mut placements);
                     }
                     self.dispatch_prefill_placements(&mut placements);
                     self.placements = placements;

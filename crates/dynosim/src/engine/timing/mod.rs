@@ -6,9 +6,13 @@
 //! another `Duration`, and converted back to milliseconds when it is added to the clock. The
 //! helpers here reproduce that arithmetic so that virtual times agree bit for bit.
 
+pub mod aic;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::EngineArgs;
+use aic::AicTiming;
 
 /// The two parts of one pass, in milliseconds, each already rounded to whole nanoseconds and
 /// scaled. A pass that starts at `t` ends at `t + prefill_ms + decode_ms`, evaluated left to
@@ -83,11 +87,13 @@ pub fn polynomial_decode_ms(active_kv_tokens: usize, total_kv_tokens: usize) -> 
     ms.max(1.0)
 }
 
-/// A rank's timing model with its speed-up ratios.
+/// A rank's timing model with its speed-up ratios: the default polynomial, or AIC tables when
+/// the engine args configure them (built before the run; shared by every rank).
 #[derive(Clone, Debug)]
 pub struct TimingModel {
     prefill_ratio: f64,
     decode_ratio: f64,
+    aic: Option<AicTiming>,
 }
 
 impl TimingModel {
@@ -95,6 +101,11 @@ impl TimingModel {
         Self {
             prefill_ratio: args.speedup_ratio,
             decode_ratio: args.speedup_ratio * args.decode_speedup_ratio,
+            aic: args
+                .aic
+                .as_ref()
+                .and_then(|aic| aic.tables.as_ref())
+                .map(|tables| AicTiming::new(Arc::clone(tables))),
         }
     }
 
@@ -108,21 +119,29 @@ impl TimingModel {
         if batch_size == 0 {
             return 0.0;
         }
-        let raw = polynomial_prefill_ms(batch_size, total_after, total_before);
+        let raw = match &self.aic {
+            Some(aic) => aic.prefill_ms(batch_size, total_after, total_before),
+            None => polynomial_prefill_ms(batch_size, total_after, total_before),
+        };
         scaled_clock_ms(raw, self.prefill_ratio)
     }
 
-    /// Clock increment for the decode part of a pass in which `ready` requests emit a token.
+    /// Clock increment for the decode part of a pass in which `ready` requests, whose contexts
+    /// sum to `ready_context_tokens`, emit a token.
     pub fn decode_clock_ms(
         &self,
         ready: usize,
         active_kv_tokens: usize,
         total_kv_tokens: usize,
+        ready_context_tokens: usize,
     ) -> f64 {
         if ready == 0 {
             return 0.0;
         }
-        let raw = polynomial_decode_ms(active_kv_tokens, total_kv_tokens);
+        let raw = match &self.aic {
+            Some(aic) => aic.decode_ms(ready, ready_context_tokens),
+            None => polynomial_decode_ms(active_kv_tokens, total_kv_tokens),
+        };
         scaled_clock_ms(raw, self.decode_ratio)
     }
 }
