@@ -5,33 +5,67 @@
 //! then the table and `Saved full report to: <path>` go to stdout.
 
 pub mod args;
+pub mod live;
 pub mod output;
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
-use dynosim::config::{ReplayOptions, ReplaySpec};
+use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
+use dynosim::sim::VirtualClock;
 use dynosim::{Report, RequestRecord};
+use live::{InterruptGuard, WallClock};
 
 pub use args::Cli;
 
 /// Exit code of a usage error (bad flags, values, files or JSON), as `dynosim::Error` uses.
 const USAGE_EXIT_CODE: i32 = 2;
+/// Exit code of a live run ended by Ctrl-C (after its report was written), as shells use.
+const INTERRUPTED_EXIT_CODE: i32 = 130;
 
 /// Loads the workload, simulates it, and builds the report. `wall_time_ms` measures the
 /// simulation only (not workload loading), as the reference's does.
 pub fn replay(spec: &ReplaySpec) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    replay_with(spec, &AtomicBool::new(false))
+}
+
+/// [`replay`], ended early with the report of what finished once `cancel` is set (by another
+/// thread, or by the live clock on Ctrl-C). Offline runs in virtual time; online runs on the
+/// wall clock at the spec's speed.
+pub fn replay_with(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
     // Timing tables (AIC) are built before the workload is read and the clock starts.
     let prepared = dynosim::prepare(spec)?;
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
-    let simulated = dynosim::simulate(spec, workload)?;
+    let simulated = match spec.replay_mode {
+        ReplayMode::Offline => dynosim::simulate_with(spec, workload, &mut VirtualClock, cancel)?,
+        ReplayMode::Online { speed } => {
+            dynosim::simulate_with(spec, workload, &mut WallClock::start(speed), cancel)?
+        }
+    };
     let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(simulated.into_report(wall_time_ms))
+}
+
+/// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
+/// front does on Ctrl-C).
+pub fn replay_cancellable(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    let replayed = replay_with(spec, cancel)?;
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(dynosim::Error::runtime("replay interrupted"));
+    }
+    Ok(replayed)
 }
 
 /// Runs the command: `args` are the arguments after the program name, `prog` is the name
@@ -52,13 +86,25 @@ where
     };
 
     match run_parsed(&cli) {
-        Ok((table, report_path)) => {
+        Ok(Finished {
+            table,
+            report_path,
+            interrupted,
+        }) => {
             let printed = write!(
                 stdout,
                 "{table}\nSaved full report to: {}\n",
                 report_path.display()
             )
             .and_then(|()| stdout.flush());
+            if interrupted {
+                let _ = writeln!(
+                    stderr,
+                    "{prog}: interrupted: the report covers the requests that finished before \
+                     Ctrl-C"
+                );
+                return INTERRUPTED_EXIT_CODE;
+            }
             match printed {
                 Ok(()) => 0,
                 // A closed stdout (`| head`) is not worth a panic; the report is on disk.
@@ -77,14 +123,29 @@ where
     }
 }
 
-/// Validates, replays and writes the output files; returns the table and the report path.
-fn run_parsed(cli: &Cli) -> dynosim::Result<(String, PathBuf)> {
+/// What a finished command prints.
+struct Finished {
+    table: String,
+    report_path: PathBuf,
+    /// A live run ended by Ctrl-C; its report covers what finished.
+    interrupted: bool,
+}
+
+/// Validates, replays and writes the output files.
+fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
     let spec = options.into_spec()?;
     output::check_jsonl_path("--report-jsonl", jsonl_path.as_deref())?;
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
-    let (report, records) = replay(&spec)?;
+    // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
+    let interrupts =
+        matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
+    let (report, records) = replay_with(&spec, &AtomicBool::new(false))?;
+    // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
+    let interrupted = interrupts
+        .as_ref()
+        .is_some_and(InterruptGuard::was_interrupted);
     if let Some(path) = jsonl_path {
         output::write_jsonl(&path, &records)?;
     }
@@ -93,7 +154,11 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<(String, PathBuf)> {
         report.to_json_file_string().as_bytes(),
         "report JSON",
     )?;
-    Ok((report.render_table(), report_path))
+    Ok(Finished {
+        table: report.render_table(),
+        report_path,
+        interrupted,
+    })
 }
 
 /// Prints a clap outcome: help goes to stdout with exit 0; errors go to stderr as

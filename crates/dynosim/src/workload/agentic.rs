@@ -23,7 +23,7 @@ use super::{
     Dependency, DependencyGraph, GraphTiming, HashIdInterner, Prompt, Session, Trigger, Turn,
     Workload,
 };
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The schema name of the version 2 header line.
 pub const AGENTIC_SCHEMA: &str = "dynamo.agentic_mooncake";
@@ -788,9 +788,7 @@ mod tests {
     }
 
     fn fixture() -> Option<std::path::PathBuf> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/traces/fixtures/agentic-mooncake.jsonl");
-        path.exists().then_some(path)
+        crate::shared_file("traces/fixtures/agentic-mooncake.jsonl")
     }
 
     #[test]

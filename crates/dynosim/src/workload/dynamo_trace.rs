@@ -24,7 +24,7 @@ use serde_json::Value;
 use super::agentic::{AgenticBuilder, NodeDependency, NodeRow};
 use super::lines::{describe_json_error, TraceLines};
 use super::{GraphTiming, HashIdInterner, Prompt, Session, Trigger, Turn, Workload};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The only record schema the reader knows.
 pub const REQUEST_TRACE_SCHEMA: &str = "dynamo.request.trace.v1";
@@ -981,10 +981,7 @@ mod tests {
     }
 
     fn fixture(name: &str) -> Option<PathBuf> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/traces/fixtures")
-            .join(name);
-        path.exists().then_some(path)
+        crate::shared_file(&format!("traces/fixtures/{name}"))
     }
 
     #[test]
