@@ -37,12 +37,15 @@ fn write_trace(dir: &Path, count: usize, interval_ms: usize) -> PathBuf {
     path
 }
 
+/// The dynosim binary, to run in `dir`.
+fn command(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dynosim"));
+    command.current_dir(dir);
+    command
+}
+
 fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dynosim"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the dynosim binary runs")
+    command(dir).args(args).output().expect("the binary runs")
 }
 
 fn report(dir: &Path, trace: &Path, name: &str, extra: &[&str]) -> Map<String, Value> {
@@ -99,22 +102,30 @@ fn assert_agrees_with_offline(live: &Map<String, Value>, offline: &Map<String, V
     }
 }
 
+/// Replays `trace` on two workers behind `router`, offline and then live at `speed`; checks
+/// the live run's pace and its agreement with the offline run; returns the live report.
+fn replay_live(dir: &Path, trace: &Path, router: &str, speed: &str) -> Map<String, Value> {
+    let base = ["--num-workers", "2", "--router-mode", router];
+    let offline = report(dir, trace, &format!("offline_{router}"), &base);
+    let live_args = [
+        &base[..],
+        &["--replay-mode", "online", "--online-speed", speed],
+    ]
+    .concat();
+    let live = report(dir, trace, &format!("live_{router}_{speed}"), &live_args);
+    assert_paced(&live, speed.parse().unwrap());
+    assert_agrees_with_offline(&live, &offline);
+    live
+}
+
 #[test]
 fn speed_one_takes_the_model_time_on_the_wall_clock() {
     let dir = TempDir::new().unwrap();
     // Arrivals over 6 s, so the run stays well under 10 s.
     let trace = write_trace(dir.path(), 25, 250);
-    let offline = report(dir.path(), &trace, "offline", &["--num-workers", "2"]);
     let started = Instant::now();
-    let live = report(
-        dir.path(),
-        &trace,
-        "live",
-        &["--num-workers", "2", "--replay-mode", "online"],
-    );
+    replay_live(dir.path(), &trace, "round_robin", "1");
     assert!(started.elapsed() >= Duration::from_secs(6));
-    assert_paced(&live, 1.0);
-    assert_agrees_with_offline(&live, &offline);
 }
 
 #[test]
@@ -123,14 +134,8 @@ fn online_speed_ten_takes_a_tenth_with_round_robin_and_the_kv_router() {
     // Arrivals over 15 s of model time: about 1.5 s at speed 10.
     let trace = write_trace(dir.path(), 61, 250);
     for router in ["round_robin", "kv_router"] {
-        let base = ["--num-workers", "2", "--router-mode", router];
-        let offline = report(dir.path(), &trace, &format!("offline_{router}"), &base);
-        let mut args = base.to_vec();
-        args.extend(["--replay-mode", "online", "--online-speed", "10"]);
-        let live = report(dir.path(), &trace, &format!("live_{router}"), &args);
+        let live = replay_live(dir.path(), &trace, router, "10");
         assert!(float(&live, "duration_ms") > 15_000.0);
-        assert_paced(&live, 10.0);
-        assert_agrees_with_offline(&live, &offline);
     }
 }
 
@@ -168,7 +173,7 @@ fn the_references_online_limits_are_usage_errors() {
         ),
         (
             &["--online-speed", "0"][..],
-            "online_speed must be a finite positive number, got 0.0",
+            "online_speed must be a finite positive number, got 0",
         ),
     ] {
         let out = online(extra);
@@ -190,7 +195,7 @@ fn ctrl_c_ends_a_live_run_with_the_report_of_what_finished() {
     let trace = write_trace(dir.path(), 240, 250);
     let report_path = dir.path().join("report.json");
     let records_path = dir.path().join("records.jsonl");
-    let child = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+    let child = command(dir.path())
         .args([
             trace.to_str().unwrap(),
             "--replay-mode",
@@ -200,7 +205,6 @@ fn ctrl_c_ends_a_live_run_with_the_report_of_what_finished() {
             "--report-jsonl",
             records_path.to_str().unwrap(),
         ])
-        .current_dir(dir.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -172,11 +172,11 @@ def test_a_binding_sla_counts_only_the_requests_within_it(tmp_path, sla_key, rec
     assert run_trace_replay(trace, **{sla_key: values[2]})["goodput_completed_requests"] == 3
 
 
-def test_bad_values_raise_value_error_with_the_cli_message(tmp_path):
+def test_bad_values_raise_value_error_with_the_cli_message_in_python_spelling(tmp_path):
+    # One check, one message; each front names the option its own way.
     with pytest.raises(ValueError) as raised:
         run_synthetic_trace_replay(0, 100, 5, replay_concurrency=1)
-    message = str(raised.value)
-    assert "input_tokens" in message
+    assert str(raised.value) == "input_tokens: input_tokens must be at least 1"
     result = run_module(
         "dynamo.replay",
         ["--input-tokens", "0", "--output-tokens", "100", "--request-count", "5",
@@ -184,7 +184,9 @@ def test_bad_values_raise_value_error_with_the_cli_message(tmp_path):
         tmp_path,
     )
     assert result.returncode == 2
-    assert result.stderr.splitlines()[0] == f"python -m dynamo.replay: error: {message}"
+    assert result.stderr.splitlines()[0] == (
+        "python -m dynamo.replay: error: --input-tokens: input_tokens must be at least 1"
+    )
 
 
 @pytest.mark.parametrize(
@@ -192,10 +194,10 @@ def test_bad_values_raise_value_error_with_the_cli_message(tmp_path):
     [
         ({"replay_concurrency": 0}, "replay_concurrency must be at least 1"),
         ({"replay_concurrency": 1, "request_rate": 5.0},
-         "requires exactly one of --replay-concurrency, --request-rate"),
+         "requires exactly one of replay_concurrency, request_rate"),
         ({"replay_concurrency": 1, "num_workers": 0}, "num_workers >= 1"),
         ({"replay_concurrency": 1, "extra_engine_args": "{bad"},
-         "--extra-engine-args: invalid JSON"),
+         "extra_engine_args: invalid JSON"),
         ({"replay_concurrency": 1, "extra_engine_args": {"no_such_field": 1}},
          "unknown field `no_such_field`"),
         ({"replay_concurrency": 1, "router_mode": "bogus"},

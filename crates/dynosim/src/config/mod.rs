@@ -11,6 +11,7 @@ pub mod options;
 pub mod profile_table;
 pub mod router_config;
 pub mod router_policy;
+pub mod spelling;
 
 pub use engine_args::{
     EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, SpeculativeArgs,

@@ -46,6 +46,8 @@ pub struct ReplayOptions {
     pub model_name: Option<String>,
     /// Seed of the KV router's tie-breaking and temperature sampling (dynosim only).
     pub router_seed: i64,
+    /// Live replay runs this many times faster than real time (dynosim only; default 1).
+    pub online_speed: Option<f64>,
     /// AIC performance-model flags (not supported yet; the "all three required" rule applies).
     pub aic_backend: Option<String>,
     pub aic_system: Option<String>,
@@ -79,8 +81,6 @@ pub struct ReplayOptions {
     pub replay_concurrency: Option<i64>,
     /// "offline" or "online".
     pub replay_mode: String,
-    /// Online replay runs this many times faster than real time (dynosim only; default 1).
-    pub online_speed: Option<f64>,
     /// "round_robin" or "kv_router".
     pub router_mode: String,
     pub arrival_speedup_ratio: f64,
@@ -167,10 +167,16 @@ impl Default for ReplayOptions {
     }
 }
 
-/// A usage error about one flag: `--flag: message`.
+/// A usage error about one flag: `--flag: message` (the Python API names the argument
+/// instead, see `config::spelling`).
 fn flag_error(flag: &str, message: impl AsRef<str>) -> Error {
-    Error::usage(format!("{flag}: {}", message.as_ref()))
+    Error::usage_about(flag, message.as_ref())
 }
+
+/// The Python API's wording of the one-load-controller rule (the reference's API says this).
+const SYNTHETIC_LOAD_CONTROL_API_MESSAGE: &str =
+    "synthetic replay requires exactly one of replay_concurrency, request_rate, or \
+     arrival_interval_ms";
 
 /// A usage error whose message already names the flags involved.
 fn usage(message: impl Into<String>) -> Error {
@@ -381,19 +387,28 @@ impl ReplayOptions {
         let using_synthetic = self.using_synthetic();
         let dynamo = choices.trace_format_is(TraceDialect::Dynamo);
         if dynamo && !using_trace_file {
-            return Err(usage(
-                "--trace-format=dynamo requires at least one trace file",
-            ));
+            return Err(
+                usage("--trace-format=dynamo requires at least one trace file")
+                    .with_api_message("trace_format='dynamo' requires at least one trace file"),
+            );
         }
         if !dynamo && self.trace_files.len() > 1 {
             return Err(usage(format!(
                 "--trace-format={} requires exactly one trace file",
                 self.trace_format
+            ))
+            .with_api_message(format!(
+                "trace_format='{}' requires exactly one trace file, got {}",
+                self.trace_format,
+                self.trace_files.len()
             )));
         }
         if using_trace_file == using_synthetic {
             return Err(usage(
                 "provide either trace_file or all of --input-tokens/--output-tokens/--request-count",
+            )
+            .with_api_message(
+                "provide either trace_files or all of input_tokens/output_tokens/request_count",
             ));
         }
         if using_synthetic {
@@ -403,6 +418,9 @@ impl ReplayOptions {
             {
                 return Err(usage(
                     "synthetic replay requires --input-tokens, --output-tokens, and --request-count",
+                )
+                .with_api_message(
+                    "synthetic replay requires input_tokens, output_tokens, and request_count",
                 ));
             }
             let load_controllers = [
@@ -414,7 +432,8 @@ impl ReplayOptions {
                 return Err(usage(
                     "synthetic replay requires exactly one of --replay-concurrency, \
                      --request-rate, or --arrival-interval-ms",
-                ));
+                )
+                .with_api_message(SYNTHETIC_LOAD_CONTROL_API_MESSAGE));
             }
         } else if self.request_rate.is_some() || self.arrival_interval_ms.is_some() {
             return Err(usage(
@@ -428,13 +447,18 @@ impl ReplayOptions {
             return Err(usage(
                 "--trace-format=applied_compute_agentic requires --replay-concurrency because \
                  the source traces do not include first-turn timestamps",
+            )
+            .with_api_message(
+                "trace_format='applied_compute_agentic' requires replay_concurrency because the \
+                 source traces do not include first-turn timestamps",
             ));
         }
         if self.report_jsonl.is_some() {
             if self.planner_config.is_some() {
-                return Err(usage(
-                    "--report-jsonl is not supported with --planner-config",
-                ));
+                return Err(
+                    usage("--report-jsonl is not supported with --planner-config")
+                        .with_api_message("report_jsonl_path is not supported with planner_config"),
+                );
             }
             if !using_trace_file {
                 return Err(usage(
@@ -447,6 +471,9 @@ impl ReplayOptions {
             if self.planner_config.is_some() {
                 return Err(usage(format!(
                     "{max_sim_flag} is not supported with --planner-config"
+                ))
+                .with_api_message(format!(
+                    "{max_sim_flag} is not supported with planner_config"
                 )));
             }
             if !using_trace_file {
@@ -549,9 +576,17 @@ impl ReplayOptions {
         .map(|(flag, _)| *flag)
         .collect::<Vec<_>>();
         if !missing.is_empty() {
+            let api_names = missing
+                .iter()
+                .filter_map(|flag| super::spelling::python_argument(flag))
+                .collect::<Vec<_>>();
             return Err(usage(format!(
                 "AIC replay modeling requires {}",
                 missing.join(", ")
+            ))
+            .with_api_message(format!(
+                "AIC replay modeling requires {}",
+                api_names.join(", ")
             )));
         }
         let backend = self.aic_backend.clone().unwrap_or_default();
@@ -636,9 +671,10 @@ impl ReplayOptions {
             return Ok(());
         }
         if choices.replay_mode != Ok(ModeName::Offline) {
-            return Err(usage(
-                "--planner-config only supports --replay-mode=offline",
-            ));
+            return Err(
+                usage("--planner-config only supports --replay-mode=offline")
+                    .with_api_message("planner_config replay only supports replay_mode='offline'"),
+            );
         }
         if using_trace_file
             && !matches!(
@@ -646,9 +682,12 @@ impl ReplayOptions {
                 Ok(TraceDialect::Mooncake | TraceDialect::Dynamo)
             )
         {
-            return Err(usage(
-                "--planner-config only supports --trace-format=mooncake or dynamo",
-            ));
+            return Err(
+                usage("--planner-config only supports --trace-format=mooncake or dynamo")
+                    .with_api_message(
+                        "planner_config replay only supports trace_format='mooncake' or 'dynamo'",
+                    ),
+            );
         }
         Err(flag_error(
             "--planner-config",
@@ -1198,7 +1237,8 @@ impl ReplayOptions {
                 return Err(usage(
                     "synthetic replay requires exactly one of --replay-concurrency, \
                      --request-rate, or --arrival-interval-ms",
-                ))
+                )
+                .with_api_message(SYNTHETIC_LOAD_CONTROL_API_MESSAGE))
             }
         };
         for (flag, name, value) in [

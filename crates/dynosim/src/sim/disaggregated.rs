@@ -433,32 +433,25 @@ impl Disaggregated<'_> {
     /// Runs one action; false when it had to wait for a busy worker.
     fn execute(&mut self, id: RequestId, action: Action) -> bool {
         match action {
-            Action::SubmitPrefill => {
-                self.requests[id].prefill_routed = true;
-                match self.route(Stage::Prefill, id) {
+            Action::SubmitPrefill | Action::ReserveDestination => {
+                let stage = match action {
+                    Action::SubmitPrefill => Stage::Prefill,
+                    _ => Stage::Decode,
+                };
+                *self.routed(stage, id) = true;
+                match self.route(stage, id) {
                     Routing::Placed {
                         worker,
                         overlap_tokens,
-                    } => self.submit_prefill(id, worker, overlap_tokens),
-                    Routing::Queued => {}
-                    Routing::Rejected => {
-                        self.requests[id].prefill_routed = false;
-                        self.collector
-                            .on_terminal(id, self.now_ms, TerminalStatus::Rejected);
-                        self.on_outcome(id, action, Outcome::Failed);
-                    }
-                }
-            }
-            Action::ReserveDestination => {
-                self.requests[id].decode_routed = true;
-                match self.route(Stage::Decode, id) {
-                    Routing::Placed {
-                        worker,
-                        overlap_tokens,
-                    } => self.reserve_destination(id, worker, overlap_tokens),
+                    } => match stage {
+                        Stage::Prefill => self.submit_prefill(id, worker, overlap_tokens),
+                        Stage::Decode => self.reserve_destination(id, worker, overlap_tokens),
+                    },
+                    // The prefill router's queue places it later; the decode router never
+                    // holds requests back (it tracks no prefill load).
+                    Routing::Queued if stage == Stage::Prefill => {}
                     Routing::Queued | Routing::Rejected => {
-                        // The decode router never holds requests back (no prefill load).
-                        self.requests[id].decode_routed = false;
+                        *self.routed(stage, id) = false;
                         self.collector
                             .on_terminal(id, self.now_ms, TerminalStatus::Rejected);
                         self.on_outcome(id, action, Outcome::Failed);
@@ -505,16 +498,10 @@ impl Disaggregated<'_> {
                 }
             }
             Action::ReleaseSource | Action::CancelSource => {
-                let Some(worker) = self.requests[id].prefill_worker else {
-                    // Never reached a prefill worker: only its route is withdrawn.
-                    self.free_prefill_route(id);
-                    self.on_outcome(id, action, Outcome::Done);
-                    return true;
+                let worker = match self.idle_worker_for(Stage::Prefill, id, action) {
+                    Ok(worker) => worker,
+                    Err(ran) => return ran,
                 };
-                if self.prefill.busy[worker] {
-                    self.prefill.deferred[worker].push((id, action));
-                    return false;
-                }
                 self.prefill.schedulers[worker].release_source(id);
                 // Pages a released source leaves in the cache become visible to routing now.
                 if self.prefill.router.reads_kv_events() {
@@ -528,15 +515,10 @@ impl Disaggregated<'_> {
                 self.on_outcome(id, action, Outcome::Done);
             }
             Action::CancelDestination => {
-                let Some(worker) = self.requests[id].decode_worker else {
-                    self.free_decode_route(id);
-                    self.on_outcome(id, action, Outcome::Done);
-                    return true;
+                let worker = match self.idle_worker_for(Stage::Decode, id, action) {
+                    Ok(worker) => worker,
+                    Err(ran) => return ran,
                 };
-                if self.decode.busy[worker] {
-                    self.decode.deferred[worker].push((id, action));
-                    return false;
-                }
                 self.decode.schedulers[worker].cancel_destination(id);
                 if let Some(reserved) = self.decode.schedulers[worker].retry_destinations() {
                     self.on_destination_reserved(reserved);
@@ -546,6 +528,46 @@ impl Disaggregated<'_> {
             Action::Complete => self.complete(id),
         }
         true
+    }
+
+    /// Whether the router of `stage` counts request `id`.
+    fn routed(&mut self, stage: Stage, id: RequestId) -> &mut bool {
+        let request = &mut self.requests[id];
+        match stage {
+            Stage::Prefill => &mut request.prefill_routed,
+            Stage::Decode => &mut request.decode_routed,
+        }
+    }
+
+    /// The worker of `stage` that holds request `id`, idle, for a clean-up `action`. Otherwise
+    /// `Err(ran)`: the request never reached a worker of `stage` (its route is withdrawn and
+    /// the action done, `ran` true), or the worker is mid-pass (the action waits for the pass
+    /// end, `ran` false).
+    fn idle_worker_for(
+        &mut self,
+        stage: Stage,
+        id: RequestId,
+        action: Action,
+    ) -> Result<usize, bool> {
+        let request = &self.requests[id];
+        let worker = match stage {
+            Stage::Prefill => request.prefill_worker,
+            Stage::Decode => request.decode_worker,
+        };
+        let Some(worker) = worker else {
+            match stage {
+                Stage::Prefill => self.free_prefill_route(id),
+                Stage::Decode => self.free_decode_route(id),
+            }
+            self.on_outcome(id, action, Outcome::Done);
+            return Err(true);
+        };
+        let pool = self.pool(stage);
+        if pool.busy[worker] {
+            pool.deferred[worker].push((id, action));
+            return Err(false);
+        }
+        Ok(worker)
     }
 
     /// Sends the prefill of request `id` to prefill `worker`.
