@@ -40,6 +40,9 @@ pub fn replay_with(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    // Timing tables (AIC) are built before the workload is read and the clock starts.
+    let prepared = dynosim::prepare(spec)?;
+    let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
     let simulated = match spec.replay_mode {
