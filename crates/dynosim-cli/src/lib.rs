@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayOptions, ReplaySpec};
-use dynosim::{Report, RequestRecord};
+use dynosim::{LazyRecords, Report, RequestRecord};
+use output::PreparedOutput;
 
 pub use args::Cli;
 
@@ -29,6 +30,15 @@ pub fn replay(spec: &ReplaySpec) -> dynosim::Result<(Report, Vec<RequestRecord>)
     let simulated = dynosim::simulate(spec, workload)?;
     let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(simulated.into_report(wall_time_ms))
+}
+
+/// Like [`replay`], with the per-request records built one at a time as they are written.
+pub fn replay_lazily(spec: &ReplaySpec) -> dynosim::Result<(Report, LazyRecords)> {
+    let workload = dynosim::load_workload(spec)?;
+    let started = Instant::now();
+    let simulated = dynosim::simulate(spec, workload)?;
+    let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
+    Ok(simulated.into_report_lazily(wall_time_ms))
 }
 
 /// Runs the command: `args` are the arguments after the program name, `prog` is the name
@@ -58,8 +68,19 @@ where
             .and_then(|()| stdout.flush());
             match printed {
                 Ok(()) => 0,
-                // A closed stdout (`| head`) is not worth a panic; the report is on disk.
-                Err(_) => 1,
+                // A reader that went away (`| head`) wants no more output and no message.
+                Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => 1,
+                Err(err) => {
+                    let _ = writeln!(
+                        stderr,
+                        "{prog}: error: cannot write the summary to standard output: {} \
+                         (the report was saved to {})",
+                        output::describe(&err),
+                        report_path.display()
+                    );
+                    let _ = stderr.flush();
+                    1
+                }
             }
         }
         Err(err) => {
@@ -74,22 +95,27 @@ where
     }
 }
 
-/// Validates, replays and writes the output files; returns the table and the report path.
+/// Validates, checks the outputs, replays and writes them; returns the table and the report
+/// path. Every output is resolved and opened before the simulation, and none is published
+/// unless all of them are complete.
 fn run_parsed(cli: &Cli) -> dynosim::Result<(String, PathBuf)> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
     let spec = options.into_spec()?;
     output::check_jsonl_path("--report-jsonl", jsonl_path.as_deref())?;
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
-    let (report, records) = replay(&spec)?;
-    if let Some(path) = jsonl_path {
-        output::write_jsonl(&path, &records)?;
+    let mut jsonl = jsonl_path
+        .as_deref()
+        .map(|path| PreparedOutput::prepare("per-request JSONL", path))
+        .transpose()?;
+    let mut report_file = PreparedOutput::prepare("report JSON", &report_path)?;
+    let (report, records) = replay_lazily(&spec)?;
+    if let Some(jsonl) = &mut jsonl {
+        output::write_records(jsonl, records.iter())?;
     }
-    output::write_atomically(
-        &report_path,
-        report.to_json_file_string().as_bytes(),
-        "report JSON",
-    )?;
+    drop(records);
+    report_file.write_all(report.to_json_file_string().as_bytes())?;
+    output::commit(jsonl.into_iter().chain([report_file]).collect())?;
     Ok((report.render_table(), report_path))
 }
 

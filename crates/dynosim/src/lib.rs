@@ -17,7 +17,7 @@ pub mod workload;
 pub use error::{Error, Result};
 
 pub use config::ReplaySpec;
-pub use report::{Report, RequestRecord};
+pub use report::{LazyRecords, Report, RequestRecord};
 pub use workload::Workload;
 
 /// Reads (or generates) the workload a spec names. Kept apart from [`simulate`] because the
