@@ -10,6 +10,7 @@ pub mod output;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
@@ -25,9 +26,18 @@ const USAGE_EXIT_CODE: i32 = 2;
 /// Loads the workload, simulates it, and builds the report. `wall_time_ms` measures the
 /// simulation only (not workload loading), as the reference's does.
 pub fn replay(spec: &ReplaySpec) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    replay_cancellable(spec, &AtomicBool::new(false))
+}
+
+/// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
+/// front does on Ctrl-C).
+pub fn replay_cancellable(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
-    let simulated = dynosim::simulate(spec, workload)?;
+    let simulated = dynosim::simulate_cancellable(spec, workload, cancel)?;
     let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
     Ok(simulated.into_report(wall_time_ms))
 }

@@ -2,10 +2,23 @@
 //!
 //! The two API functions take the reference's `dynamo.replay` signatures and fill the same
 //! [`ReplayOptions`] the CLI fills, so validation (and every message) is shared with the CLI.
-//! `main` runs the CLI itself, parser included. The GIL is released while a replay runs.
+//! `main` runs the CLI itself, parser included. The GIL is released while a replay runs, and
+//! the calling thread keeps answering signals meanwhile, so Ctrl-C raises `KeyboardInterrupt`
+//! at once.
+//!
+//! Engine arguments and router configs are accepted as the reference's objects
+//! (`MockEngineArgs`, `KvRouterConfig`, defined in [`engine_args`] and [`router_config`]), as
+//! dicts, or as JSON text; all three reach the same parsers as the CLI's JSON flags.
+
+mod convert;
+mod engine_args;
+mod router_config;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
 use dynosim::config::ReplayOptions;
 use dynosim::error::ErrorKind;
@@ -14,6 +27,8 @@ use dynosim::Report;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+
+use convert::{float_arg, int_arg, opt_float_arg, opt_int_arg, opt_str_arg, str_arg};
 
 /// Usage errors (bad arguments) become `ValueError`, run failures `RuntimeError`.
 fn to_py_err(err: dynosim::Error) -> PyErr {
@@ -52,26 +67,72 @@ fn trace_file_list(trace_files: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Engine arguments, router and planner configs are given as a dict or as text (inline JSON;
-/// for the planner also a file path); a dict is serialised with Python's own `json.dumps` so
-/// numbers keep their Python spelling.
-fn json_text(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
-    let Some(value) = value else { return Ok(None) };
-    if value.is_none() {
+/// Which config object an argument takes besides a dict or JSON text.
+#[derive(Clone, Copy)]
+enum ConfigArg {
+    EngineArgs,
+    RouterConfig,
+    /// A dict, inline JSON or a file path.
+    Planner,
+}
+
+/// Engine arguments, router and planner configs as JSON text: the reference's object
+/// (`MockEngineArgs`, `KvRouterConfig`), a dict (plain values, numpy scalars included) or text
+/// (inline JSON; for the planner also a file path).
+fn config_text(
+    name: &str,
+    what: ConfigArg,
+    value: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<String>> {
+    let Some(value) = value.filter(|value| !value.is_none()) else {
         return Ok(None);
-    }
+    };
     if value.is_instance_of::<PyString>() {
         return Ok(Some(value.extract::<String>()?));
     }
-    if value.is_instance_of::<PyDict>() {
-        let json = value.py().import("json")?;
-        let text = json.call_method1("dumps", (value,))?;
-        return Ok(Some(text.extract::<String>()?));
+    let object_text = match what {
+        ConfigArg::EngineArgs => engine_args::object_json_text(value),
+        ConfigArg::RouterConfig => router_config::object_json_text(value),
+        ConfigArg::Planner => None,
+    };
+    if let Some(text) = object_text {
+        return Ok(Some(text));
     }
+    if value.is_instance_of::<PyDict>() {
+        return Ok(Some(convert::any_to_json(name, value)?.to_string()));
+    }
+    let expected = match what {
+        ConfigArg::EngineArgs => "MockEngineArgs, a dict or a JSON string",
+        ConfigArg::RouterConfig => "KvRouterConfig, a dict or a JSON string",
+        ConfigArg::Planner => "a dict, a JSON string or a file path",
+    };
     let type_name = value.get_type().name()?.to_string();
     Err(PyTypeError::new_err(format!(
-        "argument '{name}': expected a dict or a JSON string, got '{type_name}'"
+        "argument '{name}': expected {expected}, got '{type_name}'"
     )))
+}
+
+/// An integer argument with a default: omitted or `None` gives the default (the signature
+/// takes `None` so that an argument's type is checked here, where the message can name it).
+fn int_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: i64) -> PyResult<i64> {
+    match value {
+        Some(value) => int_arg(name, value),
+        None => Ok(default),
+    }
+}
+
+fn float_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: f64) -> PyResult<f64> {
+    match value {
+        Some(value) => float_arg(name, value),
+        None => Ok(default),
+    }
+}
+
+fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResult<String> {
+    match value {
+        Some(value) => str_arg(name, value),
+        None => Ok(default.to_owned()),
+    }
 }
 
 /// The AIC performance-model settings, given as a dict with the reference's `AicPerfConfig`
@@ -129,16 +190,64 @@ fn replay_to_dict<'py>(py: Python<'py>, options: ReplayOptions) -> PyResult<Boun
     let spec = options.into_spec().map_err(to_py_err)?;
     dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
         .map_err(to_py_err)?;
-    let report = py
-        .detach(move || -> dynosim::Result<Report> {
-            let (report, records) = dynosim_cli::replay(&spec)?;
-            if let Some(path) = jsonl_path {
-                dynosim_cli::output::write_jsonl(&path, &records)?;
-            }
-            Ok(report)
-        })
-        .map_err(to_py_err)?;
+    let report = run_interruptibly(py, move |cancelled| -> dynosim::Result<Report> {
+        let (report, records) = dynosim_cli::replay_cancellable(&spec, cancelled)?;
+        // A run the caller has given up on writes nothing.
+        if cancelled.load(Ordering::Relaxed) {
+            return Err(dynosim::Error::runtime("replay interrupted"));
+        }
+        if let Some(path) = jsonl_path {
+            dynosim_cli::output::write_jsonl(&path, &records)?;
+        }
+        Ok(report)
+    })?
+    .map_err(to_py_err)?;
     report_to_dict(py, &report)
+}
+
+/// How often a waiting caller checks for signals (Ctrl-C) while a run is in progress.
+const SIGNAL_POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Runs `work` on its own thread, without the GIL, while this thread keeps running Python's
+/// signal handlers: a `KeyboardInterrupt` (or any exception a handler raises) is returned at
+/// once. `work` is then told through its flag that nobody waits for it; it must not write
+/// anything after seeing the flag set.
+fn run_interruptibly<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&AtomicBool) -> T + Send + 'static,
+{
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let (sender, receiver) = mpsc::channel();
+    let flag = Arc::clone(&cancelled);
+    std::thread::Builder::new()
+        .name("dynosim-replay".into())
+        .spawn(move || {
+            // The receiver is gone only if the caller stopped waiting.
+            let _ = sender.send(work(&flag));
+        })
+        .map_err(|err| PyRuntimeError::new_err(format!("cannot start the replay thread: {err}")))?;
+    let mut receiver = receiver;
+    loop {
+        // The receiver travels into the GIL-free closure and back (it cannot be shared).
+        let (returned, received) = py.detach(move || {
+            let received = receiver.recv_timeout(SIGNAL_POLL_INTERVAL);
+            (receiver, received)
+        });
+        receiver = returned;
+        match received {
+            Ok(result) => return Ok(result),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(err) = py.check_signals() {
+                    cancelled.store(true, Ordering::Relaxed);
+                    return Err(err);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err("the replay thread failed"))
+            }
+        }
+    }
 }
 
 /// The report as a dict in the reference's key order, with Python ints and floats.
@@ -163,17 +272,17 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     decode_engine_args=None,
     router_config=None,
     aic_perf_config=None,
-    num_workers=1,
-    num_prefill_workers=1,
-    num_decode_workers=1,
+    num_workers=None,
+    num_prefill_workers=None,
+    num_decode_workers=None,
     replay_concurrency=None,
-    replay_mode="offline".to_owned(),
-    router_mode="round_robin".to_owned(),
-    arrival_speedup_ratio=1.0,
+    replay_mode=None,
+    router_mode=None,
+    arrival_speedup_ratio=None,
     trace_block_size=None,
-    trace_format="mooncake".to_owned(),
-    trace_shared_prefix_ratio=0.0,
-    trace_num_prefix_groups=0,
+    trace_format=None,
+    trace_shared_prefix_ratio=None,
+    trace_num_prefix_groups=None,
     report_jsonl_path=None,
     max_sim_time_ms=None,
     model_name=None,
@@ -181,8 +290,8 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     sla_itl_ms=None,
     sla_e2e_ms=None,
     planner_config=None,
-    benchmark_granularity=8,
-    router_seed=0,
+    benchmark_granularity=None,
+    router_seed=None,
 ))]
 #[pyo3(
     text_signature = "(trace_files, *, extra_engine_args=None, prefill_engine_args=None, \
@@ -203,53 +312,69 @@ fn run_trace_replay<'py>(
     decode_engine_args: Option<&Bound<'py, PyAny>>,
     router_config: Option<&Bound<'py, PyAny>>,
     aic_perf_config: Option<&Bound<'py, PyAny>>,
-    num_workers: i64,
-    num_prefill_workers: i64,
-    num_decode_workers: i64,
-    replay_concurrency: Option<i64>,
-    replay_mode: String,
-    router_mode: String,
-    arrival_speedup_ratio: f64,
-    trace_block_size: Option<i64>,
-    trace_format: String,
-    trace_shared_prefix_ratio: f64,
-    trace_num_prefix_groups: i64,
+    num_workers: Option<&Bound<'py, PyAny>>,
+    num_prefill_workers: Option<&Bound<'py, PyAny>>,
+    num_decode_workers: Option<&Bound<'py, PyAny>>,
+    replay_concurrency: Option<&Bound<'py, PyAny>>,
+    replay_mode: Option<&Bound<'py, PyAny>>,
+    router_mode: Option<&Bound<'py, PyAny>>,
+    arrival_speedup_ratio: Option<&Bound<'py, PyAny>>,
+    trace_block_size: Option<&Bound<'py, PyAny>>,
+    trace_format: Option<&Bound<'py, PyAny>>,
+    trace_shared_prefix_ratio: Option<&Bound<'py, PyAny>>,
+    trace_num_prefix_groups: Option<&Bound<'py, PyAny>>,
     report_jsonl_path: Option<PathBuf>,
-    max_sim_time_ms: Option<f64>,
-    model_name: Option<String>,
-    sla_ttft_ms: Option<f64>,
-    sla_itl_ms: Option<f64>,
-    sla_e2e_ms: Option<f64>,
+    max_sim_time_ms: Option<&Bound<'py, PyAny>>,
+    model_name: Option<&Bound<'py, PyAny>>,
+    sla_ttft_ms: Option<&Bound<'py, PyAny>>,
+    sla_itl_ms: Option<&Bound<'py, PyAny>>,
+    sla_e2e_ms: Option<&Bound<'py, PyAny>>,
     planner_config: Option<&Bound<'py, PyAny>>,
-    benchmark_granularity: i64,
-    router_seed: i64,
+    benchmark_granularity: Option<&Bound<'py, PyAny>>,
+    router_seed: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
-        extra_engine_args: json_text("extra_engine_args", extra_engine_args)?,
-        prefill_engine_args: json_text("prefill_engine_args", prefill_engine_args)?,
-        decode_engine_args: json_text("decode_engine_args", decode_engine_args)?,
-        router_config: json_text("router_config", router_config)?,
-        model_name,
-        num_workers,
-        num_prefill_workers,
-        num_decode_workers,
-        replay_concurrency,
-        replay_mode,
-        router_mode,
-        arrival_speedup_ratio,
-        trace_format,
-        trace_block_size,
-        trace_shared_prefix_ratio,
-        trace_num_prefix_groups,
+        extra_engine_args: config_text(
+            "extra_engine_args",
+            ConfigArg::EngineArgs,
+            extra_engine_args,
+        )?,
+        prefill_engine_args: config_text(
+            "prefill_engine_args",
+            ConfigArg::EngineArgs,
+            prefill_engine_args,
+        )?,
+        decode_engine_args: config_text(
+            "decode_engine_args",
+            ConfigArg::EngineArgs,
+            decode_engine_args,
+        )?,
+        router_config: config_text("router_config", ConfigArg::RouterConfig, router_config)?,
+        model_name: opt_str_arg("model_name", model_name)?,
+        num_workers: int_or("num_workers", num_workers, 1)?,
+        num_prefill_workers: int_or("num_prefill_workers", num_prefill_workers, 1)?,
+        num_decode_workers: int_or("num_decode_workers", num_decode_workers, 1)?,
+        replay_concurrency: opt_int_arg("replay_concurrency", replay_concurrency)?,
+        replay_mode: str_or("replay_mode", replay_mode, "offline")?,
+        router_mode: str_or("router_mode", router_mode, "round_robin")?,
+        arrival_speedup_ratio: float_or("arrival_speedup_ratio", arrival_speedup_ratio, 1.0)?,
+        trace_format: str_or("trace_format", trace_format, "mooncake")?,
+        trace_block_size: opt_int_arg("trace_block_size", trace_block_size)?,
+        trace_shared_prefix_ratio: float_or(
+            "trace_shared_prefix_ratio",
+            trace_shared_prefix_ratio,
+            0.0,
+        )?,
+        trace_num_prefix_groups: int_or("trace_num_prefix_groups", trace_num_prefix_groups, 0)?,
         report_jsonl: report_jsonl_path,
-        planner_config: json_text("planner_config", planner_config)?,
-        benchmark_granularity,
-        router_seed,
-        max_sim_time_ms,
-        sla_ttft_ms,
-        sla_itl_ms,
-        sla_e2e_ms,
+        planner_config: config_text("planner_config", ConfigArg::Planner, planner_config)?,
+        benchmark_granularity: int_or("benchmark_granularity", benchmark_granularity, 8)?,
+        router_seed: int_or("router_seed", router_seed, 0)?,
+        max_sim_time_ms: opt_float_arg("max_sim_time_ms", max_sim_time_ms)?,
+        sla_ttft_ms: opt_float_arg("sla_ttft_ms", sla_ttft_ms)?,
+        sla_itl_ms: opt_float_arg("sla_itl_ms", sla_itl_ms)?,
+        sla_e2e_ms: opt_float_arg("sla_e2e_ms", sla_e2e_ms)?,
         ..ReplayOptions::default()
     };
     apply_aic_perf_config(&mut options, aic_perf_config)?;
@@ -268,27 +393,27 @@ fn run_trace_replay<'py>(
     decode_engine_args=None,
     router_config=None,
     aic_perf_config=None,
-    num_workers=1,
-    num_prefill_workers=1,
-    num_decode_workers=1,
+    num_workers=None,
+    num_prefill_workers=None,
+    num_decode_workers=None,
     replay_concurrency=None,
-    replay_mode="offline".to_owned(),
-    router_mode="round_robin".to_owned(),
-    arrival_speedup_ratio=1.0,
+    replay_mode=None,
+    router_mode=None,
+    arrival_speedup_ratio=None,
     request_rate=None,
     arrival_interval_ms=None,
-    arrival_seed=42,
-    turns_per_session=1,
-    shared_prefix_ratio=0.0,
-    num_prefix_groups=0,
-    inter_turn_delay_ms=0.0,
+    arrival_seed=None,
+    turns_per_session=None,
+    shared_prefix_ratio=None,
+    num_prefix_groups=None,
+    inter_turn_delay_ms=None,
     model_name=None,
     sla_ttft_ms=None,
     sla_itl_ms=None,
     sla_e2e_ms=None,
     planner_config=None,
-    benchmark_granularity=8,
-    router_seed=0,
+    benchmark_granularity=None,
+    router_seed=None,
 ))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
     extra_engine_args=None, prefill_engine_args=None, decode_engine_args=None, \
@@ -301,65 +426,77 @@ fn run_trace_replay<'py>(
 #[allow(clippy::too_many_arguments)]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
-    input_tokens: i64,
-    output_tokens: i64,
-    request_count: i64,
+    input_tokens: &Bound<'py, PyAny>,
+    output_tokens: &Bound<'py, PyAny>,
+    request_count: &Bound<'py, PyAny>,
     extra_engine_args: Option<&Bound<'py, PyAny>>,
     prefill_engine_args: Option<&Bound<'py, PyAny>>,
     decode_engine_args: Option<&Bound<'py, PyAny>>,
     router_config: Option<&Bound<'py, PyAny>>,
     aic_perf_config: Option<&Bound<'py, PyAny>>,
-    num_workers: i64,
-    num_prefill_workers: i64,
-    num_decode_workers: i64,
-    replay_concurrency: Option<i64>,
-    replay_mode: String,
-    router_mode: String,
-    arrival_speedup_ratio: f64,
-    request_rate: Option<f64>,
-    arrival_interval_ms: Option<f64>,
-    arrival_seed: i64,
-    turns_per_session: i64,
-    shared_prefix_ratio: f64,
-    num_prefix_groups: i64,
-    inter_turn_delay_ms: f64,
-    model_name: Option<String>,
-    sla_ttft_ms: Option<f64>,
-    sla_itl_ms: Option<f64>,
-    sla_e2e_ms: Option<f64>,
+    num_workers: Option<&Bound<'py, PyAny>>,
+    num_prefill_workers: Option<&Bound<'py, PyAny>>,
+    num_decode_workers: Option<&Bound<'py, PyAny>>,
+    replay_concurrency: Option<&Bound<'py, PyAny>>,
+    replay_mode: Option<&Bound<'py, PyAny>>,
+    router_mode: Option<&Bound<'py, PyAny>>,
+    arrival_speedup_ratio: Option<&Bound<'py, PyAny>>,
+    request_rate: Option<&Bound<'py, PyAny>>,
+    arrival_interval_ms: Option<&Bound<'py, PyAny>>,
+    arrival_seed: Option<&Bound<'py, PyAny>>,
+    turns_per_session: Option<&Bound<'py, PyAny>>,
+    shared_prefix_ratio: Option<&Bound<'py, PyAny>>,
+    num_prefix_groups: Option<&Bound<'py, PyAny>>,
+    inter_turn_delay_ms: Option<&Bound<'py, PyAny>>,
+    model_name: Option<&Bound<'py, PyAny>>,
+    sla_ttft_ms: Option<&Bound<'py, PyAny>>,
+    sla_itl_ms: Option<&Bound<'py, PyAny>>,
+    sla_e2e_ms: Option<&Bound<'py, PyAny>>,
     planner_config: Option<&Bound<'py, PyAny>>,
-    benchmark_granularity: i64,
-    router_seed: i64,
+    benchmark_granularity: Option<&Bound<'py, PyAny>>,
+    router_seed: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
-        extra_engine_args: json_text("extra_engine_args", extra_engine_args)?,
-        prefill_engine_args: json_text("prefill_engine_args", prefill_engine_args)?,
-        decode_engine_args: json_text("decode_engine_args", decode_engine_args)?,
-        router_config: json_text("router_config", router_config)?,
-        model_name,
-        input_tokens: Some(input_tokens),
-        output_tokens: Some(output_tokens),
-        request_count: Some(request_count),
-        request_rate,
-        arrival_interval_ms,
-        arrival_seed,
-        turns_per_session,
-        shared_prefix_ratio,
-        num_prefix_groups,
-        inter_turn_delay_ms,
-        num_workers,
-        num_prefill_workers,
-        num_decode_workers,
-        replay_concurrency,
-        replay_mode,
-        router_mode,
-        arrival_speedup_ratio,
-        planner_config: json_text("planner_config", planner_config)?,
-        benchmark_granularity,
-        router_seed,
-        sla_ttft_ms,
-        sla_itl_ms,
-        sla_e2e_ms,
+        extra_engine_args: config_text(
+            "extra_engine_args",
+            ConfigArg::EngineArgs,
+            extra_engine_args,
+        )?,
+        prefill_engine_args: config_text(
+            "prefill_engine_args",
+            ConfigArg::EngineArgs,
+            prefill_engine_args,
+        )?,
+        decode_engine_args: config_text(
+            "decode_engine_args",
+            ConfigArg::EngineArgs,
+            decode_engine_args,
+        )?,
+        router_config: config_text("router_config", ConfigArg::RouterConfig, router_config)?,
+        model_name: opt_str_arg("model_name", model_name)?,
+        input_tokens: Some(int_arg("input_tokens", input_tokens)?),
+        output_tokens: Some(int_arg("output_tokens", output_tokens)?),
+        request_count: Some(int_arg("request_count", request_count)?),
+        request_rate: opt_float_arg("request_rate", request_rate)?,
+        arrival_interval_ms: opt_float_arg("arrival_interval_ms", arrival_interval_ms)?,
+        arrival_seed: int_or("arrival_seed", arrival_seed, 42)?,
+        turns_per_session: int_or("turns_per_session", turns_per_session, 1)?,
+        shared_prefix_ratio: float_or("shared_prefix_ratio", shared_prefix_ratio, 0.0)?,
+        num_prefix_groups: int_or("num_prefix_groups", num_prefix_groups, 0)?,
+        inter_turn_delay_ms: float_or("inter_turn_delay_ms", inter_turn_delay_ms, 0.0)?,
+        num_workers: int_or("num_workers", num_workers, 1)?,
+        num_prefill_workers: int_or("num_prefill_workers", num_prefill_workers, 1)?,
+        num_decode_workers: int_or("num_decode_workers", num_decode_workers, 1)?,
+        replay_concurrency: opt_int_arg("replay_concurrency", replay_concurrency)?,
+        replay_mode: str_or("replay_mode", replay_mode, "offline")?,
+        router_mode: str_or("router_mode", router_mode, "round_robin")?,
+        arrival_speedup_ratio: float_or("arrival_speedup_ratio", arrival_speedup_ratio, 1.0)?,
+        planner_config: config_text("planner_config", ConfigArg::Planner, planner_config)?,
+        benchmark_granularity: int_or("benchmark_granularity", benchmark_granularity, 8)?,
+        router_seed: int_or("router_seed", router_seed, 0)?,
+        sla_ttft_ms: opt_float_arg("sla_ttft_ms", sla_ttft_ms)?,
+        sla_itl_ms: opt_float_arg("sla_itl_ms", sla_itl_ms)?,
+        sla_e2e_ms: opt_float_arg("sla_e2e_ms", sla_e2e_ms)?,
         ..ReplayOptions::default()
     };
     apply_aic_perf_config(&mut options, aic_perf_config)?;
@@ -378,12 +515,12 @@ fn main(py: Python<'_>, argv: Option<Vec<OsString>>, prog: String) -> PyResult<i
             sys_argv.into_iter().skip(1).collect()
         }
     };
-    let (code, out, err) = py.detach(move || {
+    let (code, out, err) = run_interruptibly(py, move |_| {
         let mut out = Vec::new();
         let mut err = Vec::new();
         let code = dynosim_cli::run(&prog, argv, &mut out, &mut err);
         (code, out, err)
-    });
+    })?;
     // Through sys.stdout/sys.stderr so Python-level redirection (pytest, contextlib) works.
     let sys = py.import("sys")?;
     for (stream, bytes) in [("stdout", out), ("stderr", err)] {
@@ -401,6 +538,11 @@ fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(run_synthetic_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(main, module)?)?;
+    module.add_class::<engine_args::MockEngineArgs>()?;
+    module.add_class::<engine_args::SglangArgs>()?;
+    module.add_class::<engine_args::TrtllmArgs>()?;
+    module.add_class::<engine_args::ReasoningConfig>()?;
+    module.add_class::<router_config::KvRouterConfig>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -23,10 +23,19 @@ pub use workload::Workload;
 /// Reads (or generates) the workload a spec names. Kept apart from [`simulate`] because the
 /// report's `wall_time_ms` measures the simulation only, not trace loading.
 pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
-    sim::load_workload(spec)
+    workload::load(spec)
 }
 
 /// Runs the replay in virtual time. Pure: no I/O, no clocks.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<sim::Simulated> {
     sim::simulate(spec, workload)
+}
+
+/// [`simulate`], stopping with a runtime error once another thread sets `cancel`.
+pub fn simulate_cancellable(
+    spec: &ReplaySpec,
+    workload: Workload,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<sim::Simulated> {
+    sim::simulate_cancellable(spec, workload, cancel)
 }

@@ -1,8 +1,6 @@
 """``python -m dynosim``: the dynosim command line."""
 
-import sys
-
-from dynosim import main
+from dynosim._cli import run_command
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:], prog="python -m dynosim"))
+    raise SystemExit(run_command("python -m dynosim"))

@@ -9,13 +9,13 @@
 //! 3. null rules and enum parsing, in the reference's field order;
 //! 4. engine defaults (`block_size` 0 → 64 / 1 / 32 or `sglang.page_size`), then per-field
 //!    ranges, then cross-field rules, then the speculative-decoding rates;
-//! 5. features dynosim does not model yet are rejected with a usage error saying so.
+//! 5. the profile table named by `planner_profile_data` is read and checked.
 //!
 //! Keys that are accepted, type-checked and range-checked, but have no effect on an offline
 //! replay (so they are not kept): `startup_time`, `g1_backend`, `aic_system`,
 //! `aic_backend_version`, `aic_model_path`, `aic_moe_tp_size`, `aic_moe_ep_size`,
 //! `aic_attention_dp_size` (beyond the `dp_size` rule of stage 1), the `aic_*_dtype` keys,
-//! `aic_mtp_seed`, `gpu_memory_utilization`, `mem_fraction_static`, `free_gpu_memory_fraction`,
+//! `gpu_memory_utilization`, `mem_fraction_static`, `free_gpu_memory_fraction`,
 //! `enable_local_indexer`, `bootstrap_port`, `handoff_session_timeout_ms`, `num_g2_blocks`,
 //! `num_g3_blocks`, `enable_g4_storage`, `offload_batch_size`, the six `bandwidth_*_gbps` keys,
 //! `reasoning`, `response_replay_trace_path`, `zmq_kv_events_port`, `zmq_replay_port`, `trtllm`
@@ -24,15 +24,22 @@
 //! when G2/G3/G4 offload and `aic_model_path` are both set; dynosim cannot read model configs and
 //! leaves it unset (it only matters for disaggregated transfers).
 //!
-//! Not supported yet (usage errors): `aic_backend` (AIC timing),
-//! `planner_profile_data` (profiled timing), `aic_nextn` (speculative decoding).
+//! `planner_profile_data` names an NPZ of measured timing tables; it is read and checked at
+//! the end of parsing (a bad file is a usage error naming the file and key) and becomes
+//! [`TimingSource::ProfileTable`].
+//!
+//! `aic_nextn`, `aic_nextn_accept_rates` and `aic_mtp_seed` become [`SpeculativeArgs`].
+//!
+//! Not supported yet (usage error): `aic_backend` (AIC timing).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::json_fields::{read_object, show_f64, unknown_field_message, ObjectError, Slot};
+use super::profile_table::ProfileTable;
 use super::router_config::RouterQueuePolicy;
 use crate::error::{Error, Result};
 
@@ -56,6 +63,29 @@ pub enum PreemptionMode {
     Lifo,
     /// Preempt the oldest running request.
     Fifo,
+}
+
+/// Speculative decoding (MTP / Eagle draft tokens, `aic_nextn`): each decode step of a ready
+/// request emits a burst of up to `nextn + 1` tokens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpeculativeArgs {
+    /// Draft tokens per step (1..=5).
+    pub nextn: usize,
+    /// Conditional acceptance rate of each draft token, exactly `nextn` entries in [0, 1].
+    pub accept_rates: Vec<f64>,
+    /// Burst RNG seed; each scheduler adds its offset (wrapping).
+    pub seed: u64,
+}
+
+/// Where pass durations come from (the engine's timing model is built from this).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum TimingSource {
+    /// The reference's default polynomials.
+    #[default]
+    Polynomial,
+    /// Measured tables from `planner_profile_data`, read when the arguments were parsed and
+    /// shared by every rank built from these arguments.
+    ProfileTable(Arc<ProfileTable>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +124,10 @@ pub struct EngineArgs {
     pub router_queue_policy: Option<RouterQueuePolicy>,
     /// SGLang scheduler settings (read by the SGLang engine only).
     pub sglang: Option<SglangArgs>,
+    /// The pass timing model.
+    pub timing: TimingSource,
+    /// Speculative decoding, when `aic_nextn` is set.
+    pub speculative: Option<SpeculativeArgs>,
 }
 
 /// The `sglang` sub-object: SGLang scheduler settings (`None` = the engine's default).
@@ -137,6 +171,8 @@ impl Default for EngineArgs {
             kv_transfer_timing_mode: KvTransferTimingMode::FullPrompt,
             router_queue_policy: None,
             sglang: None,
+            timing: TimingSource::Polynomial,
+            speculative: None,
         }
     }
 }
@@ -161,6 +197,10 @@ macro_rules! engine_arg_keys {
     ($($key:ident: $ty:ty,)*) => {
         /// Every key `--extra-engine-args` accepts, in the reference's order.
         pub const ACCEPTED_KEYS: &[&str] = &[$(stringify!($key)),*];
+
+        /// Each accepted key with the Rust type its JSON value is read as (`"usize"`, `"f64"`,
+        /// `"SglangArgs"`, ...): lets another front (Python) check argument types up front.
+        pub const ACCEPTED_KEY_TYPES: &[(&str, &str)] = &[$((stringify!($key), stringify!($ty))),*];
 
         /// The object after typing, before any rule is applied.
         #[derive(Default)]
@@ -281,6 +321,9 @@ const DEFAULT_TRTLLM_BLOCK_SIZE: usize = 32;
 /// Conditional acceptance rates used when `aic_nextn` is set without rates.
 const DEFAULT_ACCEPT_RATES: [f64; 5] = [0.85, 0.3, 0.0, 0.0, 0.0];
 
+/// Burst RNG seed used when `aic_mtp_seed` is omitted.
+const DEFAULT_MTP_SEED: u64 = 42;
+
 fn parse_engine_args(text: &str) -> Result<EngineArgs, String> {
     // The replay front reads the text with Python's json module: a repeated key keeps its last
     // value rather than failing.
@@ -295,10 +338,22 @@ fn parse_engine_args(text: &str) -> Result<EngineArgs, String> {
     check_ranges(&parsed)?;
     check_cross_field_rules(&parsed)?;
     if let Some(nextn) = parsed.aic_nextn {
-        normalize_accept_rates(nextn, parsed.aic_nextn_accept_rates.as_deref())?;
+        let accept_rates = normalize_accept_rates(nextn, parsed.aic_nextn_accept_rates.as_deref())?;
+        parsed.args.speculative = Some(SpeculativeArgs {
+            nextn,
+            accept_rates,
+            seed: parsed.aic_mtp_seed,
+        });
     }
-    reject_unsupported(&parsed)?;
-    Ok(parsed.args)
+    let mut args = parsed.args;
+    if let Some(path) = &parsed.planner_profile_data {
+        // Read once here, before any simulation; every rank built from these arguments shares
+        // the table. The reference logs a failure and falls back to the polynomial instead.
+        let table = ProfileTable::from_npz(path)
+            .map_err(|message| format!("planner_profile_data: {message}"))?;
+        args.timing = TimingSource::ProfileTable(Arc::new(table));
+    }
+    Ok(args)
 }
 
 /// What the replay front (`dynamo.replay`) does to the raw object before the engine parser sees
@@ -328,14 +383,8 @@ fn apply_replay_front_rules(object: &mut Map<String, Value>) -> Result<(), Strin
         }
     }
 
-    match object.get("planner_profile_data") {
-        Some(Value::Null) => {
-            object.shift_remove("planner_profile_data");
-        }
-        Some(_) => {
-            return Err("planner_profile_data (profiled timing model) is not supported yet".into())
-        }
-        None => {}
+    if object.get("planner_profile_data") == Some(&Value::Null) {
+        object.shift_remove("planner_profile_data");
     }
 
     // AIC attention-DP describes the rank topology: when it is above 1 it becomes `dp_size`, and
@@ -398,10 +447,12 @@ fn is_truthy(value: &Value) -> bool {
 /// The typed arguments plus the values that are validated but not kept in [`EngineArgs`].
 struct ParsedEngineArgs {
     args: EngineArgs,
+    planner_profile_data: Option<PathBuf>,
     g1_backend: Option<G1Backend>,
     startup_time: Option<f64>,
     aic_nextn: Option<usize>,
     aic_nextn_accept_rates: Option<String>,
+    aic_mtp_seed: u64,
     gpu_memory_utilization: Option<f64>,
     mem_fraction_static: Option<f64>,
     free_gpu_memory_fraction: Option<f64>,
@@ -460,6 +511,7 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
     }
     let dp_size = raw.dp_size.non_null("dp_size")?;
     let startup_time = raw.startup_time.value();
+    let planner_profile_data = raw.planner_profile_data.value();
 
     // The front has already turned `worker_type` into the two flags.
     let is_prefill = raw.is_prefill.non_null("is_prefill")?.unwrap_or(false);
@@ -481,7 +533,10 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
     }
     let aic_nextn = raw.aic_nextn.value();
     let aic_nextn_accept_rates = raw.aic_nextn_accept_rates.value();
-    raw.aic_mtp_seed.non_null("aic_mtp_seed")?;
+    let aic_mtp_seed = raw
+        .aic_mtp_seed
+        .non_null("aic_mtp_seed")?
+        .unwrap_or(DEFAULT_MTP_SEED);
     let gpu_memory_utilization = raw.gpu_memory_utilization.value();
     let mem_fraction_static = raw.mem_fraction_static.value();
     let free_gpu_memory_fraction = raw.free_gpu_memory_fraction.value();
@@ -547,10 +602,12 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
 
     Ok(ParsedEngineArgs {
         args,
+        planner_profile_data,
         g1_backend,
         startup_time,
         aic_nextn,
         aic_nextn_accept_rates,
+        aic_mtp_seed,
         gpu_memory_utilization,
         mem_fraction_static,
         free_gpu_memory_fraction,
@@ -820,14 +877,6 @@ fn normalize_accept_rates(nextn: usize, rates: Option<&str>) -> Result<Vec<f64>,
     Ok(parsed)
 }
 
-/// Valid settings whose feature dynosim does not model yet.
-fn reject_unsupported(parsed: &ParsedEngineArgs) -> Result<(), String> {
-    if parsed.aic_nextn.is_some() {
-        return Err("aic_nextn (speculative decoding) is not supported yet".into());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -905,6 +954,8 @@ mod tests {
                 page_size: Some(4),
                 ..SglangArgs::default()
             }),
+            timing: TimingSource::Polynomial,
+            speculative: None,
         };
         assert_eq!(args, expected);
         assert_eq!(args.gpus_per_worker(), 8);
@@ -1335,14 +1386,6 @@ mod tests {
 
     #[test]
     fn features_not_built_yet_are_usage_errors() {
-        assert_error(
-            r#"{"aic_nextn":2}"#,
-            "aic_nextn (speculative decoding) is not supported yet",
-        );
-        assert_error(
-            r#"{"planner_profile_data":"/x/profile.npz"}"#,
-            "planner_profile_data (profiled timing model) is not supported yet",
-        );
         assert_error(
             r#"{"aic_backend":"vllm"}"#,
             "AIC KV cache capacity estimation requires aic_model_path in engine args",

@@ -8,12 +8,16 @@
 pub mod engine_args;
 mod json_fields;
 pub mod options;
+pub mod profile_table;
 pub mod router_config;
+pub mod router_policy;
 
 pub use engine_args::{
-    EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, WorkerType,
+    EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, SpeculativeArgs,
+    TimingSource, WorkerType,
 };
 pub use options::ReplayOptions;
+pub use profile_table::ProfileTable;
 pub use router_config::{RouterConfig, RouterQueuePolicy};
 
 use std::path::PathBuf;
@@ -46,6 +50,8 @@ pub struct ReplaySpec {
     /// Router configuration (accepted and validated; round robin ignores it).
     pub router_config: Option<RouterConfig>,
     pub arrivals: ArrivalMode,
+    /// `--replay-mode`: virtual time (offline) or the wall clock (online).
+    pub replay_mode: ReplayMode,
     /// Stop before the first event later than this virtual time (ms).
     pub max_sim_time_ms: Option<f64>,
     pub sla: Sla,
@@ -137,6 +143,13 @@ pub enum ArrivalMode {
     Timestamps { speedup: f64 },
     /// Closed loop: at most `limit` sessions active at once; timestamps ignored, no speed-up.
     Concurrency { limit: usize },
+}
+
+/// Whether the replay runs in virtual time or on the wall clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayMode {
+    Offline,
+    Online,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,18 +8,20 @@
 //! 2. integer flags that the reference takes as unsigned must not be negative;
 //! 3. the replay core's checks, whose order differs between trace and synthetic replay.
 //!
-//! Features dynosim does not have yet (online replay, the KV router, disaggregated workers,
-//! AIC timing, the planner, router policy files) are usage
-//! errors saying so, raised where the reference would start using them, so every check that
-//! the reference runs before that point still applies.
+//! Choices given by name (replay mode, trace format, router mode) are parsed once into enums;
+//! the trace and synthetic builders share their topology, arrival and router steps.
+//!
+//! Features dynosim does not have yet (AIC timing, the planner) are usage errors saying so,
+//! raised where the reference would start using them, so every check that the reference runs
+//! before that point still applies.
 
 use std::path::PathBuf;
 
 use super::json_fields::show_f64;
 use super::{
-    compact_f64, ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, ReplaySpec,
-    RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec, WorkerType, WorkloadSpec,
-    MAX_VIRTUAL_TIME_MS,
+    compact_f64, ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, ReplayMode,
+    ReplaySpec, RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec, WorkerType,
+    WorkloadSpec, MAX_VIRTUAL_TIME_MS,
 };
 use crate::error::{Error, Result};
 
@@ -181,7 +183,8 @@ fn usage(message: impl Into<String>) -> Error {
     Error::usage(message)
 }
 
-/// The trace dialects of the reference (`--trace-format`), aliases resolved.
+/// The trace dialects of the reference (`--trace-format`), aliases resolved; the settings a
+/// dialect takes are added when the spec's [`TraceFormat`] is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TraceDialect {
     Mooncake,
@@ -220,20 +223,50 @@ fn parse_router_mode(text: &str) -> Result<RouterMode> {
     }
 }
 
-/// `--replay-mode`: only offline replay exists in dynosim.
-fn check_replay_mode(text: &str) -> Result<()> {
+/// `--replay-mode`.
+fn parse_replay_mode(text: &str) -> Result<ReplayMode> {
     match text {
-        "offline" => Ok(()),
-        "online" => Err(flag_error(
-            "--replay-mode",
-            "online replay is not supported; dynosim replays offline in virtual time \
-             (use --replay-mode offline)",
-        )),
+        "offline" => Ok(ReplayMode::Offline),
+        "online" => Ok(ReplayMode::Online),
         other => Err(flag_error(
             "--replay-mode",
             format!("replay_mode must be either 'offline' or 'online', got '{other}'"),
         )),
     }
+}
+
+/// How the reference names a replay in its worker checks.
+fn replay_kind(closed_loop: bool) -> &'static str {
+    if closed_loop {
+        "concurrency replay"
+    } else {
+        "trace replay"
+    }
+}
+
+/// The replay mode, at the point where the reference checks it.
+fn checked_replay_mode(choices: &Choices) -> Result<ReplayMode> {
+    match choices.replay_mode.clone()? {
+        ReplayMode::Offline => Ok(ReplayMode::Offline),
+        ReplayMode::Online => Err(flag_error(
+            "--replay-mode",
+            "online replay is not supported; dynosim replays offline in virtual time \
+             (use --replay-mode offline)",
+        )),
+    }
+}
+
+/// Closed-loop concurrency, or open-loop timestamps sped up by `speedup` (asked only then).
+fn arrival_mode(
+    concurrency: Option<usize>,
+    speedup: impl FnOnce() -> Result<f64>,
+) -> Result<ArrivalMode> {
+    Ok(match concurrency {
+        Some(limit) => ArrivalMode::Concurrency { limit },
+        None => ArrivalMode::Timestamps {
+            speedup: speedup()?,
+        },
+    })
 }
 
 /// The reference takes these integers as unsigned: a negative value is refused before any of
@@ -252,6 +285,41 @@ fn meaningful_dtype(value: &Option<String>) -> bool {
     })
 }
 
+/// The named choices among the options, each parsed once. A bad name is an error raised at
+/// the point where the reference checks that option; checks that run earlier only ask whether
+/// the choice is a given valid one.
+struct Choices {
+    replay_mode: Result<ReplayMode>,
+    trace_format: Result<TraceDialect>,
+    router_mode: Result<RouterMode>,
+}
+
+impl Choices {
+    fn of(options: &ReplayOptions) -> Self {
+        Self {
+            replay_mode: parse_replay_mode(&options.replay_mode),
+            trace_format: parse_trace_format(&options.trace_format),
+            router_mode: parse_router_mode(&options.router_mode),
+        }
+    }
+
+    fn is_online(&self) -> bool {
+        self.replay_mode == Ok(ReplayMode::Online)
+    }
+
+    fn trace_format_is(&self, dialect: TraceDialect) -> bool {
+        self.trace_format == Ok(dialect)
+    }
+}
+
+/// The workers a spec runs: the (decode) engine arguments, their count, and the prefill pool
+/// when disaggregated.
+struct Topology {
+    engine: EngineArgs,
+    num_workers: usize,
+    disaggregation: Option<Disaggregation>,
+}
+
 /// The engine arguments given to the replay, parsed (step 10 of the front).
 struct ParsedEngines {
     aggregated: Option<EngineArgs>,
@@ -264,15 +332,16 @@ impl ReplayOptions {
     /// Every failure is a usage error whose message names the flag.
     pub fn into_spec(self) -> Result<ReplaySpec> {
         let using_trace_file = !self.trace_files.is_empty();
-        self.check_front(using_trace_file)?;
+        let choices = Choices::of(&self);
+        self.check_front(&choices, using_trace_file)?;
         let engines = self.parse_engines()?;
         let router_config = self.parse_router_config()?;
         self.check_aic_flags()?;
-        self.check_planner(using_trace_file)?;
+        self.check_planner(&choices, using_trace_file)?;
         if using_trace_file {
-            self.into_trace_spec(engines, router_config)
+            self.into_trace_spec(&choices, engines, router_config)
         } else {
-            self.into_synthetic_spec(engines, router_config)
+            self.into_synthetic_spec(&choices, engines, router_config)
         }
     }
 
@@ -288,14 +357,15 @@ impl ReplayOptions {
     }
 
     /// The replay front's checks of which inputs go together (frontend.md §1.3, steps 1–9).
-    fn check_front(&self, using_trace_file: bool) -> Result<()> {
+    fn check_front(&self, choices: &Choices, using_trace_file: bool) -> Result<()> {
         let using_synthetic = self.using_synthetic();
-        if self.trace_format == "dynamo" && !using_trace_file {
+        let dynamo = choices.trace_format_is(TraceDialect::Dynamo);
+        if dynamo && !using_trace_file {
             return Err(usage(
                 "--trace-format=dynamo requires at least one trace file",
             ));
         }
-        if self.trace_format != "dynamo" && self.trace_files.len() > 1 {
+        if !dynamo && self.trace_files.len() > 1 {
             return Err(usage(format!(
                 "--trace-format={} requires exactly one trace file",
                 self.trace_format
@@ -332,7 +402,7 @@ impl ReplayOptions {
             ));
         }
         if using_trace_file
-            && self.trace_format == "applied_compute_agentic"
+            && choices.trace_format_is(TraceDialect::AppliedComputeAgentic)
             && self.replay_concurrency.is_none()
         {
             return Err(usage(
@@ -421,7 +491,7 @@ impl ReplayOptions {
             if policy_path.is_empty() {
                 return Err(flag_error(source, "the path is empty"));
             }
-            let file = crate::router::kv::policy::RouterPolicyConfig::from_path(policy_path)
+            let file = super::router_policy::RouterPolicyConfig::from_path(policy_path)
                 .map_err(|message| flag_error(source, message))?;
             config.policy_file = Some(file);
             config.raw.insert(
@@ -478,16 +548,21 @@ impl ReplayOptions {
     }
 
     /// Planner-in-the-loop (step 12).
-    fn check_planner(&self, using_trace_file: bool) -> Result<()> {
+    fn check_planner(&self, choices: &Choices, using_trace_file: bool) -> Result<()> {
         if self.planner_config.is_none() {
             return Ok(());
         }
-        if self.replay_mode != "offline" {
+        if choices.replay_mode != Ok(ReplayMode::Offline) {
             return Err(usage(
                 "--planner-config only supports --replay-mode=offline",
             ));
         }
-        if using_trace_file && !matches!(self.trace_format.as_str(), "mooncake" | "dynamo") {
+        if using_trace_file
+            && !matches!(
+                choices.trace_format,
+                Ok(TraceDialect::Mooncake | TraceDialect::Dynamo)
+            )
+        {
             return Err(usage(
                 "--planner-config only supports --trace-format=mooncake or dynamo",
             ));
@@ -500,7 +575,7 @@ impl ReplayOptions {
 
     /// Which workers the engine arguments describe: true for disaggregated prefill/decode
     /// pools, after the reference's pairing rules.
-    fn check_worker_topology(&self, engines: &ParsedEngines) -> Result<bool> {
+    fn check_worker_topology(&self, choices: &Choices, engines: &ParsedEngines) -> Result<bool> {
         let has_disagg_args = engines.prefill.is_some() || engines.decode.is_some();
         if engines.aggregated.is_some() && has_disagg_args {
             return Err(flag_error(
@@ -532,7 +607,7 @@ impl ReplayOptions {
                          num_prefill_workers and num_decode_workers for disagg replay",
                     ));
                 }
-                if self.replay_mode == "online" {
+                if choices.is_online() {
                     return Err(flag_error(
                         "--replay-mode",
                         "disagg replay only supports replay_mode='offline'",
@@ -552,7 +627,7 @@ impl ReplayOptions {
     }
 
     /// The cap on simulated time, in ms (both cap checks of the reference).
-    fn max_sim_time_ms(&self) -> Result<Option<f64>> {
+    fn max_sim_time_ms(&self, choices: &Choices) -> Result<Option<f64>> {
         let (flag, name, given, cap_ms) = match (self.max_sim_time_seconds, self.max_sim_time_ms) {
             (Some(seconds), _) => (
                 "--max-sim-time-seconds",
@@ -572,7 +647,7 @@ impl ReplayOptions {
                 ),
             ));
         }
-        if self.replay_mode == "online" {
+        if choices.is_online() {
             return Err(flag_error(
                 flag,
                 "max_sim_time_ms only supports replay_mode='offline'",
@@ -634,11 +709,7 @@ impl ReplayOptions {
                  worker/DP-rank target",
             ));
         }
-        let mode = if closed_loop {
-            "concurrency replay"
-        } else {
-            "trace replay"
-        };
+        let mode = replay_kind(closed_loop);
         if num_workers == 0 {
             return Err(flag_error(
                 "--num-workers",
@@ -689,11 +760,7 @@ impl ReplayOptions {
         engines: ParsedEngines,
         closed_loop: bool,
     ) -> Result<(EngineArgs, Disaggregation)> {
-        let mode = if closed_loop {
-            "concurrency replay"
-        } else {
-            "trace replay"
-        };
+        let mode = replay_kind(closed_loop);
         let (Some(prefill), Some(decode)) = (engines.prefill, engines.decode) else {
             unreachable!("the topology check pairs the two")
         };
@@ -798,6 +865,33 @@ impl ReplayOptions {
         ))
     }
 
+    /// The workers both builders share: disaggregated pools after their checks, or the
+    /// aggregated workers after theirs.
+    fn topology(
+        &self,
+        engines: ParsedEngines,
+        disaggregated: bool,
+        router_mode: RouterMode,
+        num_workers: usize,
+        closed_loop: bool,
+    ) -> Result<Topology> {
+        if disaggregated {
+            let (engine, prefill) = self.check_disaggregated_workers(engines, closed_loop)?;
+            return Ok(Topology {
+                engine,
+                num_workers: non_negative("--num-decode-workers", self.num_decode_workers)?,
+                disaggregation: Some(prefill),
+            });
+        }
+        let engine = engines.aggregated.unwrap_or_default();
+        self.check_aggregated_workers(router_mode, num_workers, &engine, closed_loop)?;
+        Ok(Topology {
+            engine,
+            num_workers,
+            disaggregation: None,
+        })
+    }
+
     fn check_speedup(&self, name: &str) -> Result<f64> {
         let ratio = self.arrival_speedup_ratio;
         if ratio.is_finite() && ratio > 0.0 {
@@ -815,6 +909,7 @@ impl ReplayOptions {
 
     fn into_trace_spec(
         self,
+        choices: &Choices,
         engines: ParsedEngines,
         router_config: Option<RouterConfig>,
     ) -> Result<ReplaySpec> {
@@ -827,9 +922,9 @@ impl ReplayOptions {
             .transpose()?;
         non_negative("--trace-num-prefix-groups", self.trace_num_prefix_groups)?;
 
-        let disaggregated = self.check_worker_topology(&engines)?;
-        let router_mode = parse_router_mode(&self.router_mode)?;
-        let dialect = parse_trace_format(&self.trace_format)?;
+        let disaggregated = self.check_worker_topology(choices, &engines)?;
+        let router_mode = choices.router_mode.clone()?;
+        let dialect = choices.trace_format.clone()?;
         if dialect != TraceDialect::Dynamo && self.trace_files.len() != 1 {
             return Err(flag_error(
                 "--trace-format",
@@ -840,40 +935,30 @@ impl ReplayOptions {
                 ),
             ));
         }
-        let max_sim_time_ms = self.max_sim_time_ms()?;
+        let max_sim_time_ms = self.max_sim_time_ms(choices)?;
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
-        check_replay_mode(&self.replay_mode)?;
-        let (engine, num_workers, disaggregation) = if disaggregated {
-            let (decode, prefill) =
-                self.check_disaggregated_workers(engines, concurrency.is_some())?;
-            match dialect {
-                TraceDialect::AgenticMooncake => {
-                    return Err(flag_error(
-                        "--trace-format",
-                        "agentic_mooncake trace format is not supported for disaggregated replay",
-                    ))
-                }
-                TraceDialect::MooncakeDelta => {
-                    return Err(flag_error(
-                        "--trace-format",
-                        "mooncake-delta trace format is not supported for disaggregated replay",
-                    ))
-                }
-                _ => {}
+        let replay_mode = checked_replay_mode(choices)?;
+        let topology = self.topology(
+            engines,
+            disaggregated,
+            router_mode,
+            num_workers,
+            concurrency.is_some(),
+        )?;
+        if topology.disaggregation.is_some() {
+            let unsupported = match dialect {
+                TraceDialect::AgenticMooncake => Some("agentic_mooncake"),
+                TraceDialect::MooncakeDelta => Some("mooncake-delta"),
+                _ => None,
+            };
+            if let Some(name) = unsupported {
+                return Err(flag_error(
+                    "--trace-format",
+                    format!("{name} trace format is not supported for disaggregated replay"),
+                ));
             }
-            let num_decode_workers = non_negative("--num-decode-workers", self.num_decode_workers)?;
-            (decode, num_decode_workers, Some(prefill))
-        } else {
-            let engine = engines.aggregated.unwrap_or_default();
-            self.check_aggregated_workers(
-                router_mode,
-                num_workers,
-                &engine,
-                concurrency.is_some(),
-            )?;
-            (engine, num_workers, None)
-        };
+        }
 
         let block_size = match trace_block_size {
             None => DEFAULT_TRACE_BLOCK_SIZE,
@@ -927,34 +1012,32 @@ impl ReplayOptions {
         };
         // The reference checks the speed-up ratio only when it uses it: open-loop arrivals.
         // (It does so after reading the trace, so a broken trace file is reported first there.)
-        let arrivals = match concurrency {
-            Some(limit) => ArrivalMode::Concurrency { limit },
-            None => ArrivalMode::Timestamps {
-                speedup: self.check_speedup("ratio")?,
-            },
-        };
+        let arrivals = arrival_mode(concurrency, || self.check_speedup("ratio"))?;
         let router_config = self.finish_router_config(router_mode, router_config)?;
-
+        let capture_requests = self.report_jsonl.is_some();
+        let workload = WorkloadSpec::Trace(TraceSpec {
+            files: self.trace_files,
+            format,
+            block_size,
+        });
         Ok(ReplaySpec {
-            workload: WorkloadSpec::Trace(TraceSpec {
-                files: self.trace_files,
-                format,
-                block_size,
-            }),
-            engine,
-            num_workers,
+            workload,
+            engine: topology.engine,
+            num_workers: topology.num_workers,
             router_mode,
             router_config,
             arrivals,
+            replay_mode,
             max_sim_time_ms,
             sla,
-            capture_requests: self.report_jsonl.is_some(),
-            disaggregation,
+            capture_requests,
+            disaggregation: topology.disaggregation,
         })
     }
 
     fn into_synthetic_spec(
         self,
+        choices: &Choices,
         engines: ParsedEngines,
         router_config: Option<RouterConfig>,
     ) -> Result<ReplaySpec> {
@@ -970,8 +1053,8 @@ impl ReplayOptions {
         let num_prefix_groups = non_negative("--num-prefix-groups", self.num_prefix_groups)?;
 
         let sla = self.sla()?;
-        let disaggregated = self.check_worker_topology(&engines)?;
-        let router_mode = parse_router_mode(&self.router_mode)?;
+        let disaggregated = self.check_worker_topology(choices, &engines)?;
+        let router_mode = choices.router_mode.clone()?;
         let concurrency = self.concurrency_limit()?;
         let arrival_process = match (concurrency, self.request_rate, self.arrival_interval_ms) {
             (Some(_), _, _) => None,
@@ -1080,43 +1163,34 @@ impl ReplayOptions {
             }
         }
 
-        check_replay_mode(&self.replay_mode)?;
-        let (engine, num_workers, disaggregation) = if disaggregated {
-            let (decode, prefill) =
-                self.check_disaggregated_workers(engines, concurrency.is_some())?;
-            let num_decode_workers = non_negative("--num-decode-workers", self.num_decode_workers)?;
-            (decode, num_decode_workers, Some(prefill))
-        } else {
-            let engine = engines.aggregated.unwrap_or_default();
-            self.check_aggregated_workers(
-                router_mode,
-                num_workers,
-                &engine,
-                concurrency.is_some(),
-            )?;
-            (engine, num_workers, None)
-        };
-        let arrivals = match concurrency {
-            Some(limit) => ArrivalMode::Concurrency { limit },
-            None => ArrivalMode::Timestamps {
-                speedup: match speedup {
-                    Some(speedup) => speedup,
-                    None => self.check_speedup("arrival_speedup_ratio")?,
-                },
-            },
-        };
-        let engine_block_size = u32::try_from(engine.block_size).map_err(|_| {
+        let replay_mode = checked_replay_mode(choices)?;
+        let topology = self.topology(
+            engines,
+            disaggregated,
+            router_mode,
+            num_workers,
+            concurrency.is_some(),
+        )?;
+        let arrivals = arrival_mode(concurrency, || match speedup {
+            Some(speedup) => Ok(speedup),
+            None => self.check_speedup("arrival_speedup_ratio"),
+        })?;
+        let engine_block_size = u32::try_from(topology.engine.block_size).map_err(|_| {
             flag_error(
                 "--extra-engine-args",
-                format!("block_size is too large, got {}", engine.block_size),
+                format!(
+                    "block_size is too large, got {}",
+                    topology.engine.block_size
+                ),
             )
         })?;
         // Every synthetic prompt has the same length: one that no engine can ever hold would
         // have every request rejected (or, on SGLang, block the queue forever), after building
         // prompts of that size. Refused before they exist.
-        let first_engine = disaggregation
+        let first_engine = topology
+            .disaggregation
             .as_ref()
-            .map_or(&engine, |pools| &pools.prefill);
+            .map_or(&topology.engine, |pools| &pools.prefill);
         let kv_tokens = first_engine
             .num_gpu_blocks
             .saturating_mul(first_engine.block_size);
@@ -1150,15 +1224,17 @@ impl ReplayOptions {
                 inter_turn_delay_ms,
                 engine_block_size,
             }),
-            engine,
-            num_workers,
+            engine: topology.engine,
+            num_workers: topology.num_workers,
             router_mode,
             router_config,
             arrivals,
+            replay_mode,
+            // The front refuses the cap and the records without a trace file.
             max_sim_time_ms: None,
             sla,
             capture_requests: false,
-            disaggregation,
+            disaggregation: topology.disaggregation,
         })
     }
 }

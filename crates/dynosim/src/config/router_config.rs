@@ -22,8 +22,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::json_fields::{read_object, show_f64, unknown_field_message, ObjectError};
+use super::router_policy::{PolicyProfile, RouterPolicyConfig};
 use crate::error::{Error, Result};
-use crate::router::kv::policy::{PolicyProfile, RouterPolicyConfig};
 
 /// Order of the KV router's pending-request queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -166,6 +166,10 @@ macro_rules! router_config_keys {
     ($($key:ident: $ty:ty,)*) => {
         /// Every key `--router-config` accepts, in the reference's order.
         pub const ACCEPTED_KEYS: &[&str] = &[$(stringify!($key)),*];
+
+        /// Each accepted key with the Rust type its JSON value is read as (`"f64"`,
+        /// `"Option<u32>"`, ...): lets another front (Python) check argument types up front.
+        pub const ACCEPTED_KEY_TYPES: &[(&str, &str)] = &[$((stringify!($key), stringify!($ty))),*];
 
         // Some keys are only type-checked: they have no effect offline.
         #[derive(Default)]

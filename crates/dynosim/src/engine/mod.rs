@@ -11,6 +11,7 @@ use crate::tokens::TokenSeq;
 
 pub mod kv;
 pub mod sglang;
+pub mod speculative;
 pub mod timing;
 pub mod vllm;
 

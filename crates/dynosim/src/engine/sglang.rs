@@ -26,7 +26,8 @@ use std::collections::{HashSet, VecDeque};
 
 use super::kv::radix::{ContentChange, NodeId, RadixCache};
 use super::kv::{FastMap, KvEvent};
-use super::timing::{PassTime, TimingModel};
+use super::speculative::BurstSampler;
+use super::timing::{DecodeBatch, PassTime, PrefillBatch, TimingModel};
 use super::{
     DestinationRefused, DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId,
 };
@@ -152,6 +153,8 @@ pub struct SglangScheduler {
     new_token_ratio_step: f64,
     new_token_ratio: f64,
     timing: TimingModel,
+    /// Speculative decoding: running requests emit bursts of tokens.
+    speculative: Option<BurstSampler>,
     cache: RadixCache,
     waiting: VecDeque<Request>,
     running: Vec<Request>,
@@ -174,7 +177,6 @@ pub struct SglangScheduler {
 
 impl SglangScheduler {
     pub fn new(args: &EngineArgs, rank_index: usize) -> Self {
-        let _ = rank_index;
         let settings = args.sglang.clone().unwrap_or_default();
         let conservativeness = settings.schedule_conservativeness.unwrap_or(1.0);
         let init = INIT_NEW_TOKEN_RATIO * conservativeness;
@@ -210,6 +212,10 @@ impl SglangScheduler {
             new_token_ratio_step: (init - min) / NEW_TOKEN_RATIO_DECAY_STEPS,
             new_token_ratio: init,
             timing: TimingModel::new(args),
+            speculative: args
+                .speculative
+                .as_ref()
+                .map(|speculative| BurstSampler::new(speculative, rank_index as u64)),
             cache,
             waiting: VecDeque::new(),
             running: Vec::new(),
@@ -425,11 +431,11 @@ impl SglangScheduler {
         let prefill_ms = if self.worker_type == WorkerType::Decode {
             0.0
         } else {
-            self.timing.prefill_clock_ms(
-                admission.admitted.len(),
-                admission.total_covered,
-                admission.total_prefix,
-            )
+            self.timing.prefill_clock_ms(&PrefillBatch {
+                requests: admission.admitted.len(),
+                covered_before: admission.total_prefix,
+                covered_after: admission.total_covered,
+            })
         };
         for mut request in admission.admitted {
             if request.materialized < request.len() {
@@ -688,12 +694,22 @@ impl SglangScheduler {
         request.cached = 0;
     }
 
-    /// Tokens of fresh pages the running requests need to each take one more token.
+    /// The most tokens one decode step can give a request: 1, or a full speculative burst
+    /// (a prefill worker emits only the first token).
+    fn max_burst(&self) -> usize {
+        match &self.speculative {
+            Some(sampler) if self.worker_type != WorkerType::Prefill => sampler.max_burst(),
+            _ => 1,
+        }
+    }
+
+    /// Tokens of fresh pages the running requests need to each take their largest burst.
     fn decode_growth_tokens(&self) -> usize {
+        let max_burst = self.max_burst();
         self.running
             .iter()
             .map(|r| {
-                let burst = r.remaining_output().min(1);
+                let burst = r.remaining_output().min(max_burst);
                 ceil_to_page(r.len() + burst, self.page_size).saturating_sub(r.allocated)
             })
             .sum()
@@ -771,9 +787,12 @@ impl SglangScheduler {
         let ps = self.page_size;
         let context: usize = self.running.iter().map(Request::len).sum();
         let active = context.min(self.total_kv_tokens);
-        let decode_ms =
-            self.timing
-                .decode_clock_ms(self.running.len(), active, self.total_kv_tokens);
+        let decode_ms = self.timing.decode_clock_ms(&DecodeBatch {
+            ready: self.running.len(),
+            active_kv_tokens: active,
+            total_kv_tokens: self.total_kv_tokens,
+            context_tokens: context,
+        });
         let reserved_pages = self.decode_growth_tokens() / ps;
         if !self.cache.allocate_pages(reserved_pages) {
             // Even after evicting everything the pages are not there: no token this pass.
@@ -782,19 +801,29 @@ impl SglangScheduler {
         result.decode_ms = decode_ms;
         let mut used_pages = 0;
         let mut running = std::mem::take(&mut self.running);
-        for request in &mut running {
-            if request.len() + 1 > request.allocated {
-                request.allocated += ps;
-                used_pages += 1;
+        let prefill_role = self.worker_type == WorkerType::Prefill;
+        let bursts: Vec<usize> = running
+            .iter()
+            .map(|request| match &mut self.speculative {
+                Some(sampler) if !prefill_role => sampler.burst(request.remaining_output()),
+                _ => request.remaining_output().min(1),
+            })
+            .collect();
+        for (request, burst) in running.iter_mut().zip(bursts) {
+            for _ in 0..burst {
+                if request.len() + 1 > request.allocated {
+                    request.allocated += ps;
+                    used_pages += 1;
+                }
+                let index = request.output_len() as u64;
+                request
+                    .tokens
+                    .push(generated_token(request.id as u64, index));
+                request.materialized += 1;
             }
-            let index = request.output_len() as u64;
-            request
-                .tokens
-                .push(generated_token(request.id as u64, index));
-            request.materialized += 1;
             events.push(PassEvent::Tokens {
                 id: request.id,
-                count: 1,
+                count: burst,
             });
             result.emitted += 1;
             if request.remaining_output() == 0 {

@@ -16,7 +16,8 @@
 use std::collections::VecDeque;
 
 use super::kv::{BlockPool, CopyId, FastMap, Finalized, KvEvent};
-use super::timing::{PassTime, TimingModel};
+use super::speculative::BurstSampler;
+use super::timing::{DecodeBatch, PassTime, PrefillBatch, TimingModel};
 use super::{DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId};
 use crate::config::{EngineArgs, EngineType, PreemptionMode, WorkerType};
 use crate::tokens::{generated_token, TokenSeq};
@@ -112,9 +113,7 @@ enum Slot {
 /// Prefill batch accumulators of one pass.
 #[derive(Default)]
 struct Batch {
-    count: usize,
-    total_after: usize,
-    total_before: usize,
+    prefill: PrefillBatch,
     scheduled: Vec<Scheduled>,
     preempted_any: bool,
 }
@@ -131,6 +130,8 @@ pub struct VllmScheduler {
     preemption: PreemptionMode,
     worker_type: WorkerType,
     timing: TimingModel,
+    /// Speculative decoding: ready requests emit bursts of tokens.
+    speculative: Option<BurstSampler>,
     pool: BlockPool,
     waiting: VecDeque<Request>,
     running: Vec<Request>,
@@ -158,7 +159,6 @@ pub struct DestinationTooLarge;
 
 impl VllmScheduler {
     pub fn new(args: &EngineArgs, rank_index: usize) -> Self {
-        let _ = rank_index;
         let policy = match args.engine_type {
             EngineType::Trtllm => Policy::TrtllmNoEvict,
             _ => Policy::Vllm,
@@ -179,6 +179,10 @@ impl VllmScheduler {
             preemption: args.preemption_mode,
             worker_type: args.worker_type,
             timing: TimingModel::new(args),
+            speculative: args
+                .speculative
+                .as_ref()
+                .map(|speculative| BurstSampler::new(speculative, rank_index as u64)),
             pool: BlockPool::new(num_blocks, args.enable_prefix_caching),
             waiting: VecDeque::new(),
             running: Vec::new(),
@@ -439,8 +443,7 @@ impl VllmScheduler {
         let prefill_ms = if self.worker_type == WorkerType::Decode {
             0.0
         } else {
-            self.timing
-                .prefill_clock_ms(batch.count, batch.total_after, batch.total_before)
+            self.timing.prefill_clock_ms(&batch.prefill)
         };
         let scheduled_requests = batch
             .scheduled
@@ -495,6 +498,11 @@ impl VllmScheduler {
                 cost.cached_tokens = limit;
                 cost.active_cached_tokens = cost.active_cached_tokens.min(limit);
             }
+        }
+        if self.speculative.is_some() && cost.cached_tokens >= self.block_size {
+            // With draft tokens the engine recomputes one more cached block.
+            cost.cached_tokens -= self.block_size;
+            cost.active_cached_tokens = cost.active_cached_tokens.min(cost.cached_tokens);
         }
         cost
     }
@@ -617,9 +625,7 @@ impl VllmScheduler {
             terminal,
         });
         if prompt_after > prompt_before && self.worker_type != WorkerType::Decode {
-            batch.count += 1;
-            batch.total_after += prompt_after;
-            batch.total_before += prompt_before;
+            batch.prefill.add(prompt_before, prompt_after);
         }
         if let Slot::Waiting(i) = slot {
             let mut admitted = self.waiting.remove(i).expect("admitted request is waiting");
@@ -735,9 +741,9 @@ impl VllmScheduler {
             *budget = budget.saturating_add(undone.tokens);
             if undone.prompt_after > undone.prompt_before && self.worker_type != WorkerType::Decode
             {
-                batch.count = batch.count.saturating_sub(1);
-                batch.total_after = batch.total_after.saturating_sub(undone.prompt_after);
-                batch.total_before = batch.total_before.saturating_sub(undone.prompt_before);
+                batch
+                    .prefill
+                    .remove(undone.prompt_before, undone.prompt_after);
             }
         }
         self.waiting.push_front(request);
@@ -787,6 +793,7 @@ impl VllmScheduler {
         // Requests already complete after their prefill leave without a token, before the
         // decode time is measured.
         let mut ready = 0usize;
+        let mut context_tokens = 0usize;
         let mut i = 0;
         while i < self.running.len() {
             let request = &self.running[i];
@@ -801,19 +808,24 @@ impl VllmScheduler {
                 continue;
             }
             ready += 1;
+            context_tokens += request.len();
             i += 1;
         }
         if ready == 0 {
             return 0.0;
         }
+        if self.speculative.is_some() {
+            return self.emit_bursts(events);
+        }
         let decode_ms = if self.worker_type == WorkerType::Prefill {
             0.0
         } else {
-            self.timing.decode_clock_ms(
+            self.timing.decode_clock_ms(&DecodeBatch {
                 ready,
-                self.pool.num_active() * self.block_size,
-                self.num_blocks * self.block_size,
-            )
+                active_kv_tokens: self.pool.num_active() * self.block_size,
+                total_kv_tokens: self.num_blocks * self.block_size,
+                context_tokens,
+            })
         };
         // The new token is not computed yet: it gets its KV when it is next scheduled.
         let mut any_finished = false;
@@ -847,6 +859,150 @@ impl VllmScheduler {
             self.running.retain(|r| !r.finished);
         }
         decode_ms
+    }
+
+    /// Speculative decoding: every ready request emits a sampled burst of tokens. KV for the
+    /// largest possible bursts is reserved first, preempting while the pool cannot hold it;
+    /// the decode time counts the KV in use without that reservation. The burst's tokens but
+    /// the last are computed in this step (the last one gets its KV when next scheduled, as
+    /// in a plain decode step); unused reserved blocks are returned at the end.
+    fn emit_bursts(&mut self, events: &mut Vec<PassEvent>) -> f64 {
+        let bs = self.block_size;
+        let max_model_len = self.max_model_len;
+        let max_burst = match (&self.speculative, self.worker_type) {
+            (_, WorkerType::Prefill) => 1,
+            (Some(sampler), _) => sampler.max_burst(),
+            (None, _) => 1,
+        };
+        let is_ready = |request: &Request| request.num_computed >= request.len();
+        let mut reserved = Vec::new();
+        loop {
+            let required: usize = self
+                .running
+                .iter()
+                .filter(|request| is_ready(request))
+                .map(|request| {
+                    let burst = max_burst.min(request.remaining_generation(max_model_len));
+                    (request.len() + burst).div_ceil(bs) - request.len().div_ceil(bs)
+                })
+                .sum();
+            if self.pool.allocate(&[], required, |_| None, &mut reserved) {
+                break;
+            }
+            let Some(victim) = self.pick_victim() else {
+                return 0.0;
+            };
+            let (mut undo, mut budget) = (Batch::default(), 0);
+            self.preempt(victim, &mut undo, &mut budget);
+            if !self.running.iter().any(is_ready) {
+                return 0.0;
+            }
+        }
+
+        let mut ready = 0;
+        let mut context_tokens = 0;
+        for request in self.running.iter().filter(|request| is_ready(request)) {
+            ready += 1;
+            context_tokens += request.len();
+        }
+        let decode_ms = if self.worker_type == WorkerType::Prefill {
+            0.0
+        } else {
+            self.timing.decode_clock_ms(&DecodeBatch {
+                ready,
+                active_kv_tokens: (self.pool.num_active() - reserved.len()) * bs,
+                total_kv_tokens: self.num_blocks * bs,
+                context_tokens,
+            })
+        };
+
+        let sampler = self.speculative.as_mut().expect("bursts need a sampler");
+        let bursts: Vec<usize> = self
+            .running
+            .iter()
+            .filter(|request| is_ready(request))
+            .map(|request| {
+                let remaining = request.remaining_generation(max_model_len);
+                if self.worker_type == WorkerType::Prefill {
+                    remaining.min(1)
+                } else {
+                    sampler.burst(remaining)
+                }
+            })
+            .collect();
+
+        let caching = self.pool.caching();
+        let mut spare = reserved.into_iter();
+        let mut bursts = bursts.into_iter();
+        let mut any_finished = false;
+        for request in &mut self.running {
+            if !is_ready(request) {
+                continue;
+            }
+            let burst = bursts.next().expect("one burst per ready request");
+            for _ in 0..burst {
+                if caching {
+                    let token = generated_token(request.id as u64, request.generated as u64);
+                    request.tokens.push(token);
+                }
+                request.generated += 1;
+            }
+            events.push(PassEvent::Tokens {
+                id: request.id,
+                count: burst,
+            });
+            // The burst's tokens but the last one are computed now.
+            let computed = request.len() - 1;
+            let have = request.allocated_tokens.div_ceil(bs);
+            for _ in have..computed.div_ceil(bs) {
+                request
+                    .blocks
+                    .push(spare.next().expect("the reservation covers the burst"));
+            }
+            request.allocated_tokens = request.allocated_tokens.max(computed);
+            request.num_computed = computed;
+            if caching {
+                Self::promote_full_blocks(&mut self.pool, request, bs);
+            }
+            if request.remaining_generation(max_model_len) == 0 {
+                Self::finish_blocks(
+                    &mut self.pool,
+                    &mut self.source_holds,
+                    self.worker_type,
+                    request,
+                );
+                self.capacity_generation += 1;
+                request.finished = true;
+                any_finished = true;
+                events.push(PassEvent::Completed { id: request.id });
+            }
+        }
+        for copy in spare {
+            self.pool.release(copy);
+        }
+        if any_finished {
+            self.running.retain(|r| !r.finished);
+        }
+        decode_ms
+    }
+
+    /// Makes every full block of `request`'s computed tokens that is not yet hashed
+    /// cache-visible (blocks filled by generated tokens).
+    fn promote_full_blocks(pool: &mut BlockPool, request: &mut Request, bs: usize) {
+        let full = request.num_computed / bs;
+        let first = request.hashes.len();
+        if first >= full {
+            return;
+        }
+        request.tokens.extend_block_hashes(bs, &mut request.hashes);
+        request.hashes.truncate(full);
+        for index in first..full {
+            if let (Some(&hash), Some(&copy)) =
+                (request.hashes.get(index), request.blocks.get(index))
+            {
+                pool.promote(copy, hash);
+            }
+        }
     }
 }
 

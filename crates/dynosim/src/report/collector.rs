@@ -67,6 +67,10 @@ struct HandoffDetail {
     destination_activated_ms: Option<f64>,
     decode_admit_ms: Option<f64>,
     source_released_ms: Option<f64>,
+    /// Most prompt tokens reused at a prefill admission: the record's `reused_input_tokens`
+    /// (decode re-admissions count only in the report's ratio and in
+    /// `decode_reused_input_tokens`).
+    prefill_reused_input_tokens: usize,
     decode_reused_input_tokens: Option<usize>,
     prefill_route_overlap_tokens: Option<usize>,
     decode_route_overlap_tokens: Option<usize>,
@@ -191,6 +195,8 @@ impl Collector {
         state.admit(at_ms, reused_tokens);
         if let Some(detail) = state.handoff.as_deref_mut() {
             detail.prefill_admit_ms.get_or_insert(at_ms);
+            detail.prefill_reused_input_tokens =
+                detail.prefill_reused_input_tokens.max(reused_tokens);
         }
     }
 
@@ -482,7 +488,11 @@ impl Collector {
         let state = &self.requests[index];
         let (terminal_ms, status) = state.terminal?;
         let has_tokens = state.tokens.count > 0;
-        let handoff = state.handoff.as_deref().copied().unwrap_or_default();
+        let handoff = state.handoff.as_deref().copied();
+        // In disaggregated records the reuse is the prefill pool's (frontend.md §3.8).
+        let reused_input_tokens =
+            handoff.map_or(state.reused_tokens, |h| h.prefill_reused_input_tokens);
+        let handoff = handoff.unwrap_or_default();
         Some(RequestRecord {
             session_id: state.session.as_ref().map(|s| s.0.clone()),
             turn_index: state.session.as_ref().map(|s| s.1),
@@ -499,7 +509,7 @@ impl Collector {
             input_length: state.input_length,
             requested_output_length: state.requested_output_length,
             output_length: state.tokens.count,
-            reused_input_tokens: state.reused_tokens,
+            reused_input_tokens,
             prefill_worker_idx: handoff.prefill_worker_idx,
             decode_worker_idx: state.decode_worker_idx,
             prefill_admit_ms: handoff.prefill_admit_ms,
@@ -783,6 +793,23 @@ mod tests {
             float(&report, "first_admission_prefix_cache_reused_ratio"),
             0.0
         );
+    }
+
+    #[test]
+    fn disaggregated_records_keep_the_prefill_reuse_apart_from_the_decode_reuse() {
+        let mut c = Collector::new(Sla::default(), true);
+        c.on_arrival(0, 0.0, 100, 1, None);
+        c.on_prefill_assigned(0, 0, 0);
+        c.on_prefill_admit(0, 1.0, 16);
+        c.on_decode_admit(0, 2.0, 0);
+        c.on_decode_admit(0, 3.0, 96); // re-admission after a decode preemption
+        c.on_tokens(0, 4.0, 1);
+        c.on_terminal(0, 4.0, TerminalStatus::Completed);
+        let (report, records) = c.finish(RunFacts::default());
+        assert_eq!(records[0].reused_input_tokens, 16);
+        assert_eq!(records[0].decode_reused_input_tokens, Some(96));
+        // The report's ratio still takes the most reuse over every admission of both pools.
+        assert_eq!(float(&report, "prefix_cache_reused_ratio"), 0.96);
     }
 
     #[test]

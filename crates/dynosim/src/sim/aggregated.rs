@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::report::{Collector, RunFacts};
 use crate::router::kv::{Arrival, KvRouter, Placement, RouteRequest};
 use crate::router::round_robin::RoundRobin;
+use std::sync::atomic::AtomicBool;
 
 /// The router in front of the aggregated workers.
 enum Router {
@@ -100,9 +101,10 @@ impl<'s> Aggregated<'s> {
         }
     }
 
-    pub(super) fn run(&mut self) -> Result<()> {
+    pub(super) fn run(&mut self, cancel: &AtomicBool) -> Result<()> {
         self.settle()?;
         while !self.driver.is_drained() {
+            super::check_cancelled(cancel)?;
             let Some(next_ms) = self.next_timestamp() else {
                 return Err(self.dead_end());
             };

@@ -22,6 +22,7 @@
 //! did something). This is the reference's order.
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
 
 use super::common::{kv_router, record_arrival, EventQueue, RequestOrigin, RouteHints};
 use super::driver::{Driver, Terminal};
@@ -337,9 +338,10 @@ impl<'s> Disaggregated<'s> {
         }
     }
 
-    pub(super) fn run(&mut self) -> Result<()> {
+    pub(super) fn run(&mut self, cancel: &AtomicBool) -> Result<()> {
         self.settle()?;
         while !self.is_done() {
+            super::check_cancelled(cancel)?;
             let next_ms = match (
                 self.events.peek().map(|(at_ms, _)| at_ms),
                 self.driver.next_ready_ms(),

@@ -738,7 +738,7 @@ mod tests {
         }
         .into_spec()
         .unwrap();
-        let workload = crate::sim::load_workload(&spec).unwrap();
+        let workload = crate::workload::load(&spec).unwrap();
         let (report, records) = crate::sim::simulate(&spec, workload)
             .unwrap()
             .into_report(0.0);

@@ -12,90 +12,49 @@ mod common;
 mod disaggregated;
 pub mod driver;
 
-use crate::config::{ArrivalMode, ReplaySpec, TraceFormat, WorkloadSpec};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
 use crate::report::{Collector, LazyRecords, Report, RequestRecord, RunFacts};
-use crate::workload::{self, Workload};
+use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
 use driver::Driver;
 
-/// Reads or generates the workload named by the spec.
-pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
-    match &spec.workload {
-        WorkloadSpec::Trace(trace) => {
-            let single_file = || match trace.files.as_slice() {
-                [path] => Ok(path.as_path()),
-                files => Err(Error::usage(format!(
-                    "--trace-format requires exactly one trace file for this format, got {}",
-                    files.len()
-                ))),
-            };
-            match trace.format {
-                TraceFormat::Mooncake => {
-                    workload::mooncake::read_mooncake(single_file()?, trace.block_size)
-                }
-                TraceFormat::MooncakeDelta => {
-                    let mut workload =
-                        workload::mooncake::read_mooncake(single_file()?, trace.block_size)?;
-                    workload.prompts = workload::PromptMode::Cumulative;
-                    Ok(workload)
-                }
-                TraceFormat::AgenticMooncake {
-                    expected_block_size,
-                } => workload::agentic::read_agentic(
-                    single_file()?,
-                    trace.block_size,
-                    expected_block_size,
-                ),
-                TraceFormat::AppliedComputeAgentic {
-                    shared_prefix_ratio,
-                    num_prefix_groups,
-                } => workload::applied_compute::read_applied_compute(
-                    single_file()?,
-                    trace.block_size,
-                    shared_prefix_ratio,
-                    num_prefix_groups,
-                ),
-                TraceFormat::Dynamo {
-                    expected_block_size,
-                } => {
-                    let loaded =
-                        workload::dynamo_trace::read_dynamo(&trace.files, expected_block_size)?;
-                    if loaded.agentic && spec.disaggregation.is_some() {
-                        return Err(Error::usage(
-                            "agentic Dynamo request traces are not supported for disaggregated \
-                             replay (--prefill-engine-args; the trace's records carry \
-                             agent_context)",
-                        ));
-                    }
-                    if loaded.agentic && matches!(spec.arrivals, ArrivalMode::Concurrency { .. }) {
-                        return Err(Error::usage(
-                            "agentic Dynamo request traces are not supported with replay_concurrency \
-                             (--replay-concurrency; the trace's records carry agent_context)",
-                        ));
-                    }
-                    Ok(loaded.workload)
-                }
-            }
-        }
-        WorkloadSpec::Synthetic(synthetic) => workload::synthetic::generate(synthetic),
-    }
-}
-
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
+    simulate_cancellable(spec, workload, &AtomicBool::new(false))
+}
+
+/// [`simulate`], stopping early when another thread sets `cancel` (a front whose user pressed
+/// Ctrl-C). The loop looks at the flag once per virtual timestamp; a cancelled run ends with a
+/// runtime error and no report.
+pub fn simulate_cancellable(
+    spec: &ReplaySpec,
+    workload: Workload,
+    cancel: &AtomicBool,
+) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let (collector, facts) = if spec.disaggregation.is_some() {
         let mut sim = Disaggregated::new(spec, driver);
-        sim.run()?;
+        sim.run(cancel)?;
         sim.finish()
     } else {
         let mut sim = Aggregated::new(spec, driver);
-        sim.run()?;
+        sim.run(cancel)?;
         sim.finish()
     };
     Ok(Simulated { collector, facts })
+}
+
+/// The error that ends a run whose caller has set its cancel flag.
+fn check_cancelled(cancel: &AtomicBool) -> Result<()> {
+    if cancel.load(Ordering::Relaxed) {
+        Err(Error::runtime("replay interrupted"))
+    } else {
+        Ok(())
+    }
 }
 
 /// A finished simulation, waiting for the caller's wall-time measurement to become a report.

@@ -23,7 +23,7 @@ use super::{
     Dependency, DependencyGraph, GraphTiming, HashIdInterner, Prompt, Session, Trigger, Turn,
     Workload,
 };
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The schema name of the version 2 header line.
 pub const AGENTIC_SCHEMA: &str = "dynamo.agentic_mooncake";

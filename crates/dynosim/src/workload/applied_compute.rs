@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::lines::{describe_json_error, TraceLines};
 use super::{HashIdInterner, Prompt, Session, Turn, Workload};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Top bits of the hash ids shared within a prefix group.
 const SHARED_PREFIX_TAG: u64 = 0xA63E << 48;

@@ -24,7 +24,7 @@ use serde_json::Value;
 use super::agentic::{AgenticBuilder, NodeDependency, NodeRow};
 use super::lines::{describe_json_error, TraceLines};
 use super::{GraphTiming, HashIdInterner, Prompt, Session, Trigger, Turn, Workload};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The only record schema the reader knows.
 pub const REQUEST_TRACE_SCHEMA: &str = "dynamo.request.trace.v1";

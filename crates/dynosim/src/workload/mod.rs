@@ -14,8 +14,11 @@ pub mod agentic;
 pub mod applied_compute;
 pub mod dynamo_trace;
 mod lines;
+mod load;
 pub mod mooncake;
 pub mod synthetic;
+
+pub use load::load;
 
 /// Everything a replay needs to know about the requests to send.
 #[derive(Clone, Debug, Default)]

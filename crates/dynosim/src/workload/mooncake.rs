@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::lines::{describe_json_error, TraceLines, U32Count};
 use super::{HashIdInterner, Prompt, Session, Turn, Workload};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Reads a Mooncake JSONL trace. `trace_block_size` is the number of tokens each hash id stands for.
 pub fn read_mooncake(path: &Path, trace_block_size: u32) -> Result<Workload> {

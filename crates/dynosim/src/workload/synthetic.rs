@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 
 use super::{Prompt, Session, Turn, Workload};
 use crate::config::{ArrivalProcess, SyntheticSpec};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The fixed seed of the reference's structure RNG (group choice), independent of the arrival seed.
 const STRUCTURE_SEED: u64 = 42;

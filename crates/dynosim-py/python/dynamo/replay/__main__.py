@@ -1,6 +1,7 @@
 """``python -m dynamo.replay``: the dynosim command line under the reference's name."""
 
-from dynamo.replay.main import main
+from dynamo.replay.main import PROG
+from dynosim._cli import run_command
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_command(PROG))

@@ -1,14 +1,135 @@
-//! Timing models: how long a forward pass takes. One narrow interface so that more models
-//! (profile tables, AIC) can be added later.
+//! Timing models: how long a forward pass takes.
+//!
+//! INTERFACE. A scheduler describes each pass once, in two parts, and asks its rank's
+//! [`TimingModel`] for the clock increments:
+//! - [`PrefillBatch`]: the requests that got prompt tokens this pass, with the prompt tokens each
+//!   had covered before the pass (cached prefix or earlier chunks) and after it, summed;
+//! - [`DecodeBatch`]: the requests ready to emit a token, the KV tokens active on the rank and
+//!   its capacity, and the summed context length of the ready requests.
+//!
+//! A [`PassTimer`] turns a description into raw milliseconds; [`TimingModel`] adds what every
+//! model shares (nothing to do costs nothing, the speed-up ratios, nanosecond rounding). The
+//! timers are the default [`Polynomial`] and the measured [`ProfileTable`]
+//! (`planner_profile_data`, loaded and checked when the engine arguments are parsed). One timer
+//! instance serves every rank built from one [`EngineArgs`]: the ranks share it through an
+//! `Arc`, and a timer never changes after it is built, so nothing is read or built during a run.
 //!
 //! The reference keeps pass durations as `std::time::Duration` (nanosecond resolution): each
 //! raw millisecond figure is converted to a `Duration`, divided by its speed-up ratio through
 //! another `Duration`, and converted back to milliseconds when it is added to the clock. The
 //! helpers here reproduce that arithmetic so that virtual times agree bit for bit.
 
+use std::fmt::Debug;
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::EngineArgs;
+use crate::config::{EngineArgs, ProfileTable, TimingSource};
+
+/// The prefill work of one pass: `requests` requests were given prompt tokens; together they
+/// had covered `covered_before` prompt tokens before the pass and cover `covered_after` after
+/// it. Requests whose chunk was undone (preempted in the same pass) are removed again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PrefillBatch {
+    pub requests: usize,
+    pub covered_before: usize,
+    pub covered_after: usize,
+}
+
+impl PrefillBatch {
+    /// Adds a request whose prompt coverage went from `before` to `after` tokens.
+    pub fn add(&mut self, before: usize, after: usize) {
+        self.requests += 1;
+        self.covered_before += before;
+        self.covered_after += after;
+    }
+
+    /// Takes back a request added with [`PrefillBatch::add`].
+    pub fn remove(&mut self, before: usize, after: usize) {
+        self.requests = self.requests.saturating_sub(1);
+        self.covered_before = self.covered_before.saturating_sub(before);
+        self.covered_after = self.covered_after.saturating_sub(after);
+    }
+
+    /// The mean prefix per request, `⌊covered_before / requests⌋` (0 for an empty batch).
+    pub fn mean_prefix(&self) -> usize {
+        self.covered_before.checked_div(self.requests).unwrap_or(0)
+    }
+
+    /// The mean new prompt tokens per request: `⌊after / n⌋ − ⌊before / n⌋`. The reference
+    /// reduces the batch to these two integer means, and the rounding is observable.
+    pub fn mean_new_tokens(&self) -> usize {
+        let after = self.covered_after.checked_div(self.requests).unwrap_or(0);
+        after.saturating_sub(self.mean_prefix())
+    }
+
+    /// New prompt tokens of the batch as the models see them: `requests × mean_new_tokens`.
+    pub fn new_tokens(&self) -> usize {
+        self.requests * self.mean_new_tokens()
+    }
+}
+
+/// The decode work of one pass: `ready` requests emit a token (or a speculative burst).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeBatch {
+    pub ready: usize,
+    /// KV tokens in use on the rank as the engine counts them (vLLM / TRT-LLM: active blocks
+    /// × block size; SGLang: the running sequences' lengths, capped at the capacity).
+    pub active_kv_tokens: usize,
+    /// The rank's KV capacity in tokens.
+    pub total_kv_tokens: usize,
+    /// Sum of the ready requests' sequence lengths (prompt + generated, before this pass's
+    /// tokens).
+    pub context_tokens: usize,
+}
+
+impl DecodeBatch {
+    /// The mean context length of the ready requests, `⌊context_tokens / ready⌋`.
+    pub fn mean_context(&self) -> usize {
+        self.context_tokens.checked_div(self.ready).unwrap_or(0)
+    }
+}
+
+/// A timing model: raw pass durations in milliseconds, before speed-up ratios. Called only for
+/// non-empty batches (at least one request). Implementations are immutable after construction
+/// and shared by every rank of an engine configuration.
+pub trait PassTimer: Debug + Send + Sync {
+    /// Raw prefill duration of `batch` (at least one request).
+    fn prefill_ms(&self, batch: &PrefillBatch) -> f64;
+    /// Raw decode duration of `batch` (at least one ready request).
+    fn decode_ms(&self, batch: &DecodeBatch) -> f64;
+}
+
+/// The reference's default polynomials (engine.md §2.2, §2.3). They describe no real model:
+/// prefill depends on the new tokens only, decode on the KV utilisation only.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Polynomial;
+
+impl PassTimer for Polynomial {
+    fn prefill_ms(&self, batch: &PrefillBatch) -> f64 {
+        polynomial_prefill_ms(batch.requests, batch.covered_after, batch.covered_before)
+    }
+
+    fn decode_ms(&self, batch: &DecodeBatch) -> f64 {
+        polynomial_decode_ms(batch.active_kv_tokens, batch.total_kv_tokens)
+    }
+}
+
+/// Measured tables (engine.md §2.5): prefill interpolated over the batch's new tokens, decode
+/// over (active KV tokens, mean context), floored at 1 ms.
+impl PassTimer for ProfileTable {
+    fn prefill_ms(&self, batch: &PrefillBatch) -> f64 {
+        let tokens = batch.new_tokens();
+        if tokens == 0 {
+            return 0.0;
+        }
+        self.prefill_ms_at(tokens as f64).max(0.0)
+    }
+
+    fn decode_ms(&self, batch: &DecodeBatch) -> f64 {
+        self.decode_ms_at(batch.active_kv_tokens as f64, batch.mean_context() as f64)
+            .max(1.0)
+    }
+}
 
 /// The two parts of one pass, in milliseconds, each already rounded to whole nanoseconds and
 /// scaled. A pass that starts at `t` ends at `t + prefill_ms + decode_ms`, evaluated left to
@@ -83,47 +204,53 @@ pub fn polynomial_decode_ms(active_kv_tokens: usize, total_kv_tokens: usize) -> 
     ms.max(1.0)
 }
 
-/// A rank's timing model with its speed-up ratios.
+/// A rank's timing model: a shared [`PassTimer`] and the speed-up ratios.
 #[derive(Clone, Debug)]
 pub struct TimingModel {
+    timer: Arc<dyn PassTimer>,
     prefill_ratio: f64,
     decode_ratio: f64,
 }
 
 impl TimingModel {
+    /// The model the engine arguments select. Ranks built from the same arguments share the
+    /// timer instance.
     pub fn new(args: &EngineArgs) -> Self {
+        let timer: Arc<dyn PassTimer> = match &args.timing {
+            TimingSource::Polynomial => Arc::new(Polynomial),
+            TimingSource::ProfileTable(table) => Arc::clone(table) as Arc<dyn PassTimer>,
+        };
+        Self::with_timer(timer, args)
+    }
+
+    /// A model with an explicit timer and the ratios of `args`.
+    pub fn with_timer(timer: Arc<dyn PassTimer>, args: &EngineArgs) -> Self {
         Self {
+            timer,
             prefill_ratio: args.speedup_ratio,
             decode_ratio: args.speedup_ratio * args.decode_speedup_ratio,
         }
     }
 
-    /// Clock increment for the prefill part of a pass (0 when nothing was prefilled).
-    pub fn prefill_clock_ms(
-        &self,
-        batch_size: usize,
-        total_after: usize,
-        total_before: usize,
-    ) -> f64 {
-        if batch_size == 0 {
-            return 0.0;
-        }
-        let raw = polynomial_prefill_ms(batch_size, total_after, total_before);
-        scaled_clock_ms(raw, self.prefill_ratio)
+    /// The raw timer (shared).
+    pub fn timer(&self) -> &Arc<dyn PassTimer> {
+        &self.timer
     }
 
-    /// Clock increment for the decode part of a pass in which `ready` requests emit a token.
-    pub fn decode_clock_ms(
-        &self,
-        ready: usize,
-        active_kv_tokens: usize,
-        total_kv_tokens: usize,
-    ) -> f64 {
-        if ready == 0 {
+    /// Clock increment for the prefill part of a pass (0 when nothing was prefilled).
+    pub fn prefill_clock_ms(&self, batch: &PrefillBatch) -> f64 {
+        if batch.requests == 0 {
             return 0.0;
         }
-        let raw = polynomial_decode_ms(active_kv_tokens, total_kv_tokens);
-        scaled_clock_ms(raw, self.decode_ratio)
+        scaled_clock_ms(self.timer.prefill_ms(batch), self.prefill_ratio)
+    }
+
+    /// Clock increment for the decode part of a pass (0 when no request is ready).
+    pub fn decode_clock_ms(&self, batch: &DecodeBatch) -> f64 {
+        if batch.ready == 0 {
+            return 0.0;
+        }
+        scaled_clock_ms(self.timer.decode_ms(batch), self.decode_ratio)
     }
 }
 
@@ -196,6 +323,59 @@ mod tests {
         // Nanosecond rounding.
         assert_eq!(scaled_clock_ms(1.0000004, 1.0), 1.0);
         assert_eq!(scaled_clock_ms(0.0, 2.0), 0.0);
+    }
+
+    #[test]
+    fn prefill_batch_reduces_to_integer_means() {
+        let mut batch = PrefillBatch::default();
+        batch.add(0, 1000);
+        batch.add(960, 1000);
+        assert_eq!(batch.mean_prefix(), 480);
+        assert_eq!(batch.mean_new_tokens(), 520);
+        assert_eq!(batch.new_tokens(), 1040);
+        batch.add(0, 7);
+        batch.remove(0, 7);
+        assert_eq!(
+            batch,
+            PrefillBatch {
+                requests: 2,
+                covered_before: 960,
+                covered_after: 2000
+            }
+        );
+        assert_eq!(PrefillBatch::default().new_tokens(), 0);
+        let decode = DecodeBatch {
+            ready: 3,
+            context_tokens: 3001,
+            ..DecodeBatch::default()
+        };
+        assert_eq!(decode.mean_context(), 1000);
+    }
+
+    #[test]
+    fn timing_model_scales_and_skips_empty_parts() {
+        let args = EngineArgs {
+            speedup_ratio: 2.0,
+            decode_speedup_ratio: 2.0,
+            ..EngineArgs::default()
+        };
+        let model = TimingModel::new(&args);
+        let mut prefill = PrefillBatch::default();
+        assert_eq!(model.prefill_clock_ms(&prefill), 0.0);
+        prefill.add(0, 1000);
+        let raw = polynomial_prefill_ms(1, 1000, 0);
+        assert!((model.prefill_clock_ms(&prefill) - raw / 2.0).abs() < 1e-6);
+        let decode = DecodeBatch {
+            ready: 1,
+            active_kv_tokens: 0,
+            total_kv_tokens: 100,
+            context_tokens: 10,
+        };
+        assert!((model.decode_clock_ms(&decode) - 5.74 / 4.0).abs() < 1e-6);
+        assert_eq!(
+            model.decode_clock_ms(&DecodeBatch { ready: 0, ..decode }),
+            0.0
+        );
     }
 
     #[test]

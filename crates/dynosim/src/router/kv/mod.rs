@@ -2,7 +2,7 @@
 //!
 //! State: what each (worker, rank) target has cached ([`indexer`], fed by the engines' KV
 //! events), the load the router itself placed there ([`load`]), and a queue of held-back
-//! requests ([`queue`], classes from [`policy`]). A request's overlap with every target is
+//! requests ([`queue`], classes from [`crate::config::router_policy`]). A request's overlap with every target is
 //! measured once, at arrival, and kept if it waits in the queue. Placement picks the cheapest
 //! target ([`select`]); ties and temperature sampling draw from a seeded RNG
 //! (`--router-seed`), so a run is reproducible, where the reference draws unseeded.
@@ -12,20 +12,19 @@
 
 pub mod indexer;
 pub mod load;
-pub mod policy;
 pub mod queue;
 pub mod select;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+use crate::config::router_policy::{PolicyClass, PolicyProfile};
 use crate::config::RouterConfig;
 use crate::engine::kv::KvEvent;
 use crate::engine::RequestId;
 use crate::tokens::BlockHashes;
 use indexer::CacheIndex;
 use load::{ActiveLoad, Projection, TrackedBlocks};
-use policy::{PolicyClass, PolicyProfile};
 use queue::{PolicyQueue, QueueRank, QueueRejection, QueueSnapshot};
 use select::RequestShape;
 

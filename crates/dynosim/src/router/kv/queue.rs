@@ -10,7 +10,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::policy::{PolicyClass, PolicyProfile};
+use crate::config::router_policy::{PolicyClass, PolicyProfile};
 use crate::config::RouterQueuePolicy;
 
 /// The prompt's size as the queue sees it: raw, cached (best registered worker) and uncached.

@@ -228,7 +228,8 @@ fn a_backlog_is_not_overtaken_and_limits_reject() {
                 prefill_busy_threshold: 0, request_queue_limit_per_worker: 1}]\n";
     let path = std::env::temp_dir().join(format!("dynosim-policy-{}.yaml", std::process::id()));
     std::fs::write(&path, yaml).unwrap();
-    let file = policy::RouterPolicyConfig::from_path(path.to_str().unwrap()).unwrap();
+    let file = crate::config::router_policy::RouterPolicyConfig::from_path(path.to_str().unwrap())
+        .unwrap();
     std::fs::remove_file(&path).unwrap();
     let mut kv = router(
         RouterConfig {

@@ -67,6 +67,7 @@ fn spec(
         router_mode: RouterMode::RoundRobin,
         router_config: None,
         arrivals: ArrivalMode::Timestamps { speedup: 1.0 },
+        replay_mode: crate::config::ReplayMode::Offline,
         max_sim_time_ms: None,
         sla: Sla::default(),
         capture_requests: true,

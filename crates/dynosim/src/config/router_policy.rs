@@ -15,7 +15,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::config::RouterQueuePolicy;
+use super::RouterQueuePolicy;
 
 const SYNTHETIC_CLASS_NAME: &str = "default";
 
@@ -56,7 +56,7 @@ impl PolicyClass {
 /// The classes of one profile and how a request is classified.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicyProfile {
-    pub(super) classes: Vec<PolicyClass>,
+    pub(crate) classes: Vec<PolicyClass>,
     classifier: Classifier,
 }
 

@@ -1,0 +1,102 @@
+"""The type stubs (``dynosim/_dynosim.pyi``) describe what the extension really provides, and
+the packages are marked typed (``py.typed``), so editors and type checkers see the classes."""
+
+import ast
+import importlib
+import inspect
+import pathlib
+
+import pytest
+
+import dynosim
+from dynosim import _dynosim
+
+STUB = pathlib.Path(dynosim.__file__).with_name("_dynosim.pyi")
+CLASSES = ["MockEngineArgs", "KvRouterConfig", "SglangArgs", "TrtllmArgs", "ReasoningConfig"]
+
+
+def stub_tree():
+    return ast.parse(STUB.read_text(encoding="utf-8"))
+
+
+def stub_class(name):
+    for node in stub_tree().body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    raise AssertionError(f"{name} is not in {STUB}")
+
+
+def stub_members(name):
+    """(every member name, names with a property setter) of a stub class."""
+    members, setters = set(), set()
+    for node in stub_class(name).body:
+        if isinstance(node, ast.FunctionDef):
+            members.add(node.name)
+            for decorator in node.decorator_list:
+                if isinstance(decorator, ast.Attribute) and decorator.attr == "setter":
+                    setters.add(node.name)
+    return members, setters
+
+
+def stub_parameters(function):
+    arguments = function.args
+    return [arg.arg for arg in arguments.args + arguments.kwonlyargs if arg.arg != "self"]
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_every_public_member_is_in_the_stub(name):
+    runtime = getattr(_dynosim, name)
+    public = {member for member in dir(runtime) if not member.startswith("_")}
+    members, _ = stub_members(name)
+    assert public <= members, f"missing from the stub: {sorted(public - members)}"
+    assert members - {"__init__", "__copy__", "__deepcopy__"} <= public | {"__init__"}, (
+        f"in the stub but not at run time: {sorted(members - public)}"
+    )
+
+
+@pytest.mark.parametrize("name", ["MockEngineArgs", "KvRouterConfig"])
+def test_stub_setters_are_the_writable_properties(name):
+    runtime = getattr(_dynosim, name)
+    writable = {
+        member
+        for member, value in inspect.getmembers(runtime)
+        if inspect.isdatadescriptor(value) and not member.startswith("_")
+    }
+    _, setters = stub_members(name)
+    instance = runtime()
+    for member in writable:
+        current = getattr(instance, member)
+        try:
+            setattr(instance, member, current)
+            settable = True
+        except AttributeError:
+            settable = False
+        assert settable == (member in setters), member
+
+
+def test_stub_constructors_match_the_runtime_keywords():
+    from test_config_objects import REFERENCE_ENGINE_KEYWORDS
+
+    init = next(
+        node
+        for node in stub_class("MockEngineArgs").body
+        if isinstance(node, ast.FunctionDef) and node.name == "__init__"
+    )
+    assert stub_parameters(init) == REFERENCE_ENGINE_KEYWORDS
+    for keyword in stub_parameters(init):
+        with pytest.raises(TypeError, match="unexpected keyword"):
+            _dynosim.MockEngineArgs(**{keyword + "_not_a_keyword": None})
+
+
+def test_stub_functions_match_the_runtime_signatures():
+    for function in stub_tree().body:
+        if isinstance(function, ast.FunctionDef):
+            runtime = getattr(_dynosim, function.name)
+            runtime_parameters = list(inspect.signature(runtime).parameters)
+            assert stub_parameters(function) == runtime_parameters, function.name
+
+
+@pytest.mark.parametrize("package", ["dynosim", "dynamo.replay", "dynamo.mocker", "dynamo.llm"])
+def test_packages_are_marked_typed(package):
+    module = importlib.import_module(package)
+    assert (pathlib.Path(module.__file__).parent / "py.typed").is_file()
