@@ -697,3 +697,45 @@ fn the_policy_config_environment_variable_is_named_and_empty_means_unset() {
     let out = run("");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_dead_end_from_a_long_output_does_not_blame_the_prompt_alone() {
+    // 100 prompt tokens fit easily; 1e8 output tokens outgrow the default 1M-token KV cache.
+    let trace = "{\"timestamp\": 0, \"input_length\": 100, \"output_length\": 100000000, \"hash_ids\": [1]}\n";
+    let (code, stderr, dir) = run_trace(
+        trace,
+        &[
+            "--extra-engine-args",
+            "{\"num_gpu_blocks\":4,\"block_size\":64}",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("a request's prompt plus the output it has generated so far may have outgrown the KV cache (a long output_length)"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("r.json").exists());
+}
+
+#[test]
+fn dev_zero_as_the_policy_config_is_refused_without_growing_memory() {
+    if !Path::new("/dev/zero").exists() {
+        eprintln!("SKIPPED dev_zero_as_the_policy_config_is_refused: no /dev/zero");
+        return;
+    }
+    let mut args = SMALL_SYNTHETIC.to_vec();
+    args.extend_from_slice(&[
+        "--num-workers",
+        "2",
+        "--router-mode",
+        "kv_router",
+        "--router-policy-config",
+        "/dev/zero",
+    ]);
+    let (code, line) = first_error_line(&args);
+    assert_eq!(code, Some(2), "{line}");
+    assert!(
+        line.starts_with("dynosim: error: --router-policy-config: failed to read router policy config /dev/zero:"),
+        "{line}"
+    );
+}
