@@ -11,6 +11,7 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
@@ -19,6 +20,10 @@ use tempfile::TempDir;
 
 /// Cases per target under plain `cargo test`.
 const REGRESSION_CASES: u32 = 48;
+
+/// Runs that ended with exit code 0, 1 and 2, to show in a fuzzing session that the inputs
+/// reach the simulation and not only the validation.
+static EXIT_CODES: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
 
 /// Runs `test` on values of `strategy`: a fixed-seed batch, or random ones for the time
 /// budget in `DYNOSIM_FUZZ_SECONDS`.
@@ -55,7 +60,15 @@ where
                 }
                 batches += 1;
             }
-            eprintln!("{name}: {} random cases in {seconds} s", batches * 16);
+            let counts: Vec<usize> = EXIT_CODES
+                .iter()
+                .map(|count| count.swap(0, Ordering::Relaxed))
+                .collect();
+            eprintln!(
+                "{name}: {} random cases in {seconds} s; runs by exit code 0/1/2 (shrinking \
+                 included): {counts:?}",
+                batches * 16
+            );
         }
     }
 }
@@ -71,6 +84,7 @@ fn check_run(dir: &Path, args: &[String]) -> Result<(), TestCaseError> {
     .map_err(|_| TestCaseError::fail(format!("panicked on {args:?}")))?;
     let stderr = String::from_utf8_lossy(&stderr).into_owned();
     prop_assert!(matches!(code, 0..=2), "exit {code} for {args:?}");
+    EXIT_CODES[code as usize].fetch_add(1, Ordering::Relaxed);
     let after = names(dir);
     for name in &after {
         prop_assert!(
@@ -119,10 +133,11 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
-/// A JSON number or other value for a numeric field: ordinary, boundary and hostile ones.
-fn field_value() -> impl Strategy<Value = String> {
+/// A JSON number or other value for a numeric field: mostly ordinary (so that most traces
+/// reach the simulation), sometimes a boundary or hostile one.
+fn field_value(ordinary: std::ops::Range<u32>) -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => (0u32..2000).prop_map(|n| n.to_string()),
+        120 => ordinary.prop_map(|n| n.to_string()),
         1 => Just("0".to_string()),
         1 => Just("-1".to_string()),
         1 => Just("1e308".to_string()),
@@ -137,8 +152,9 @@ fn field_value() -> impl Strategy<Value = String> {
 
 fn hash_ids() -> impl Strategy<Value = String> {
     prop::collection::vec(
-        prop_oneof![4 => 0u64..40, 1 => Just(u64::MAX), 1 => Just(1u64 << 40)],
-        0..6,
+        prop_oneof![20 => 0u64..40, 1 => Just(u64::MAX), 1 => Just(1u64 << 40)],
+        // Mostly 1 to 5 ids; empty now and then.
+        0usize..6,
     )
     .prop_map(|ids| {
         let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
@@ -146,31 +162,47 @@ fn hash_ids() -> impl Strategy<Value = String> {
     })
 }
 
-/// A Mooncake-style row with fuzzed values (also read as mooncake-delta).
-fn mooncake_row() -> impl Strategy<Value = String> {
+/// The fuzzed values of a Mooncake-style row: timestamp, input, output, hash ids, session,
+/// delay.
+type RowValues = (String, String, String, String, Option<u8>, String);
+
+fn mooncake_row() -> impl Strategy<Value = RowValues> {
     (
-        field_value(),
-        field_value(),
-        field_value(),
+        field_value(0..100_000),
+        field_value(1..500),
+        field_value(0..50),
         hash_ids(),
         prop::option::of(0u8..3),
-        field_value(),
+        field_value(0..100),
     )
-        .prop_map(|(timestamp, input, output, ids, session, delay)| {
-            let session = session.map_or(String::new(), |s| {
-                format!("\"session_id\":\"s{s}\",\"delay\":{delay},")
-            });
-            format!(
-                "{{{session}\"timestamp\":{timestamp},\"input_length\":{input},\
-                 \"output_length\":{output},\"hash_ids\":{ids}}}"
-            )
-        })
 }
 
-/// One byte-level mutation of a text: flip, insert or delete one byte, or cut the text.
+/// Rows as trace text (also read as mooncake-delta): a session's first row carries the
+/// timestamp, its later rows a delay, as the format wants.
+fn mooncake_text(rows: Vec<RowValues>) -> String {
+    let mut seen = Vec::new();
+    let mut text = String::new();
+    for (timestamp, input, output, ids, session, delay) in rows {
+        let timing = match session {
+            Some(s) if seen.contains(&s) => format!("\"session_id\":\"s{s}\",\"delay\":{delay}"),
+            Some(s) => {
+                seen.push(s);
+                format!("\"session_id\":\"s{s}\",\"timestamp\":{timestamp}")
+            }
+            None => format!("\"timestamp\":{timestamp}"),
+        };
+        text.push_str(&format!(
+            "{{{timing},\"input_length\":{input},\"output_length\":{output},\"hash_ids\":{ids}}}\n"
+        ));
+    }
+    text
+}
+
+/// At most one byte-level mutation of a text: flip, insert or delete one byte, cut the text,
+/// or (half the time) leave it intact.
 fn mutate(text: String) -> impl Strategy<Value = Vec<u8>> {
     let len = text.len().max(1);
-    (0u8..5, 0..len, any::<u8>()).prop_map(move |(op, at, byte)| {
+    (0u8..8, 0..len, any::<u8>()).prop_map(move |(op, at, byte)| {
         let mut bytes = text.clone().into_bytes();
         if bytes.is_empty() {
             return bytes;
@@ -190,8 +222,7 @@ fn mutate(text: String) -> impl Strategy<Value = Vec<u8>> {
 
 /// Traces of every format: fuzzed rows, then possibly one byte mutation.
 fn trace_case() -> impl Strategy<Value = (&'static str, Vec<u8>, bool)> {
-    let mooncake =
-        prop::collection::vec(mooncake_row(), 1..6).prop_map(|rows| rows.join("\n") + "\n");
+    let mooncake = prop::collection::vec(mooncake_row(), 1..6).prop_map(mooncake_text);
     let format = prop::sample::select(vec!["mooncake", "mooncake-delta"]);
     (format, mooncake, any::<bool>())
         .prop_flat_map(|(format, text, jsonl)| (Just(format), mutate(text), Just(jsonl)))
@@ -263,7 +294,8 @@ fn fuzz_shared_fixtures_mutated() {
 /// One flag with a value drawn from ordinary, boundary and hostile ones.
 fn flag() -> impl Strategy<Value = Vec<String>> {
     let count = prop_oneof![
-        4 => (0i64..64).prop_map(|n| n.to_string()),
+        20 => (1i64..64).prop_map(|n| n.to_string()),
+        1 => Just("0".to_string()),
         1 => Just("-1".to_string()),
         1 => Just("1000000000".to_string()),
         1 => Just("1000000000000".to_string()),
@@ -271,7 +303,7 @@ fn flag() -> impl Strategy<Value = Vec<String>> {
         1 => Just("abc".to_string()),
     ];
     let float = prop_oneof![
-        4 => (0u32..1000).prop_map(|n| (f64::from(n) / 10.0).to_string()),
+        20 => (1u32..1000).prop_map(|n| (f64::from(n) / 10.0).to_string()),
         1 => Just("0".to_string()),
         1 => Just("-1".to_string()),
         1 => Just("1e-300".to_string()),
@@ -321,18 +353,25 @@ fn flag() -> impl Strategy<Value = Vec<String>> {
 /// A synthetic run: small sizes (so accepted runs stay quick) plus fuzzed flags.
 fn synthetic_args() -> impl Strategy<Value = Vec<String>> {
     let size = prop_oneof![
-        6 => (1u32..400).prop_map(|n| n.to_string()),
+        30 => (1u32..400).prop_map(|n| n.to_string()),
         1 => Just("0".to_string()),
         1 => Just("-3".to_string()),
         1 => Just("1000000000".to_string()),
     ];
+    // Synthetic runs need exactly one load controller; extra flags may add a conflicting one.
+    let load = prop::sample::select(vec![
+        ["--replay-concurrency", "4"],
+        ["--request-rate", "50"],
+        ["--arrival-interval-ms", "5"],
+    ]);
     (
         size.clone(),
-        size.clone(),
+        size,
         (1u32..40).prop_map(|n| n.to_string()),
-        prop::collection::vec(flag(), 0..5),
+        load,
+        prop::collection::vec(flag(), 0..4),
     )
-        .prop_map(|(input, output, count, flags)| {
+        .prop_map(|(input, output, count, load, flags)| {
             let mut args: Vec<String> = vec![
                 "--input-tokens".into(),
                 input,
@@ -341,6 +380,7 @@ fn synthetic_args() -> impl Strategy<Value = Vec<String>> {
                 "--request-count".into(),
                 count,
             ];
+            args.extend(load.iter().map(|s| s.to_string()));
             for flag in flags {
                 args.extend(flag);
             }
