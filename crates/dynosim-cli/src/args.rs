@@ -119,10 +119,15 @@ pub struct Cli {
     #[arg(long, value_name = "INT", value_parser = parse_int)]
     pub replay_concurrency: Option<i64>,
 
-    /// Replay in virtual time (offline; online replay is not built yet)
+    /// offline: virtual time, as fast as the machine goes; online: live, on the wall clock
+    /// (aggregated workers only; Ctrl-C ends the run and writes the report of what finished)
     #[arg(long, value_name = "MODE", default_value = "offline",
           value_parser = PossibleValuesParser::new(["offline", "online"]))]
     pub replay_mode: String,
+
+    /// Online replay runs this many times faster than real time (dynosim only; default 1)
+    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
+    pub online_speed: Option<f64>,
 
     /// How requests are spread over the workers
     #[arg(long, value_name = "MODE", default_value = "round_robin",
@@ -221,6 +226,7 @@ impl Cli {
             num_decode_workers: self.num_decode_workers,
             replay_concurrency: self.replay_concurrency,
             replay_mode: self.replay_mode.clone(),
+            online_speed: self.online_speed,
             router_mode: self.router_mode.clone(),
             arrival_speedup_ratio: self.arrival_speedup_ratio,
             trace_format: self.trace_format.clone(),

@@ -5,6 +5,7 @@
 //! then the table and `Saved full report to: <path>` go to stdout.
 
 pub mod args;
+pub mod live;
 pub mod output;
 
 use std::ffi::OsString;
@@ -14,19 +15,48 @@ use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
-use dynosim::config::{ReplayOptions, ReplaySpec};
+use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
+use dynosim::sim::{Simulated, VirtualClock};
 use dynosim::{LazyRecords, Report, RequestRecord};
+use live::{InterruptGuard, WallClock};
 use output::PreparedOutput;
 
 pub use args::Cli;
 
 /// Exit code of a usage error (bad flags, values, files or JSON), as `dynosim::Error` uses.
 const USAGE_EXIT_CODE: i32 = 2;
+/// Exit code of a live run ended by Ctrl-C (after its report was written), as shells use.
+const INTERRUPTED_EXIT_CODE: i32 = 130;
 
 /// Loads the workload, simulates it, and builds the report. `wall_time_ms` measures the
 /// simulation only (not workload loading), as the reference's does.
 pub fn replay(spec: &ReplaySpec) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    replay_cancellable(spec, &AtomicBool::new(false))
+    replay_with(spec, &AtomicBool::new(false))
+}
+
+/// [`replay`], ended early with the report of what finished once `cancel` is set (by another
+/// thread, or by the live clock on Ctrl-C). Offline runs in virtual time; online runs on the
+/// wall clock at the spec's speed.
+pub fn replay_with(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
+    Ok(simulated.into_report(wall_time_ms))
+}
+
+/// Loads and simulates; returns the run and its wall time in ms (the simulation only, not
+/// workload loading, as the reference measures it).
+fn simulate_timed(spec: &ReplaySpec, cancel: &AtomicBool) -> dynosim::Result<(Simulated, f64)> {
+    let workload = dynosim::load_workload(spec)?;
+    let started = Instant::now();
+    let simulated = match spec.replay_mode {
+        ReplayMode::Offline => dynosim::simulate_with(spec, workload, &mut VirtualClock, cancel)?,
+        ReplayMode::Online { speed } => {
+            dynosim::simulate_with(spec, workload, &mut WallClock::start(speed), cancel)?
+        }
+    };
+    Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
 }
 
 /// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
@@ -35,19 +65,19 @@ pub fn replay_cancellable(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    let workload = dynosim::load_workload(spec)?;
-    let started = Instant::now();
-    let simulated = dynosim::simulate_cancellable(spec, workload, cancel)?;
-    let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(simulated.into_report(wall_time_ms))
+    let replayed = replay_with(spec, cancel)?;
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(dynosim::Error::runtime("replay interrupted"));
+    }
+    Ok(replayed)
 }
 
-/// Like [`replay`], with the per-request records built one at a time as they are written.
-pub fn replay_lazily(spec: &ReplaySpec) -> dynosim::Result<(Report, LazyRecords)> {
-    let workload = dynosim::load_workload(spec)?;
-    let started = Instant::now();
-    let simulated = dynosim::simulate(spec, workload)?;
-    let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
+/// Like [`replay_with`], with the per-request records built one at a time as they are written.
+pub fn replay_lazily(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, LazyRecords)> {
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
     Ok(simulated.into_report_lazily(wall_time_ms))
 }
 
@@ -69,13 +99,25 @@ where
     };
 
     match run_parsed(&cli) {
-        Ok((table, report_path)) => {
+        Ok(Finished {
+            table,
+            report_path,
+            interrupted,
+        }) => {
             let printed = write!(
                 stdout,
                 "{table}\nSaved full report to: {}\n",
                 report_path.display()
             )
             .and_then(|()| stdout.flush());
+            if interrupted {
+                let _ = writeln!(
+                    stderr,
+                    "{prog}: interrupted: the report covers the requests that finished before \
+                     Ctrl-C"
+                );
+                return INTERRUPTED_EXIT_CODE;
+            }
             match printed {
                 Ok(()) => 0,
                 // A reader that went away (`| head`) wants no more output and no message.
@@ -105,10 +147,17 @@ where
     }
 }
 
-/// Validates, checks the outputs, replays and writes them; returns the table and the report
-/// path. Every output is resolved and opened before the simulation, and none is published
-/// unless all of them are complete.
-fn run_parsed(cli: &Cli) -> dynosim::Result<(String, PathBuf)> {
+/// What a finished command prints.
+struct Finished {
+    table: String,
+    report_path: PathBuf,
+    /// A live run ended by Ctrl-C; its report covers what finished.
+    interrupted: bool,
+}
+
+/// Validates, checks the outputs, replays and writes them. Every output is resolved and
+/// opened before the simulation, and none is published unless all of them are complete.
+fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
     let spec = options.into_spec()?;
@@ -119,14 +168,25 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<(String, PathBuf)> {
         .map(|path| PreparedOutput::prepare("per-request JSONL", path))
         .transpose()?;
     let mut report_file = PreparedOutput::prepare("report JSON", &report_path)?;
-    let (report, records) = replay_lazily(&spec)?;
+    // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
+    let interrupts =
+        matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
+    let (report, records) = replay_lazily(&spec, &AtomicBool::new(false))?;
+    // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
+    let interrupted = interrupts
+        .as_ref()
+        .is_some_and(InterruptGuard::was_interrupted);
     if let Some(jsonl) = &mut jsonl {
         output::write_records(jsonl, records.iter())?;
     }
     drop(records);
     report_file.write_all(report.to_json_file_string().as_bytes())?;
     output::commit(jsonl.into_iter().chain([report_file]).collect())?;
-    Ok((report.render_table(), report_path))
+    Ok(Finished {
+        table: report.render_table(),
+        report_path,
+        interrupted,
+    })
 }
 
 /// Prints a clap outcome: help goes to stdout with exit 0; errors go to stderr as

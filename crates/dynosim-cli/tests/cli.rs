@@ -84,15 +84,128 @@ fn is_timestamped_report_name(name: &str) -> bool {
             .all(|c| c.is_ascii_digit())
 }
 
+/// Every flag of `python -m dynamo.replay --help` in ai-dynamo 1.4.2 (the reference's flag set
+/// is fixed; ours is a subset of it plus `DYNOSIM_ONLY_FLAGS`).
+const REFERENCE_FLAGS: [&str; 51] = [
+    "--aic-attention-dp-size",
+    "--aic-backend",
+    "--aic-backend-version",
+    "--aic-comm-dtype",
+    "--aic-fmha-dtype",
+    "--aic-gemm-dtype",
+    "--aic-kv-cache-dtype",
+    "--aic-model-path",
+    "--aic-moe-dtype",
+    "--aic-moe-ep-size",
+    "--aic-moe-tp-size",
+    "--aic-nextn",
+    "--aic-nextn-accept-rates",
+    "--aic-system",
+    "--aic-tp-size",
+    "--arrival-interval-ms",
+    "--arrival-seed",
+    "--arrival-speedup-ratio",
+    "--benchmark-granularity",
+    "--decode-engine-args",
+    "--extra-engine-args",
+    "--help",
+    "--input-tokens",
+    "--inter-turn-delay-ms",
+    "--max-sim-time-seconds",
+    "--model-name",
+    "--num-decode-workers",
+    "--num-prefill-workers",
+    "--num-prefix-groups",
+    "--num-workers",
+    "--output-tokens",
+    "--planner-config",
+    "--prefill-engine-args",
+    "--replay-concurrency",
+    "--replay-mode",
+    "--report-json",
+    "--report-jsonl",
+    "--request-count",
+    "--request-rate",
+    "--router-config",
+    "--router-mode",
+    "--router-policy-config",
+    "--shared-prefix-ratio",
+    "--sla-e2e-ms",
+    "--sla-itl-ms",
+    "--sla-ttft-ms",
+    "--trace-block-size",
+    "--trace-format",
+    "--trace-num-prefix-groups",
+    "--trace-shared-prefix-ratio",
+    "--turns-per-session",
+];
+
+/// Flags the reference does not have; each is described in docs/differences.md.
+const DYNOSIM_ONLY_FLAGS: [&str; 2] = ["--router-seed", "--online-speed"];
+
+/// The long flags that `--help` lists as options, one per option line, in order.
+fn help_flags(help: &str) -> Vec<String> {
+    help.lines()
+        .filter_map(|line| {
+            // Option lines are indented by at most 6 spaces, their descriptions by more.
+            let indent = line.len() - line.trim_start().len();
+            if indent > 6 {
+                return None;
+            }
+            let line = line.trim_start();
+            // "-h, --help" or "--flag <VALUE>": the option's own line, not a description.
+            let line = line
+                .strip_prefix('-')
+                .filter(|rest| rest.starts_with(|c: char| c.is_ascii_alphabetic()))
+                .and_then(|rest| rest.split_once(", "))
+                .map_or(line, |(_, long)| long);
+            let flag = line.strip_prefix("--")?;
+            let name: String = flag
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            let rest = &flag[name.len()..];
+            (rest.is_empty() || rest.starts_with(' ')).then(|| format!("--{name}"))
+        })
+        .collect()
+}
+
 #[test]
 fn help_exits_zero_and_lists_every_flag() {
+    use clap::CommandFactory;
+
     let dir = TempDir::new().unwrap();
     let out = dynosim(dir.path(), &["--help"]);
     assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty());
     let help = text(&out.stdout);
+    assert!(help.contains("Usage: dynosim [OPTIONS] [TRACE_FILES]..."));
+
+    let listed = help_flags(&help);
+    let mut defined: Vec<String> = dynosim_cli::Cli::command()
+        .get_arguments()
+        .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
+        .collect();
+    defined.push("--help".to_string());
+    let listed_set: std::collections::BTreeSet<&String> = listed.iter().collect();
+    let defined_set: std::collections::BTreeSet<&String> = defined.iter().collect();
+    assert_eq!(
+        listed.len(),
+        listed_set.len(),
+        "a flag listed twice: {listed:?}"
+    );
+    assert_eq!(
+        listed_set, defined_set,
+        "--help lists exactly the flags the parser defines"
+    );
+    // The flags known to be built, so that a parser regression cannot shrink both sides.
     for flag in [
         "--extra-engine-args",
+        "--prefill-engine-args",
+        "--decode-engine-args",
         "--router-config",
+        "--router-policy-config",
+        "--model-name",
         "--input-tokens",
         "--output-tokens",
         "--request-count",
@@ -104,23 +217,44 @@ fn help_exits_zero_and_lists_every_flag() {
         "--num-prefix-groups",
         "--inter-turn-delay-ms",
         "--num-workers",
+        "--num-prefill-workers",
+        "--num-decode-workers",
         "--replay-concurrency",
         "--replay-mode",
         "--router-mode",
         "--arrival-speedup-ratio",
         "--trace-format",
         "--trace-block-size",
+        "--trace-shared-prefix-ratio",
+        "--trace-num-prefix-groups",
         "--report-json",
         "--report-jsonl",
         "--max-sim-time-seconds",
         "--sla-ttft-ms",
         "--sla-itl-ms",
         "--sla-e2e-ms",
+        "--router-seed",
     ] {
-        assert!(help.contains(flag), "help lists {flag}");
+        assert!(
+            listed_set.contains(&flag.to_string()),
+            "--help lists {flag}"
+        );
     }
-    assert!(help.contains("Usage: dynosim [OPTIONS] [TRACE_FILES]..."));
-    assert!(out.stderr.is_empty());
+    for flag in &listed {
+        assert!(
+            REFERENCE_FLAGS.contains(&flag.as_str()) || DYNOSIM_ONLY_FLAGS.contains(&flag.as_str()),
+            "{flag} is neither a reference flag nor a listed dynosim-only one"
+        );
+    }
+}
+
+#[test]
+fn help_flags_reads_option_lines_only() {
+    let help = "Options:\n      --report-json <PATH>\n          like --report-jsonl, see --x\n          --report-jsonl wrapped to the start of a line\n  -h, --help\n      --sla-e2e-ms <MS>\n";
+    assert_eq!(
+        help_flags(help),
+        ["--report-json", "--help", "--sla-e2e-ms"]
+    );
 }
 
 #[test]
@@ -248,6 +382,64 @@ fn an_sla_adds_the_goodput_keys() {
     let report = read_json(&dir.path().join("r.json"));
     assert_eq!(report.len(), 77);
     assert!(report.contains_key("goodput_completed_requests"));
+}
+
+/// An SLA between two requests' latencies counts exactly the requests within it, per SLA kind.
+#[test]
+fn a_binding_sla_counts_only_the_requests_within_it() {
+    let dir = TempDir::new().unwrap();
+    fs::write(dir.path().join("t.jsonl"), TINY_TRACE).unwrap();
+    let out = dynosim(
+        dir.path(),
+        &[
+            "t.jsonl",
+            "--report-json",
+            "r.json",
+            "--report-jsonl",
+            "r.jsonl",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let records: Vec<Value> = fs::read_to_string(dir.path().join("r.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 4);
+    for (flag, key) in [
+        ("--sla-e2e-ms", "e2e_latency_ms"),
+        ("--sla-ttft-ms", "ttft_ms"),
+        ("--sla-itl-ms", "itl_ms"),
+    ] {
+        let mut values: Vec<f64> = records.iter().map(|r| r[key].as_f64().unwrap()).collect();
+        values.sort_by(f64::total_cmp);
+        values.dedup();
+        assert!(values.len() >= 2, "{key}: {values:?}");
+        let sla = (values[0] + values[1]) / 2.0;
+        let within = records
+            .iter()
+            .filter(|r| r[key].as_f64().unwrap() <= sla)
+            .count();
+        assert!(within > 0 && within < records.len(), "{key}: the SLA binds");
+        let sla_text = sla.to_string();
+        let out = dynosim(
+            dir.path(),
+            &["t.jsonl", flag, &sla_text, "--report-json", "g.json"],
+        );
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+        let report = read_json(&dir.path().join("g.json"));
+        assert_eq!(
+            report["goodput_completed_requests"].as_u64(),
+            Some(within as u64),
+            "{flag} {sla}"
+        );
+        let duration_s = report["duration_ms"].as_f64().unwrap() / 1000.0;
+        let rps = report["goodput_request_throughput_rps"].as_f64().unwrap();
+        assert!(
+            (rps - within as f64 / duration_s).abs() <= 1e-12 * rps,
+            "{flag}"
+        );
+    }
 }
 
 #[test]

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use dynosim::config::spelling::python_message;
 use dynosim::config::ReplayOptions;
 use dynosim::error::ErrorKind;
 use dynosim::report::Value;
@@ -30,11 +31,13 @@ use pyo3::types::{PyDict, PyString};
 
 use convert::{float_arg, int_arg, opt_float_arg, opt_int_arg, opt_str_arg, str_arg};
 
-/// Usage errors (bad arguments) become `ValueError`, run failures `RuntimeError`.
+/// Usage errors (bad arguments) become `ValueError`, run failures `RuntimeError`; messages
+/// name Python arguments (`replay_concurrency`), not flags.
 fn to_py_err(err: dynosim::Error) -> PyErr {
+    let message = python_message(&err);
     match err.kind() {
-        ErrorKind::Usage => PyValueError::new_err(err.message().to_owned()),
-        ErrorKind::Runtime => PyRuntimeError::new_err(err.message().to_owned()),
+        ErrorKind::Usage => PyValueError::new_err(message),
+        ErrorKind::Runtime => PyRuntimeError::new_err(message),
     }
 }
 

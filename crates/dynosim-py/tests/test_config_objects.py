@@ -267,8 +267,8 @@ ENGINE_ARG_ERRORS = [
     (
         {"engine_type": "sglang", "sglang": SglangArgs(page_size=0)},
         ValueError,
-        ["block_size must be greater than 0"],
-        "... __all__: block_size must be greater than 0",
+        ["sglang.page_size: must be at least 1, got 0"],
+        "... __all__: sglang.page_size: must be at least 1, got 0",
     ),
     (
         {"block_size": "x"},
@@ -358,11 +358,13 @@ def test_non_finite_floats_are_rejected():
         MockEngineArgs(speedup_ratio=float("nan"))
 
 
-def test_unmodelled_features_say_so():
-    with pytest.raises(ValueError, match="aic_nextn .* is not supported yet"):
-        MockEngineArgs(aic_nextn=3)
-    with pytest.raises(ValueError, match="planner_profile_data .* is not supported yet"):
-        MockEngineArgs(planner_profile_data="/profiles/h100.npz")
+def test_settings_read_from_files_or_unmodelled_fail_when_the_object_is_built(tmp_path):
+    missing = tmp_path / "h100.npz"
+    with pytest.raises(ValueError, match=f"planner_profile_data: {missing}"):
+        MockEngineArgs(planner_profile_data=missing)
+    with pytest.raises(ValueError, match=r"aic_backend \(AIC timing model\) is not supported yet"):
+        MockEngineArgs(aic_backend="vllm", aic_model_path="Qwen/Qwen3-32B")
+    assert MockEngineArgs(aic_nextn=3, aic_nextn_accept_rates="0.8,0.5").aic_nextn == 3
 
 
 # --- MockEngineArgs: setters, copy, with_overrides, from_json --------------------------------
@@ -569,3 +571,13 @@ def test_classes_are_documented():
         assert inspect.getdoc(cls), cls
     assert MockEngineArgs.__module__ == "dynamo.mocker"
     assert KvRouterConfig.__module__ == "dynamo.llm"
+
+
+def test_older_mocker_entry_point_takes_positional_arguments():
+    from dynamo.mocker import run_mocker_trace_replay
+
+    trace = pathlib.Path(__file__).resolve().parents[3] / "tests" / "parity" / "traces"
+    engine = MockEngineArgs(num_gpu_blocks=300, block_size=32)
+    positional = run_mocker_trace_replay(str(trace / "pressure.jsonl"), engine, None, 2)
+    keywords = run_trace_replay(trace / "pressure.jsonl", extra_engine_args=engine, num_workers=2)
+    assert without_clock(positional) == without_clock(keywords)

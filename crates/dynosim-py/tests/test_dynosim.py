@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -154,11 +155,28 @@ def test_an_sla_adds_goodput_keys():
     assert report["goodput_completed_requests"] == 50
 
 
-def test_bad_values_raise_value_error_with_the_cli_message(tmp_path):
+@pytest.mark.parametrize("sla_key, record_key", [("sla_e2e_ms", "e2e_latency_ms"),
+                                                 ("sla_ttft_ms", "ttft_ms")])
+def test_a_binding_sla_counts_only_the_requests_within_it(tmp_path, sla_key, record_key):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(TINY_TRACE)
+    jsonl = tmp_path / "records.jsonl"
+    run_trace_replay(trace, report_jsonl_path=jsonl)
+    values = sorted(json.loads(line)[record_key] for line in jsonl.read_text().splitlines())
+    assert len(values) == 3 and values[0] < values[1]
+    # Between the fastest request and the next: exactly one request meets the SLA.
+    report = run_trace_replay(trace, **{sla_key: (values[0] + values[1]) / 2})
+    assert report["goodput_completed_requests"] == 1
+    assert report["goodput_request_throughput_rps"] == pytest.approx(
+        1 / (report["duration_ms"] / 1000), rel=1e-12)
+    assert run_trace_replay(trace, **{sla_key: values[2]})["goodput_completed_requests"] == 3
+
+
+def test_bad_values_raise_value_error_with_the_cli_message_in_python_spelling(tmp_path):
+    # One check, one message; each front names the option its own way.
     with pytest.raises(ValueError) as raised:
         run_synthetic_trace_replay(0, 100, 5, replay_concurrency=1)
-    message = str(raised.value)
-    assert "input_tokens" in message
+    assert str(raised.value) == "input_tokens: input_tokens must be at least 1"
     result = run_module(
         "dynamo.replay",
         ["--input-tokens", "0", "--output-tokens", "100", "--request-count", "5",
@@ -166,35 +184,43 @@ def test_bad_values_raise_value_error_with_the_cli_message(tmp_path):
         tmp_path,
     )
     assert result.returncode == 2
-    assert result.stderr.splitlines()[0] == f"python -m dynamo.replay: error: {message}"
+    assert result.stderr.splitlines()[0] == (
+        "python -m dynamo.replay: error: --input-tokens: input_tokens must be at least 1"
+    )
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    "kwargs, message",
     [
-        {"replay_concurrency": 0},
-        {"replay_concurrency": 1, "request_rate": 5.0},
-        {"replay_concurrency": 1, "num_workers": 0},
-        {"replay_concurrency": 1, "extra_engine_args": "{bad"},
-        {"replay_concurrency": 1, "extra_engine_args": {"no_such_field": 1}},
-        {"replay_concurrency": 1, "router_mode": "bogus"},
-        {"replay_concurrency": 1, "sla_ttft_ms": float("nan")},
-        {"replay_concurrency": 1, "num_prefill_workers": 2},
+        ({"replay_concurrency": 0}, "replay_concurrency must be at least 1"),
+        ({"replay_concurrency": 1, "request_rate": 5.0},
+         "requires exactly one of replay_concurrency, request_rate"),
+        ({"replay_concurrency": 1, "num_workers": 0}, "num_workers >= 1"),
+        ({"replay_concurrency": 1, "extra_engine_args": "{bad"},
+         "extra_engine_args: invalid JSON"),
+        ({"replay_concurrency": 1, "extra_engine_args": {"no_such_field": 1}},
+         "unknown field `no_such_field`"),
+        ({"replay_concurrency": 1, "router_mode": "bogus"},
+         "router_mode must be either 'round_robin' or 'kv_router', got 'bogus'"),
+        ({"replay_concurrency": 1, "sla_ttft_ms": float("nan")},
+         "sla_ttft_ms must be a finite, non-negative value"),
+        ({"replay_concurrency": 1, "num_prefill_workers": 2},
+         "num_prefill_workers and num_decode_workers are only used for disagg replay"),
     ],
 )
-def test_invalid_arguments_raise_value_error(kwargs):
-    with pytest.raises(ValueError):
+def test_invalid_arguments_raise_value_error(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         run_synthetic_trace_replay(100, 10, 5, **kwargs)
 
 
 def test_wrong_python_types_raise_type_error():
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="input_tokens|'list'"):
         run_synthetic_trace_replay([100], 10, 5, replay_concurrency=1)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="extra_engine_args"):
         run_synthetic_trace_replay(100, 10, 5, replay_concurrency=1, extra_engine_args=[1])
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="request_rate"):
         run_trace_replay("t.jsonl", request_rate=1.0)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="positional"):
         run_synthetic_trace_replay(100, 10, 5, 1)  # the rest is keyword-only
 
 
@@ -216,5 +242,5 @@ def test_trace_api_accepts_str_pathlike_and_lists_and_writes_jsonl(tmp_path):
 def test_trace_api_errors():
     with pytest.raises(ValueError, match="nonexistent"):
         run_trace_replay("/nonexistent/trace.jsonl")
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="trace_files"):
         run_trace_replay(42)

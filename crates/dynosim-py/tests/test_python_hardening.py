@@ -178,7 +178,6 @@ def limit_memory():
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue 15's size checks on worker counts")
 def test_absurd_worker_count_is_a_clear_error_not_a_crash(tmp_path):
     code = (
         "from dynamo.replay import run_synthetic_trace_replay\n"
@@ -208,3 +207,52 @@ def test_the_dynosim_command_is_dynosim(tmp_path):
     usage = subprocess.run([command, "--bogus"], capture_output=True, text=True, timeout=120)
     assert usage.returncode == 2
     assert usage.stderr.startswith("dynosim: error: ")
+
+
+# (API call, message): errors through the Python API name Python arguments; the reference's
+# API wording where it has its own sentence (frontend.md §2).
+PYTHON_SPELLING_CASES = [
+    (lambda: run_synthetic_trace_replay(10, 1, 1),
+     "synthetic replay requires exactly one of replay_concurrency, request_rate, or "
+     "arrival_interval_ms"),
+    (lambda: run_synthetic_trace_replay(10, 1, 1, replay_concurrency=0),
+     "replay_concurrency: replay_concurrency must be at least 1"),
+    (lambda: run_synthetic_trace_replay(10, 1, 1, replay_concurrency=1, num_workers=-1),
+     "num_workers: must be a non-negative integer, got -1"),
+    (lambda: run_synthetic_trace_replay(10, 1, 1, replay_concurrency=1,
+                                        extra_engine_args={"num_gpu_blocks": 0}),
+     "extra_engine_args: num_gpu_blocks: must be at least 1, got 0"),
+    (lambda: run_trace_replay(["a.jsonl", "b.jsonl"]),
+     "trace_format='mooncake' requires exactly one trace file, got 2"),
+    (lambda: run_trace_replay([], trace_format="dynamo"),
+     "trace_format='dynamo' requires at least one trace file"),
+    (lambda: run_trace_replay("a.jsonl", trace_format="applied_compute_agentic"),
+     "trace_format='applied_compute_agentic' requires replay_concurrency because the source "
+     "traces do not include first-turn timestamps"),
+    (lambda: run_trace_replay("a.jsonl", router_mode="bogus"),
+     "router_mode: router_mode must be either 'round_robin' or 'kv_router', got 'bogus'"),
+    (lambda: run_trace_replay("a.jsonl", aic_perf_config={"aic_backend": "vllm"}),
+     "AIC replay modeling requires aic_perf_config.aic_system, aic_perf_config.aic_model_path"),
+]
+
+
+@pytest.mark.parametrize("call, message", PYTHON_SPELLING_CASES,
+                         ids=[message[:40] for _, message in PYTHON_SPELLING_CASES])
+def test_api_errors_use_python_spelling(call, message):
+    with pytest.raises(ValueError) as caught:
+        call()
+    assert str(caught.value) == message
+    assert "--" not in str(caught.value)
+
+
+def test_cli_keeps_flag_spelling(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "dynamo.replay", "--input-tokens", "10", "--output-tokens", "1",
+         "--request-count", "1", "--replay-concurrency", "0"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        "python -m dynamo.replay: error: --replay-concurrency: replay_concurrency must be at "
+        "least 1"
+    )

@@ -16,6 +16,26 @@ pub mod workload;
 
 pub use error::{Error, Result};
 
+/// Test helper: a file of the shared folder beside the repository (`../shared/RELATIVE`), or
+/// `None`, with a note on stderr, when it is absent. Under `CI=true` an absent file fails the
+/// test instead: CI always has `../shared`, so there its absence means nothing was checked.
+#[cfg(test)]
+pub(crate) fn shared_file(relative: &str) -> Option<std::path::PathBuf> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared")
+        .join(relative);
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{} is absent; CI=true needs ../shared beside the repository",
+        path.display()
+    );
+    eprintln!("skipping: {} is absent", path.display());
+    None
+}
+
 pub use config::ReplaySpec;
 pub use report::{LazyRecords, Report, RequestRecord};
 pub use workload::Workload;
@@ -29,6 +49,17 @@ pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
 /// Runs the replay in virtual time. Pure: no I/O, no clocks.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<sim::Simulated> {
     sim::simulate(spec, workload)
+}
+
+/// Runs the replay with time from the caller's clock (e.g. the wall clock of a live replay)
+/// until it ends or `cancel` is set; a cancelled run reports what finished.
+pub fn simulate_with(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn sim::Clock,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<sim::Simulated> {
+    sim::simulate_with(spec, workload, clock, cancel)
 }
 
 /// [`simulate`], stopping with a runtime error once another thread sets `cancel`.

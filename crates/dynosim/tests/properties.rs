@@ -1,9 +1,16 @@
 //! Invariants of every run, checked over random small workloads and deployments.
 //!
-//! Whatever the workload and configuration: every released request reaches a terminal state
-//! (no time cap), latencies are non-negative with TTFT <= E2E, no request emits more tokens than
-//! it asked for, the report's totals equal the sums over the records, timestamps within a record
-//! are ordered, and the same spec gives the same report twice.
+//! Whatever the workload and configuration: every released request completes (no time cap, no
+//! length limit, pools that fit every request), latencies are non-negative with TTFT <= E2E, no
+//! request emits more tokens than it asked for, the report's totals equal the sums over the
+//! records, timestamps within a record are ordered, and the same spec gives the same report twice.
+//!
+//! The time cap (`--max-sim-time-seconds`), in both topologies: a capped run is the uncapped run
+//! cut short. Every request the capped run completes has the very record the uncapped run gives
+//! it (less lifecycle stamps past the cap, such as a prefill source released after the request
+//! completed); every request the uncapped run finishes by the cap is completed; past the cap nothing
+//! happens (except that a single aggregated worker finishes the step in flight, as the reference's
+//! one-worker loop does); and a cap past the end changes nothing.
 
 use dynosim::config::{
     ArrivalMode, EngineArgs, EngineType, PreemptionMode, ReplaySpec, RouterMode, Sla,
@@ -172,6 +179,9 @@ proptest! {
         let inp: usize = completed.iter().map(|r| r.input_length).sum();
         prop_assert_eq!(int(&report, "total_output_tokens") as usize, out);
         prop_assert_eq!(int(&report, "total_input_tokens") as usize, inp);
+
+        // No time cap, no max_model_len and pools larger than any request: everything completes.
+        prop_assert_eq!(completed.len(), turns, "every request completes");
 
         let mut last_arrival = 0.0;
         for r in &records {
@@ -351,5 +361,114 @@ proptest! {
         let (again, again_records) = run(&spec, workload);
         prop_assert_eq!(report, again);
         prop_assert_eq!(records, again_records);
+    }
+}
+
+/// Checks the capped run against the uncapped one; see the module documentation.
+fn check_time_cap(
+    spec: &ReplaySpec,
+    workload: Workload,
+    cap_fraction: f64,
+) -> Result<(), TestCaseError> {
+    let (full_report, full) = run(spec, workload.clone());
+    let end_ms = full
+        .iter()
+        .map(|r| r.terminal_time_ms)
+        .fold(0.0f64, f64::max);
+    let cap_ms = (cap_fraction * end_ms).floor();
+    let capped_spec = ReplaySpec {
+        max_sim_time_ms: Some(cap_ms),
+        ..spec.clone()
+    };
+    let (report, records) = run(&capped_spec, workload);
+    let by_uuid: std::collections::BTreeMap<&str, &RequestRecord> =
+        full.iter().map(|r| (r.uuid.as_str(), r)).collect();
+    let completed: Vec<&RequestRecord> = records
+        .iter()
+        .filter(|r| r.terminal_status == TerminalStatus::Completed)
+        .collect();
+    prop_assert_eq!(int(&report, "completed_requests") as usize, completed.len());
+    for r in &completed {
+        let Some(uncapped) = by_uuid.get(r.uuid.as_str()) else {
+            return Err(TestCaseError::fail(format!(
+                "{} is not in the uncapped run",
+                r.uuid
+            )));
+        };
+        // A disaggregated request can complete before its prefill source is released: stamps
+        // past the cap never happen in the capped run.
+        let mut expected = (*uncapped).clone();
+        for stamp in [
+            &mut expected.prefill_admit_ms,
+            &mut expected.source_held_ms,
+            &mut expected.destination_reserved_ms,
+            &mut expected.destination_activated_ms,
+            &mut expected.decode_admit_ms,
+            &mut expected.source_released_ms,
+        ] {
+            if stamp.is_some_and(|t| t > cap_ms) {
+                *stamp = None;
+            }
+        }
+        prop_assert_eq!(
+            *r,
+            &expected,
+            "a capped run's completed record is the uncapped one"
+        );
+    }
+    let single_aggregated_worker = spec.disaggregation.is_none() && spec.num_workers == 1;
+    if !single_aggregated_worker {
+        for r in &records {
+            prop_assert!(
+                r.terminal_time_ms <= cap_ms,
+                "{} ends at {} past the cap {}",
+                r.uuid,
+                r.terminal_time_ms,
+                cap_ms
+            );
+        }
+    }
+    let done: std::collections::BTreeSet<&str> =
+        completed.iter().map(|r| r.uuid.as_str()).collect();
+    for r in full.iter().filter(|r| r.terminal_time_ms <= cap_ms) {
+        prop_assert!(
+            done.contains(r.uuid.as_str()),
+            "{} ends at {} in the uncapped run but is not completed under the cap {}",
+            r.uuid,
+            r.terminal_time_ms,
+            cap_ms
+        );
+    }
+    if cap_ms >= end_ms {
+        prop_assert_eq!(&report, &full_report, "a cap past the end changes nothing");
+        prop_assert_eq!(&records, &full);
+    } else if cap_ms < end_ms && !single_aggregated_worker {
+        prop_assert!(
+            completed.len() < full.len(),
+            "a cap before the end cuts the run short"
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn an_aggregated_capped_run_is_the_uncapped_run_cut_short(
+        spec in arb_spec(),
+        workload in arb_workload(),
+        cap_fraction in prop_oneof![0.0f64..1.0, Just(0.0), Just(2.0)],
+    ) {
+        check_time_cap(&spec, workload, cap_fraction)?;
+    }
+
+    #[test]
+    fn a_disaggregated_capped_run_is_the_uncapped_run_cut_short(
+        spec in arb_disaggregated_spec(),
+        workload in arb_workload(),
+        cap_fraction in prop_oneof![0.0f64..1.0, Just(0.0), Just(2.0)],
+    ) {
+        check_time_cap(&spec, workload, cap_fraction)?;
     }
 }

@@ -182,7 +182,7 @@ impl EngineArgs {
     /// replay front's `worker_type` handling, serde-style strictness (unknown keys rejected) and
     /// every validation rule. Errors are usage errors naming the flag and the field.
     pub fn from_json(flag: &str, text: &str) -> Result<Self> {
-        parse_engine_args(text).map_err(|message| Error::usage(format!("{flag}: {message}")))
+        parse_engine_args(text).map_err(|message| Error::usage_about(flag, message))
     }
 
     /// GPUs one worker occupies (`aic_tp_size × dp_size`), for the GPU-hours figures.
@@ -1372,6 +1372,80 @@ mod tests {
                 "num_g2_blocks":10,"offload_batch_size":4,"bandwidth_g2_to_g1_gbps":3,
                 "response_replay_trace_path":"/tmp/x","zmq_kv_events_port":1,"zmq_replay_port":2,
                 "has_perf_model":true}"#,
+        );
+    }
+
+    #[test]
+    fn speculative_settings_are_normalised() {
+        assert_eq!(parse("{}").speculative, None);
+        let args = parse(r#"{"aic_nextn":3}"#);
+        assert_eq!(
+            args.speculative,
+            Some(SpeculativeArgs {
+                nextn: 3,
+                accept_rates: vec![0.85, 0.3, 0.0],
+                seed: 42,
+            })
+        );
+        let args = parse(
+            r#"{"aic_nextn":2,"aic_nextn_accept_rates":" 1, 0.25 ,0.5","aic_mtp_seed":18446744073709551615}"#,
+        );
+        assert_eq!(
+            args.speculative,
+            Some(SpeculativeArgs {
+                nextn: 2,
+                accept_rates: vec![1.0, 0.25],
+                seed: u64::MAX,
+            })
+        );
+        let args = parse(r#"{"aic_nextn":4,"aic_nextn_accept_rates":"0.5"}"#);
+        assert_eq!(
+            args.speculative.unwrap().accept_rates,
+            vec![0.5, 0.0, 0.0, 0.0]
+        );
+        assert_error(
+            r#"{"aic_nextn":1,"aic_mtp_seed":null}"#,
+            "aic_mtp_seed must not be null",
+        );
+        assert!(error(r#"{"aic_nextn":1,"aic_mtp_seed":-1}"#).contains("aic_mtp_seed"));
+        assert_error(
+            r#"{"aic_nextn":2,"aic_nextn_accept_rates":"0.5,nan"}"#,
+            "aic_nextn_accept_rates[1] must be finite and in [0, 1], got NaN",
+        );
+    }
+
+    #[test]
+    fn a_profile_table_is_read_when_the_arguments_are_parsed() {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/parity/profiles");
+        if !dir.join("small.npz").exists() {
+            eprintln!("skipped: tests/parity/profiles is not beside the crate");
+            return;
+        }
+        let json = serde_json::json!({ "planner_profile_data": dir.join("small.npz") }).to_string();
+        let args = parse(&json);
+        let TimingSource::ProfileTable(table) = &args.timing else {
+            panic!("expected a profile table, got {:?}", args.timing);
+        };
+        // small.npz: prefill 3 ms at 128 tokens, 11 ms at 1024.
+        assert_eq!(table.prefill_ms_at(128.0), 3.0);
+        assert_eq!(table.prefill_ms_at(576.0), 7.0);
+        // A clone of the arguments (one per rank) shares the table.
+        let copy = args.clone();
+        let TimingSource::ProfileTable(shared) = &copy.timing else {
+            unreachable!()
+        };
+        assert!(Arc::ptr_eq(table, shared));
+        let json =
+            serde_json::json!({ "planner_profile_data": dir.join("bad_unsorted.npz") }).to_string();
+        let message = error(&json);
+        assert!(
+            message.starts_with(&format!("{FLAG}: planner_profile_data: ")),
+            "{message}"
+        );
+        assert!(
+            message.contains("bad_unsorted.npz: key 'prefill_isl' must be strictly increasing"),
+            "{message}"
         );
     }
 

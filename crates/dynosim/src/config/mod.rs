@@ -11,6 +11,7 @@ pub mod options;
 pub mod profile_table;
 pub mod router_config;
 pub mod router_policy;
+pub mod spelling;
 
 pub use engine_args::{
     EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, SpeculativeArgs,
@@ -146,10 +147,13 @@ pub enum ArrivalMode {
 }
 
 /// Whether the replay runs in virtual time or on the wall clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ReplayMode {
     Offline,
-    Online,
+    /// Live: model time follows the wall clock, `speed` times faster than real time.
+    Online {
+        speed: f64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -49,6 +49,8 @@ pub struct ReplayOptions {
     pub model_name: Option<String>,
     /// Seed of the KV router's tie-breaking and temperature sampling (dynosim only).
     pub router_seed: i64,
+    /// Live replay runs this many times faster than real time (dynosim only; default 1).
+    pub online_speed: Option<f64>,
     /// AIC performance-model flags (not supported yet; the "all three required" rule applies).
     pub aic_backend: Option<String>,
     pub aic_system: Option<String>,
@@ -150,6 +152,7 @@ impl Default for ReplayOptions {
             num_decode_workers: 1,
             replay_concurrency: None,
             replay_mode: "offline".into(),
+            online_speed: None,
             router_mode: "round_robin".into(),
             arrival_speedup_ratio: 1.0,
             trace_format: "mooncake".into(),
@@ -173,10 +176,16 @@ impl Default for ReplayOptions {
 /// deployments is a typo, and allocating it up front would exhaust memory.
 pub const MAX_ENGINE_RANKS: usize = 100_000;
 
-/// A usage error about one flag: `--flag: message`.
+/// A usage error about one flag: `--flag: message` (the Python API names the argument
+/// instead, see `config::spelling`).
 fn flag_error(flag: &str, message: impl AsRef<str>) -> Error {
-    Error::usage(format!("{flag}: {}", message.as_ref()))
+    Error::usage_about(flag, message.as_ref())
 }
+
+/// The Python API's wording of the one-load-controller rule (the reference's API says this).
+const SYNTHETIC_LOAD_CONTROL_API_MESSAGE: &str =
+    "synthetic replay requires exactly one of replay_concurrency, request_rate, or \
+     arrival_interval_ms";
 
 /// A usage error whose message already names the flags involved.
 fn usage(message: impl Into<String>) -> Error {
@@ -223,11 +232,17 @@ fn parse_router_mode(text: &str) -> Result<RouterMode> {
     }
 }
 
-/// `--replay-mode`.
-fn parse_replay_mode(text: &str) -> Result<ReplayMode> {
+/// `--replay-mode`, before the online speed is attached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ModeName {
+    Offline,
+    Online,
+}
+
+fn parse_replay_mode(text: &str) -> Result<ModeName> {
     match text {
-        "offline" => Ok(ReplayMode::Offline),
-        "online" => Ok(ReplayMode::Online),
+        "offline" => Ok(ModeName::Offline),
+        "online" => Ok(ModeName::Online),
         other => Err(flag_error(
             "--replay-mode",
             format!("replay_mode must be either 'offline' or 'online', got '{other}'"),
@@ -241,18 +256,6 @@ fn replay_kind(closed_loop: bool) -> &'static str {
         "concurrency replay"
     } else {
         "trace replay"
-    }
-}
-
-/// The replay mode, at the point where the reference checks it.
-fn checked_replay_mode(choices: &Choices) -> Result<ReplayMode> {
-    match choices.replay_mode.clone()? {
-        ReplayMode::Offline => Ok(ReplayMode::Offline),
-        ReplayMode::Online => Err(flag_error(
-            "--replay-mode",
-            "online replay is not supported; dynosim replays offline in virtual time \
-             (use --replay-mode offline)",
-        )),
     }
 }
 
@@ -289,7 +292,7 @@ fn meaningful_dtype(value: &Option<String>) -> bool {
 /// the point where the reference checks that option; checks that run earlier only ask whether
 /// the choice is a given valid one.
 struct Choices {
-    replay_mode: Result<ReplayMode>,
+    replay_mode: Result<ModeName>,
     trace_format: Result<TraceDialect>,
     router_mode: Result<RouterMode>,
 }
@@ -304,7 +307,7 @@ impl Choices {
     }
 
     fn is_online(&self) -> bool {
-        self.replay_mode == Ok(ReplayMode::Online)
+        self.replay_mode == Ok(ModeName::Online)
     }
 
     fn trace_format_is(&self, dialect: TraceDialect) -> bool {
@@ -361,19 +364,28 @@ impl ReplayOptions {
         let using_synthetic = self.using_synthetic();
         let dynamo = choices.trace_format_is(TraceDialect::Dynamo);
         if dynamo && !using_trace_file {
-            return Err(usage(
-                "--trace-format=dynamo requires at least one trace file",
-            ));
+            return Err(
+                usage("--trace-format=dynamo requires at least one trace file")
+                    .with_api_message("trace_format='dynamo' requires at least one trace file"),
+            );
         }
         if !dynamo && self.trace_files.len() > 1 {
             return Err(usage(format!(
                 "--trace-format={} requires exactly one trace file",
                 self.trace_format
+            ))
+            .with_api_message(format!(
+                "trace_format='{}' requires exactly one trace file, got {}",
+                self.trace_format,
+                self.trace_files.len()
             )));
         }
         if using_trace_file == using_synthetic {
             return Err(usage(
                 "provide either trace_file or all of --input-tokens/--output-tokens/--request-count",
+            )
+            .with_api_message(
+                "provide either trace_files or all of input_tokens/output_tokens/request_count",
             ));
         }
         if using_synthetic {
@@ -383,6 +395,9 @@ impl ReplayOptions {
             {
                 return Err(usage(
                     "synthetic replay requires --input-tokens, --output-tokens, and --request-count",
+                )
+                .with_api_message(
+                    "synthetic replay requires input_tokens, output_tokens, and request_count",
                 ));
             }
             let load_controllers = [
@@ -394,7 +409,8 @@ impl ReplayOptions {
                 return Err(usage(
                     "synthetic replay requires exactly one of --replay-concurrency, \
                      --request-rate, or --arrival-interval-ms",
-                ));
+                )
+                .with_api_message(SYNTHETIC_LOAD_CONTROL_API_MESSAGE));
             }
         } else if self.request_rate.is_some() || self.arrival_interval_ms.is_some() {
             return Err(usage(
@@ -408,13 +424,18 @@ impl ReplayOptions {
             return Err(usage(
                 "--trace-format=applied_compute_agentic requires --replay-concurrency because \
                  the source traces do not include first-turn timestamps",
+            )
+            .with_api_message(
+                "trace_format='applied_compute_agentic' requires replay_concurrency because the \
+                 source traces do not include first-turn timestamps",
             ));
         }
         if self.report_jsonl.is_some() {
             if self.planner_config.is_some() {
-                return Err(usage(
-                    "--report-jsonl is not supported with --planner-config",
-                ));
+                return Err(
+                    usage("--report-jsonl is not supported with --planner-config")
+                        .with_api_message("report_jsonl_path is not supported with planner_config"),
+                );
             }
             if !using_trace_file {
                 return Err(usage(
@@ -427,6 +448,9 @@ impl ReplayOptions {
             if self.planner_config.is_some() {
                 return Err(usage(format!(
                     "{max_sim_flag} is not supported with --planner-config"
+                ))
+                .with_api_message(format!(
+                    "{max_sim_flag} is not supported with planner_config"
                 )));
             }
             if !using_trace_file {
@@ -536,9 +560,17 @@ impl ReplayOptions {
         .map(|(flag, _)| *flag)
         .collect::<Vec<_>>();
         if !missing.is_empty() {
+            let api_names = missing
+                .iter()
+                .filter_map(|flag| super::spelling::python_argument(flag))
+                .collect::<Vec<_>>();
             return Err(usage(format!(
                 "AIC replay modeling requires {}",
                 missing.join(", ")
+            ))
+            .with_api_message(format!(
+                "AIC replay modeling requires {}",
+                api_names.join(", ")
             )));
         }
         Err(flag_error(
@@ -552,10 +584,11 @@ impl ReplayOptions {
         if self.planner_config.is_none() {
             return Ok(());
         }
-        if choices.replay_mode != Ok(ReplayMode::Offline) {
-            return Err(usage(
-                "--planner-config only supports --replay-mode=offline",
-            ));
+        if choices.replay_mode != Ok(ModeName::Offline) {
+            return Err(
+                usage("--planner-config only supports --replay-mode=offline")
+                    .with_api_message("planner_config replay only supports replay_mode='offline'"),
+            );
         }
         if using_trace_file
             && !matches!(
@@ -563,9 +596,12 @@ impl ReplayOptions {
                 Ok(TraceDialect::Mooncake | TraceDialect::Dynamo)
             )
         {
-            return Err(usage(
-                "--planner-config only supports --trace-format=mooncake or dynamo",
-            ));
+            return Err(
+                usage("--planner-config only supports --trace-format=mooncake or dynamo")
+                    .with_api_message(
+                        "planner_config replay only supports trace_format='mooncake' or 'dynamo'",
+                    ),
+            );
         }
         Err(flag_error(
             "--planner-config",
@@ -701,8 +737,12 @@ impl ReplayOptions {
         num_workers: usize,
         engine: &EngineArgs,
         closed_loop: bool,
+        single_target_kv_refused: bool,
     ) -> Result<()> {
-        if router_mode == RouterMode::KvRouter && num_workers.saturating_mul(engine.dp_size) <= 1 {
+        if single_target_kv_refused
+            && router_mode == RouterMode::KvRouter
+            && num_workers.saturating_mul(engine.dp_size) <= 1
+        {
             return Err(flag_error(
                 "--router-mode",
                 "offline replay only supports router_mode=kv_router with more than one \
@@ -869,6 +909,7 @@ impl ReplayOptions {
     /// aggregated workers after theirs.
     fn topology(
         &self,
+        choices: &Choices,
         engines: ParsedEngines,
         disaggregated: bool,
         router_mode: RouterMode,
@@ -884,12 +925,63 @@ impl ReplayOptions {
             });
         }
         let engine = engines.aggregated.unwrap_or_default();
-        self.check_aggregated_workers(router_mode, num_workers, &engine, closed_loop)?;
+        // Online, the reference's live KV router also serves a single target.
+        let single_target_kv_refused = !choices.is_online();
+        self.check_aggregated_workers(
+            router_mode,
+            num_workers,
+            &engine,
+            closed_loop,
+            single_target_kv_refused,
+        )?;
         Ok(Topology {
             engine,
             num_workers,
             disaggregation: None,
         })
+    }
+
+    /// The replay mode, at the point where the reference checks it, with the online speed
+    /// (dynosim's own flag, refused offline).
+    fn replay_mode(&self, choices: &Choices) -> Result<ReplayMode> {
+        match (choices.replay_mode.clone()?, self.online_speed) {
+            (ModeName::Offline, None) => Ok(ReplayMode::Offline),
+            (ModeName::Offline, Some(_)) => Err(flag_error(
+                "--online-speed",
+                "online_speed only applies to replay_mode='online'",
+            )),
+            (ModeName::Online, speed) => {
+                let speed = speed.unwrap_or(1.0);
+                if !(speed.is_finite() && speed > 0.0) {
+                    return Err(flag_error(
+                        "--online-speed",
+                        format!(
+                            "online_speed must be a finite positive number, got {}",
+                            show_f64(speed)
+                        ),
+                    ));
+                }
+                Ok(ReplayMode::Online { speed })
+            }
+        }
+    }
+
+    /// The reference's limits of online replay that the mode check itself does not cover
+    /// (disaggregation and the time cap are refused where those options are checked).
+    fn check_online(&self, mode: ReplayMode, engine: &EngineArgs) -> Result<()> {
+        if !matches!(mode, ReplayMode::Online { .. }) {
+            return Ok(());
+        }
+        if engine.dp_size != 1 {
+            return Err(flag_error(
+                "--extra-engine-args",
+                format!(
+                    "online replay only supports data_parallel_size=1, got {}",
+                    engine.dp_size
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn check_speedup(&self, name: &str) -> Result<f64> {
@@ -938,14 +1030,22 @@ impl ReplayOptions {
         let max_sim_time_ms = self.max_sim_time_ms(choices)?;
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
-        let replay_mode = checked_replay_mode(choices)?;
+        let replay_mode = self.replay_mode(choices)?;
         let topology = self.topology(
+            choices,
             engines,
             disaggregated,
             router_mode,
             num_workers,
             concurrency.is_some(),
         )?;
+        self.check_online(replay_mode, &topology.engine)?;
+        if dialect == TraceDialect::MooncakeDelta && replay_mode != ReplayMode::Offline {
+            return Err(flag_error(
+                "--trace-format",
+                "mooncake-delta trace format is not supported for online replay",
+            ));
+        }
         if topology.disaggregation.is_some() {
             let unsupported = match dialect {
                 TraceDialect::AgenticMooncake => Some("agentic_mooncake"),
@@ -1112,7 +1212,8 @@ impl ReplayOptions {
                 return Err(usage(
                     "synthetic replay requires exactly one of --replay-concurrency, \
                      --request-rate, or --arrival-interval-ms",
-                ))
+                )
+                .with_api_message(SYNTHETIC_LOAD_CONTROL_API_MESSAGE))
             }
         };
         for (flag, name, value) in [
@@ -1163,14 +1264,16 @@ impl ReplayOptions {
             }
         }
 
-        let replay_mode = checked_replay_mode(choices)?;
+        let replay_mode = self.replay_mode(choices)?;
         let topology = self.topology(
+            choices,
             engines,
             disaggregated,
             router_mode,
             num_workers,
             concurrency.is_some(),
         )?;
+        self.check_online(replay_mode, &topology.engine)?;
         let arrivals = arrival_mode(concurrency, || match speedup {
             Some(speedup) => Ok(speedup),
             None => self.check_speedup("arrival_speedup_ratio"),
@@ -1957,14 +2060,106 @@ mod tests {
             },
             "--replay-mode: replay_mode must be either 'offline' or 'online', got 'bogus'",
         );
-        assert_error(
-            ReplayOptions {
-                replay_mode: "online".into(),
-                ..trace()
-            },
-            "--replay-mode: online replay is not supported; dynosim replays offline in virtual \
-             time (use --replay-mode offline)",
+        assert_eq!(spec(trace()).replay_mode, ReplayMode::Offline);
+    }
+
+    #[test]
+    fn online_rules() {
+        let online = || ReplayOptions {
+            replay_mode: "online".into(),
+            ..trace()
+        };
+        assert_eq!(
+            spec(online()).replay_mode,
+            ReplayMode::Online { speed: 1.0 }
         );
+        assert_eq!(
+            spec(ReplayOptions {
+                online_speed: Some(10.0),
+                ..online()
+            })
+            .replay_mode,
+            ReplayMode::Online { speed: 10.0 }
+        );
+        // The live KV router also serves one worker.
+        assert_eq!(
+            spec(ReplayOptions {
+                router_mode: "kv_router".into(),
+                ..online()
+            })
+            .router_mode,
+            RouterMode::KvRouter
+        );
+        for speed in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let options = ReplayOptions {
+                online_speed: Some(speed),
+                ..online()
+            };
+            let message = options.into_spec().unwrap_err().message().to_string();
+            assert!(
+                message.starts_with("--online-speed: online_speed must be a finite positive"),
+                "{message}"
+            );
+        }
+        let offline_speed = ReplayOptions {
+            online_speed: Some(2.0),
+            ..trace()
+        };
+        let refused = [
+            (
+                offline_speed,
+                "--online-speed: online_speed only applies to replay_mode='online'",
+            ),
+            (
+                ReplayOptions {
+                    extra_engine_args: Some(r#"{"dp_size":2}"#.into()),
+                    ..online()
+                },
+                "--extra-engine-args: online replay only supports data_parallel_size=1, got 2",
+            ),
+            (
+                ReplayOptions {
+                    trace_format: "mooncake-delta".into(),
+                    ..online()
+                },
+                "--trace-format: mooncake-delta trace format is not supported for online replay",
+            ),
+            (
+                ReplayOptions {
+                    max_sim_time_seconds: Some(5.0),
+                    ..online()
+                },
+                "--max-sim-time-seconds: max_sim_time_ms only supports replay_mode='offline'",
+            ),
+            (
+                ReplayOptions {
+                    prefill_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()),
+                    decode_engine_args: Some(r#"{"worker_type":"decode"}"#.into()),
+                    ..online()
+                },
+                "--replay-mode: disagg replay only supports replay_mode='offline'",
+            ),
+        ];
+        for (options, message) in refused {
+            assert_error(options, message);
+        }
+        assert_eq!(
+            synthetic_online_mode(),
+            ReplayMode::Online { speed: 1.0 },
+            "synthetic workloads replay live too"
+        );
+    }
+
+    fn synthetic_online_mode() -> ReplayMode {
+        spec(ReplayOptions {
+            replay_mode: "online".into(),
+            ..synthetic()
+        })
+        .replay_mode
+    }
+
+    #[test]
+    fn replay_mode_is_read_after_the_concurrency_check() {
         // The replay core reads the mode after the SLA and concurrency checks.
         assert_error(
             ReplayOptions {

@@ -4,7 +4,7 @@
 //! engine's timing model interpolates them (see `engine::timing`).
 //!
 //! INTERFACE: [`ProfileTable::from_npz`] reads and validates a file (every fault names the
-//! file and the key); [`ProfileTable::prefill_ms_at`] and [`ProfileTable::decode_ms_at`]
+//! file and the key); [`ProfileTable::from_arrays`] checks tables given directly; [`ProfileTable::prefill_ms_at`] and [`ProfileTable::decode_ms_at`]
 //! evaluate the tables with linear / bilinear interpolation that extends the outermost
 //! segments beyond the axes (extrapolation), without floors (the timing model applies them).
 
@@ -74,24 +74,14 @@ impl ProfileTable {
         let active = read(DECODE_ACTIVE_KV_TOKENS)?;
         let context = read(DECODE_CONTEXT_LENGTH)?;
         let itl = read(DECODE_ITL)?;
-
-        let axis = |key: &str, array: &NpyArray| -> Result<(), String> {
-            check_one_dimensional(key, array)?;
-            check_axis(key, &array.values)
-        };
-        axis(PREFILL_ISL, &prefill_tokens).map_err(at)?;
-        check_one_dimensional(PREFILL_TTFT_MS, &prefill_ms).map_err(at)?;
-        if prefill_ms.values.len() != prefill_tokens.values.len() {
-            return Err(at(format!(
-                "key '{PREFILL_TTFT_MS}' has {} values but '{PREFILL_ISL}' has {}; they must \
-                 have the same length",
-                prefill_ms.values.len(),
-                prefill_tokens.values.len()
-            )));
+        for (key, array) in [
+            (PREFILL_ISL, &prefill_tokens),
+            (PREFILL_TTFT_MS, &prefill_ms),
+            (DECODE_ACTIVE_KV_TOKENS, &active),
+            (DECODE_CONTEXT_LENGTH, &context),
+        ] {
+            check_one_dimensional(key, array).map_err(at)?;
         }
-        check_finite(PREFILL_TTFT_MS, &prefill_ms.values).map_err(at)?;
-        axis(DECODE_ACTIVE_KV_TOKENS, &active).map_err(at)?;
-        axis(DECODE_CONTEXT_LENGTH, &context).map_err(at)?;
         let expected = [active.values.len() as u64, context.values.len() as u64];
         if itl.shape != expected {
             return Err(at(format!(
@@ -100,15 +90,76 @@ impl ProfileTable {
                 itl.shape, expected
             )));
         }
-        check_finite(DECODE_ITL, &itl.values).map_err(at)?;
+        Self::checked(
+            path,
+            prefill_tokens.values,
+            prefill_ms.values,
+            active.values,
+            context.values,
+            itl.values,
+        )
+        .map_err(at)
+    }
 
+    /// Tables given directly (`decode_itl` as rows over `decode_active_kv_tokens`, each row over
+    /// `decode_context_length`), with the same checks as [`ProfileTable::from_npz`].
+    pub fn from_arrays(
+        prefill_isl: Vec<f64>,
+        prefill_ttft_ms: Vec<f64>,
+        decode_active_kv_tokens: Vec<f64>,
+        decode_context_length: Vec<f64>,
+        decode_itl: Vec<Vec<f64>>,
+    ) -> Result<Self, String> {
+        if decode_itl.len() != decode_active_kv_tokens.len()
+            || decode_itl
+                .iter()
+                .any(|row| row.len() != decode_context_length.len())
+        {
+            return Err(format!(
+                "key '{DECODE_ITL}' must have {} rows of {} values",
+                decode_active_kv_tokens.len(),
+                decode_context_length.len()
+            ));
+        }
+        Self::checked(
+            Path::new("<arrays>"),
+            prefill_isl,
+            prefill_ttft_ms,
+            decode_active_kv_tokens,
+            decode_context_length,
+            decode_itl.concat(),
+        )
+    }
+
+    /// The checks shared by both constructors (shapes already agree for the decode grid).
+    fn checked(
+        path: &Path,
+        prefill_tokens: Vec<f64>,
+        prefill_ms: Vec<f64>,
+        active: Vec<f64>,
+        context: Vec<f64>,
+        itl: Vec<f64>,
+    ) -> Result<Self, String> {
+        check_axis(PREFILL_ISL, &prefill_tokens)?;
+        if prefill_ms.len() != prefill_tokens.len() {
+            return Err(format!(
+                "key '{PREFILL_TTFT_MS}' has {} values but '{PREFILL_ISL}' has {}; they must \
+                 have the same length",
+                prefill_ms.len(),
+                prefill_tokens.len()
+            ));
+        }
+        check_finite(PREFILL_TTFT_MS, &prefill_ms)?;
+        check_axis(DECODE_ACTIVE_KV_TOKENS, &active)?;
+        check_axis(DECODE_CONTEXT_LENGTH, &context)?;
+        check_finite(DECODE_ITL, &itl)?;
         Ok(Self {
             path: path.to_path_buf(),
-            prefill_tokens: prefill_tokens.values,
-            prefill_ms: prefill_ms.values,
-            decode_active_kv_tokens: active.values,
-            decode_context_length: context.values,
-            decode_itl: itl.values,
+            prefill_tokens,
+            prefill_ms,
+            decode_active_kv_tokens: active,
+            decode_context_length: context,
+            decode_itl: itl,
         })
     }
 

@@ -143,7 +143,7 @@ impl RouterConfig {
     /// Parses and validates the router-config JSON text given to `flag` (e.g.
     /// `--router-config`). Errors are usage errors naming the flag and the field.
     pub fn from_json(flag: &str, text: &str) -> Result<Self> {
-        parse_router_config(text).map_err(|message| Error::usage(format!("{flag}: {message}")))
+        parse_router_config(text).map_err(|message| Error::usage_about(flag, message))
     }
 
     /// The router queue's classes: the policy file's profile for the model name, else the

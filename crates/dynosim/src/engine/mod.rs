@@ -5,6 +5,11 @@
 //! requests into a rank's [`RankScheduler`], asks a rank to run one forward pass when the
 //! worker is free, and stamps the returned events: admissions and rejections at the pass start,
 //! tokens and completions at the pass end (for DP groups: the end of the slowest rank's pass).
+//!
+//! Pass durations: each scheduler describes a pass as a prefill batch and a decode batch and
+//! asks its [`timing::TimingModel`] (the timer of its engine arguments, shared by all ranks
+//! built from them). With speculative decoding (`aic_nextn`) a ready request emits a burst of
+//! tokens per step, drawn by the scheduler's own [`speculative::BurstSampler`].
 
 use crate::config::{EngineArgs, EngineType};
 use crate::tokens::TokenSeq;

@@ -499,8 +499,11 @@ impl VllmScheduler {
                 cost.active_cached_tokens = cost.active_cached_tokens.min(limit);
             }
         }
-        if self.speculative.is_some() && cost.cached_tokens >= self.block_size {
-            // With draft tokens the engine recomputes one more cached block.
+        if self.speculative.is_some()
+            && self.policy == Policy::Vllm
+            && cost.cached_tokens >= self.block_size
+        {
+            // With draft tokens vLLM recomputes one more cached block (TRT-LLM does not).
             cost.cached_tokens -= self.block_size;
             cost.active_cached_tokens = cost.active_cached_tokens.min(cost.cached_tokens);
         }

@@ -184,36 +184,3 @@ fn tiny_trace_two_workers_with_sla_matches_reference() {
     );
     assert_eq!(ours.get("goodput_completed_requests"), Some(Value::Int(12)));
 }
-
-/// Runs the replay on reference runs named by `DYNOSIM_PARITY` =
-/// `records.jsonl:report.json:<full|partial>[,...]` (`full` when every request emitted at most
-/// two tokens, so ITL/OTPU are comparable too).
-#[test]
-#[ignore = "needs reference outputs named by DYNOSIM_PARITY"]
-fn reference_runs_named_by_env_match() {
-    let spec = std::env::var("DYNOSIM_PARITY").expect("set DYNOSIM_PARITY");
-    let mut failures = Vec::new();
-    for case in spec.split(',') {
-        let mut parts = case.split(':');
-        let (jsonl, json, mode) = (
-            parts.next().unwrap(),
-            parts.next().unwrap(),
-            parts.next().unwrap_or("partial"),
-        );
-        let requests = parse_records(&std::fs::read_to_string(jsonl).unwrap());
-        let reference = reference_report(&std::fs::read_to_string(json).unwrap());
-        let ours = replay(&requests, Sla::default(), facts_of(&reference));
-        let skip: &[&str] = if mode == "full" {
-            &[]
-        } else {
-            &["itl_ms", "output_token_throughput_per_user"]
-        };
-        let exact = mismatches(&ours, &reference, 0.0, skip);
-        let loose = mismatches(&ours, &reference, 1e-12, skip);
-        eprintln!("{case}: {} keys not bit-exact: {exact:#?}", exact.len());
-        if !loose.is_empty() {
-            failures.push(format!("{case}: {loose:#?}"));
-        }
-    }
-    assert!(failures.is_empty(), "{failures:#?}");
-}

@@ -1,4 +1,110 @@
-//! Routers: which (worker, rank) target receives each request.
+//! Routers: which (worker, rank) target of a pool receives each request.
+//!
+//! INTERFACE
+//! - [`Router`]: the one router type every pool uses — round robin or the KV router. It routes
+//!   an arriving request ([`Routed`]), hears of first tokens and terminal states (which may
+//!   release queued requests as [`kv::Placement`]s), and reads the engines' KV events.
 
 pub mod kv;
 pub mod round_robin;
+
+use crate::engine::kv::KvEvent;
+use crate::engine::RequestId;
+use crate::tokens::TokenSeq;
+use kv::{Arrival, KvRouter, Placement, RouteRequest};
+use round_robin::RoundRobin;
+
+/// The router in front of one pool of workers.
+pub enum Router {
+    RoundRobin(RoundRobin),
+    Kv(Box<KvRouter>),
+}
+
+/// A request about to be routed.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteInput<'a> {
+    pub id: RequestId,
+    pub prompt: &'a TokenSeq,
+    /// Engine block size of the pool (tokens).
+    pub block_size: usize,
+    pub arrival_ms: f64,
+    pub priority: i32,
+    pub strict_priority: u32,
+    pub policy_class: Option<&'a str>,
+}
+
+/// Where a routing decision left a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routed {
+    /// On this target, which had this many of the prompt's blocks cached as far as the router
+    /// knew (always 0 for round robin).
+    Placed { target: usize, overlap_blocks: u32 },
+    /// Held in the KV router's queue; it comes out later as a [`Placement`].
+    Queued,
+    /// Refused by a router queue limit.
+    Rejected,
+}
+
+impl Router {
+    pub fn kv(&mut self) -> Option<&mut KvRouter> {
+        match self {
+            Router::Kv(router) => Some(router),
+            Router::RoundRobin(_) => None,
+        }
+    }
+
+    /// Only the KV router reads the engines' cache events.
+    pub fn reads_kv_events(&self) -> bool {
+        matches!(self, Router::Kv(_))
+    }
+
+    pub fn route(&mut self, request: RouteInput<'_>) -> Routed {
+        match self {
+            Router::RoundRobin(router) => Routed::Placed {
+                target: router.next_scheduler(),
+                overlap_blocks: 0,
+            },
+            Router::Kv(router) => {
+                let arrival = router.on_arrival(RouteRequest {
+                    id: request.id,
+                    block_hashes: request.prompt.block_hashes(request.block_size.max(1)),
+                    isl: request.prompt.len(),
+                    arrival_ms: request.arrival_ms,
+                    priority: request.priority,
+                    strict_priority: request.strict_priority,
+                    policy_class: request.policy_class,
+                });
+                match arrival {
+                    Arrival::Placed(target) => Routed::Placed {
+                        target,
+                        overlap_blocks: router.last_overlap_blocks(),
+                    },
+                    Arrival::Queued => Routed::Queued,
+                    Arrival::Rejected(_) => Routed::Rejected,
+                }
+            }
+        }
+    }
+
+    /// Request `id` emitted its first (non-final) token; queued requests this releases are
+    /// appended to `placed`.
+    pub fn on_first_token(&mut self, id: RequestId, placed: &mut Vec<Placement>) {
+        if let Router::Kv(router) = self {
+            router.on_first_token(id, placed);
+        }
+    }
+
+    /// Request `id` ended (or left this pool); queued requests this releases are appended to
+    /// `placed`.
+    pub fn on_terminal(&mut self, id: RequestId, placed: &mut Vec<Placement>) {
+        if let Router::Kv(router) = self {
+            router.on_terminal(id, placed);
+        }
+    }
+
+    pub fn apply_kv_events(&mut self, target: usize, events: &[KvEvent]) {
+        if let Router::Kv(router) = self {
+            router.apply_kv_events(target, events);
+        }
+    }
+}

@@ -1,25 +1,18 @@
 //! Aggregated workers: `num_workers` workers of `dp_size` ranks each behind one router, and the
 //! event loop that drives them (see the module doc of `sim` for the ordering rules).
 
-use super::common::{
-    kv_router, record_arrival, EventQueue, RequestOrigin, RouteHints, WorkerState,
-};
+use super::common::{kv_router, next_arrival, EventQueue, RequestOrigin, RouteHints, WorkerState};
 use super::driver::{Driver, Terminal};
+use super::event_loop::Topology;
 use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
 use crate::engine::kv::KvEvent;
 use crate::engine::{EngineRequest, PassEvent, RankScheduler, RequestId};
 use crate::error::{Error, Result};
 use crate::report::{Collector, RunFacts};
-use crate::router::kv::{Arrival, KvRouter, Placement, RouteRequest};
+use crate::router::kv::Placement;
 use crate::router::round_robin::RoundRobin;
-use std::sync::atomic::AtomicBool;
-
-/// The router in front of the aggregated workers.
-enum Router {
-    RoundRobin(RoundRobin),
-    Kv(Box<KvRouter>),
-}
+use crate::router::{RouteInput, Routed, Router};
 
 /// Aggregated workers: `num_workers` workers of `dp_size` ranks each, behind one router.
 pub(super) struct Aggregated<'s> {
@@ -101,22 +94,28 @@ impl<'s> Aggregated<'s> {
         }
     }
 
-    pub(super) fn run(&mut self, cancel: &AtomicBool) -> Result<()> {
-        self.settle()?;
-        while !self.driver.is_drained() {
-            super::check_cancelled(cancel)?;
-            let Some(next_ms) = self.next_timestamp() else {
-                return Err(self.dead_end());
-            };
-            if let Some(last_ms) = self.cap_stop(next_ms) {
-                if next_ms > last_ms {
-                    break;
-                }
-            }
-            self.advance_to(next_ms);
-            self.settle()?;
-        }
-        Ok(())
+    pub(super) fn finish(self) -> (Collector, RunFacts) {
+        let decode_worker_seconds = if self.single_worker {
+            // The reference's single-worker path charges one worker for the report duration.
+            self.collector.duration_s()
+        } else {
+            self.worker_ms / 1000.0
+        };
+        let gpus = self.spec.engine.gpus_per_worker() as u64;
+        let facts = RunFacts {
+            prefill_worker_seconds: 0.0,
+            decode_worker_seconds,
+            prefill_gpus_per_worker: 0,
+            decode_gpus_per_worker: gpus,
+            wall_time_ms: 0.0,
+        };
+        (self.collector, facts)
+    }
+}
+
+impl Topology for Aggregated<'_> {
+    fn is_done(&self) -> bool {
+        self.driver.is_drained()
     }
 
     /// The error for a run where nothing can happen any more, naming the blocking request when
@@ -154,47 +153,26 @@ impl<'s> Aggregated<'s> {
         Error::runtime(message)
     }
 
-    /// With `--max-sim-time-seconds`, the last timestamp the run may still process, given that
-    /// the next one is `next_ms`. Past the cap, the multi-worker loop stops at once; the
-    /// reference's single-worker loop checks the cap only between its steps, so it still
-    /// finishes the pass in flight (and takes the arrivals up to its end), or, when idle,
-    /// takes the next batch of arrivals.
-    fn cap_stop(&mut self, next_ms: f64) -> Option<f64> {
-        let cap = self.spec.max_sim_time_ms?;
+    /// Past the cap, the multi-worker loop stops at once; the reference's single-worker loop
+    /// checks the cap only between its steps, so it still finishes the pass in flight (and
+    /// takes the arrivals up to its end), or, when idle, takes the next batch of arrivals.
+    fn last_ms_within_cap(&mut self, cap_ms: f64, next_ms: f64) -> f64 {
         if let Some(stop) = self.past_cap_stop_ms {
-            return Some(stop);
+            return stop;
         }
-        if next_ms <= cap {
-            return None;
+        if next_ms <= cap_ms {
+            return cap_ms;
         }
         let stop = match (self.single_worker, self.completions.peek()) {
-            (false, _) => cap,
+            (false, _) => cap_ms,
             (true, Some((in_flight_end_ms, _))) => in_flight_end_ms,
             (true, None) => next_ms,
         };
         self.past_cap_stop_ms = Some(stop);
-        Some(stop)
+        stop
     }
 
-    pub(super) fn finish(self) -> (Collector, RunFacts) {
-        let decode_worker_seconds = if self.single_worker {
-            // The reference's single-worker path charges one worker for the report duration.
-            self.collector.duration_s()
-        } else {
-            self.worker_ms / 1000.0
-        };
-        let gpus = self.spec.engine.gpus_per_worker() as u64;
-        let facts = RunFacts {
-            prefill_worker_seconds: 0.0,
-            decode_worker_seconds,
-            prefill_gpus_per_worker: 0,
-            decode_gpus_per_worker: gpus,
-            wall_time_ms: 0.0,
-        };
-        (self.collector, facts)
-    }
-
-    fn next_timestamp(&self) -> Option<f64> {
+    fn next_event_ms(&self) -> Option<f64> {
         let next_completion = self.completions.peek().map(|(at_ms, _)| at_ms);
         let arrivals_blocked = self.release_between_passes_only && self.workers[0].busy;
         let next_arrival = if arrivals_blocked {
@@ -216,7 +194,7 @@ impl<'s> Aggregated<'s> {
         self.now_ms = t_ms;
     }
 
-    /// Processes everything that happens at `now_ms` until the state stops changing.
+    /// Pass completions, then arrivals, then pass starts, until the state stops changing.
     fn settle(&mut self) -> Result<()> {
         loop {
             let mut changed = false;
@@ -240,19 +218,19 @@ impl<'s> Aggregated<'s> {
             }
         }
     }
+}
 
+impl Aggregated<'_> {
     /// Releases every turn ready by now, routing each before the next.
     fn release_arrivals(&mut self) -> bool {
-        let closed_loop = matches!(self.spec.arrivals, ArrivalMode::Concurrency { .. });
         let mut released = false;
-        while let Some(release) = self.driver.pop_ready(self.now_ms) {
-            let arrival = record_arrival(
-                release,
-                self.now_ms,
-                closed_loop,
-                &mut self.collector,
-                &mut self.origins,
-            );
+        while let Some(arrival) = next_arrival(
+            &mut self.driver,
+            self.now_ms,
+            self.spec.arrivals,
+            &mut self.collector,
+            &mut self.origins,
+        ) {
             let request = EngineRequest {
                 id: arrival.id,
                 prompt: arrival.prompt,
@@ -269,40 +247,29 @@ impl<'s> Aggregated<'s> {
     /// Sends a released request to the scheduler the router picks, or parks it in the KV
     /// router's queue, or rejects it (a router queue limit) as an engine rejection would.
     fn route(&mut self, request: EngineRequest, hints: RouteHints) {
-        let scheduler = match &mut self.router {
-            Router::RoundRobin(router) => router.next_scheduler(),
-            Router::Kv(router) => {
-                let block_hashes = request
-                    .prompt
-                    .block_hashes(self.spec.engine.block_size.max(1));
-                let arrival = router.on_arrival(RouteRequest {
-                    id: request.id,
-                    block_hashes,
-                    isl: request.prompt.len(),
-                    arrival_ms: hints.arrival_ms,
-                    priority: hints.priority,
-                    strict_priority: hints.strict_priority,
-                    policy_class: hints.policy_class.as_deref(),
-                });
-                match arrival {
-                    Arrival::Placed(scheduler) => scheduler,
-                    Arrival::Queued => {
-                        let id = request.id;
-                        if id >= self.parked.len() {
-                            self.parked.resize_with(id + 1, || None);
-                        }
-                        self.parked[id] = Some(request);
-                        return;
-                    }
-                    Arrival::Rejected(_) => {
-                        self.collector.on_rejected(request.id, self.now_ms);
-                        self.on_terminal(request.id, false);
-                        return;
-                    }
+        let routed = self.router.route(RouteInput {
+            id: request.id,
+            prompt: &request.prompt,
+            block_size: self.spec.engine.block_size,
+            arrival_ms: hints.arrival_ms,
+            priority: hints.priority,
+            strict_priority: hints.strict_priority,
+            policy_class: hints.policy_class.as_deref(),
+        });
+        match routed {
+            Routed::Placed { target, .. } => self.dispatch(request, target),
+            Routed::Queued => {
+                let id = request.id;
+                if id >= self.parked.len() {
+                    self.parked.resize_with(id + 1, || None);
                 }
+                self.parked[id] = Some(request);
             }
-        };
-        self.dispatch(request, scheduler);
+            Routed::Rejected => {
+                self.collector.on_rejected(request.id, self.now_ms);
+                self.on_terminal(request.id, false);
+            }
+        }
     }
 
     fn dispatch(&mut self, request: EngineRequest, scheduler: usize) {
@@ -313,14 +280,14 @@ impl<'s> Aggregated<'s> {
     /// Tells the KV router that request `id` emitted its first token (`terminal` false) or
     /// ended, then dispatches the queued requests it places in response.
     fn release_router_load(&mut self, id: RequestId, terminal: bool) {
-        let Router::Kv(router) = &mut self.router else {
+        if !self.router.reads_kv_events() {
             return;
-        };
+        }
         let mut placements = std::mem::take(&mut self.placements);
         if terminal {
-            router.on_terminal(id, &mut placements);
+            self.router.on_terminal(id, &mut placements);
         } else {
-            router.on_first_token(id, &mut placements);
+            self.router.on_first_token(id, &mut placements);
         }
         for placement in placements.drain(..) {
             let request = self.parked[placement.id]
@@ -352,11 +319,10 @@ impl<'s> Aggregated<'s> {
             }
             self.events.clear();
             let time = self.schedulers[scheduler].run_pass_timed(&mut self.events);
-            if let Router::Kv(router) = &mut self.router {
-                if self.schedulers[scheduler].kv_events_at_pass_start() {
-                    self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
-                    router.apply_kv_events(scheduler, &self.kv_events);
-                }
+            if self.router.reads_kv_events() && self.schedulers[scheduler].kv_events_at_pass_start()
+            {
+                self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
+                self.router.apply_kv_events(scheduler, &self.kv_events);
             }
             end_ms = end_ms.max(time.end_ms(self.now_ms));
             scheduled_work |= time.scheduled_requests > 0 || !self.events.is_empty();
@@ -391,13 +357,13 @@ impl<'s> Aggregated<'s> {
 
     /// KV events of engines that make them visible when a pass completes (SGLang).
     fn apply_pass_end_kv_events(&mut self, worker: usize) {
-        let Router::Kv(router) = &mut self.router else {
+        if !self.router.reads_kv_events() {
             return;
-        };
+        }
         for scheduler in worker * self.dp_size..(worker + 1) * self.dp_size {
             if !self.schedulers[scheduler].kv_events_at_pass_start() {
                 self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
-                router.apply_kv_events(scheduler, &self.kv_events);
+                self.router.apply_kv_events(scheduler, &self.kv_events);
             }
         }
     }

@@ -4,8 +4,8 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::driver::Release;
-use crate::config::{EngineArgs, RouterConfig};
+use super::driver::Driver;
+use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
 use crate::engine::{PassEvent, RequestId};
 use crate::report::Collector;
 use crate::router::kv::{KvRouter, Targets};
@@ -113,15 +113,18 @@ pub(super) struct ReleasedRequest {
     pub(super) hints: RouteHints,
 }
 
-/// Records a released turn as request `origins.len()`: its arrival in the collector (at the
-/// release time in closed loop, at its scheduled time in open loop) and its origin.
-pub(super) fn record_arrival(
-    release: Release<'_>,
+/// Takes the next turn ready by `now_ms` from the driver and records it as request
+/// `origins.len()`: its arrival in the collector (at the release time in closed loop, at its
+/// scheduled time in open loop) and its origin.
+pub(super) fn next_arrival(
+    driver: &mut Driver,
     now_ms: f64,
-    closed_loop: bool,
+    arrivals: ArrivalMode,
     collector: &mut Collector,
     origins: &mut Vec<RequestOrigin>,
-) -> ReleasedRequest {
+) -> Option<ReleasedRequest> {
+    let release = driver.pop_ready(now_ms)?;
+    let closed_loop = matches!(arrivals, ArrivalMode::Concurrency { .. });
     let id: RequestId = origins.len();
     let max_output_tokens = release.turn.max_output_tokens;
     let arrival_ms = if closed_loop {
@@ -142,12 +145,12 @@ pub(super) fn record_arrival(
         generated: 0,
         input_length: release.prompt.len(),
     });
-    ReleasedRequest {
+    Some(ReleasedRequest {
         id,
         hints: RouteHints::of(release.turn, arrival_ms),
         prompt: release.prompt,
         max_output_tokens,
-    }
+    })
 }
 
 /// What the KV router needs of a released turn beyond the engine request.

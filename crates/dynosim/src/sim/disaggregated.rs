@@ -3,8 +3,9 @@
 //!
 //! Every request is first prefilled on a prefill worker, whose passes are hidden (only
 //! admissions are recorded), then handed off to a decode worker, whose tokens are the ones
-//! the user sees. A handoff is a small state machine driven by *actions* (executed in FIFO
-//! order, each at most once) and *facts* (what the engines report):
+//! the user sees. Each request's handoff is the state machine of [`super::handoff`]: this
+//! topology executes the *actions* it issues (FIFO, each at most once) and feeds back *facts*
+//! (what the engines report) and how each action went:
 //!
 //! - vLLM, source first: submit the prefill; when the prefill worker finishes, it keeps the
 //!   prompt's KV (source held) and the decode pool is asked for a destination; the decode
@@ -22,13 +23,14 @@
 //! did something). This is the reference's order.
 
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicBool;
 
-use super::common::{kv_router, record_arrival, EventQueue, RequestOrigin, RouteHints};
+use super::common::{kv_router, next_arrival, EventQueue, RequestOrigin, RouteHints};
 use super::driver::{Driver, Terminal};
+use super::event_loop::Topology;
+use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
 use crate::config::router_config::PrefillLoadModel;
 use crate::config::{
-    ArrivalMode, EngineArgs, EngineType, KvTransferTimingMode, ReplaySpec, RouterMode, WorkloadSpec,
+    EngineArgs, EngineType, KvTransferTimingMode, ReplaySpec, RouterMode, WorkloadSpec,
 };
 use crate::engine::kv::KvEvent;
 use crate::engine::{
@@ -37,7 +39,9 @@ use crate::engine::{
 use crate::error::{Error, Result};
 use crate::report::record::TerminalStatus;
 use crate::report::{Collector, HandoffStage, RunFacts};
-use crate::router::kv::{Arrival, KvRouter, Placement, RouteRequest};
+use crate::router::kv::Placement;
+use crate::router::round_robin::RoundRobin;
+use crate::router::{RouteInput, Routed, Router};
 use crate::tokens::TokenSeq;
 
 /// Which pool a worker belongs to.
@@ -54,103 +58,21 @@ enum Event {
     TransferDone { id: RequestId },
 }
 
-/// A step of one request's handoff.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Action {
-    SubmitPrefill,
-    ReserveDestination,
-    StartTransfer { delay_ms: f64 },
-    ActivateDestination,
-    ReleaseSource,
-    CancelSource,
-    CancelDestination,
-    Complete,
-}
-
-/// How a step went, fed back into the handoff.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Outcome {
-    Done,
-    Failed,
-}
-
-/// Which side of the handoff goes first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Order {
-    /// Prefill, then reserve the destination (vLLM).
-    SourceFirst,
-    /// Reserve the destination, then prefill (SGLang).
-    DestinationFirst,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Active,
-    CleaningUp,
-    Complete { success: bool },
-}
-
-/// One request's handoff state machine (what has been issued, what has happened).
+/// A disaggregated request: its handoff and what the topology keeps for it.
 #[derive(Debug)]
-struct Handoff {
-    mode: Mode,
+struct DisaggRequest {
+    handoff: Handoff,
     /// The prompt and output the decode side serves (taken when the destination reserves).
     prompt: Option<TokenSeq>,
     max_output_tokens: usize,
     hints: Option<RouteHints>,
     prefill_worker: Option<usize>,
     decode_worker: Option<usize>,
+    /// Its prefill (decode) router counts it.
     prefill_routed: bool,
     decode_routed: bool,
-    submit_issued: bool,
-    submitted: bool,
-    held: bool,
-    reserve_issued: bool,
-    accepted: bool,
-    /// Prompt tokens the destination must receive (`destination_missing` mode).
-    transferable_tokens: Option<usize>,
-    transfer_issued: bool,
-    transfer_completed: bool,
-    activation_issued: bool,
-    activation_applied: bool,
-    release_issued: bool,
-    source_cancel_issued: bool,
-    source_cleanup_done: bool,
-    destination_cancel_issued: bool,
-    destination_cleanup_done: bool,
     /// Still counted in flight (its decode has not ended).
     counted: bool,
-}
-
-impl Handoff {
-    fn new(prompt: TokenSeq, max_output_tokens: usize, hints: RouteHints) -> Self {
-        Self {
-            mode: Mode::Active,
-            prompt: Some(prompt),
-            max_output_tokens,
-            hints: Some(hints),
-            prefill_worker: None,
-            decode_worker: None,
-            prefill_routed: false,
-            decode_routed: false,
-            submit_issued: false,
-            submitted: false,
-            held: false,
-            reserve_issued: false,
-            accepted: false,
-            transferable_tokens: None,
-            transfer_issued: false,
-            transfer_completed: false,
-            activation_issued: false,
-            activation_applied: false,
-            release_issued: false,
-            source_cancel_issued: false,
-            source_cleanup_done: false,
-            destination_cancel_issued: false,
-            destination_cleanup_done: false,
-            counted: true,
-        }
-    }
 }
 
 /// How long the KV of a prompt takes to move, from the prefill workers' settings.
@@ -186,15 +108,6 @@ impl TransferTiming {
     }
 }
 
-/// The router of one pool.
-enum PoolRouter {
-    /// A flat cursor over the pool's workers.
-    RoundRobin {
-        next: usize,
-    },
-    Kv(Box<KvRouter>),
-}
-
 /// One pool of single-rank workers.
 struct Pool {
     args: EngineArgs,
@@ -204,12 +117,12 @@ struct Pool {
     pending: Vec<Vec<PassEvent>>,
     /// Actions waiting for each worker's in-flight pass to end.
     deferred: Vec<Vec<(RequestId, Action)>>,
-    router: PoolRouter,
+    router: Router,
     worker_ms: f64,
 }
 
 impl Pool {
-    fn new(args: &EngineArgs, workers: usize, router: PoolRouter) -> Self {
+    fn new(args: &EngineArgs, workers: usize, router: Router) -> Self {
         Self {
             args: args.clone(),
             schedulers: (0..workers)
@@ -222,17 +135,10 @@ impl Pool {
             worker_ms: 0.0,
         }
     }
-
-    fn kv_router(&mut self) -> Option<&mut KvRouter> {
-        match &mut self.router {
-            PoolRouter::Kv(router) => Some(router),
-            PoolRouter::RoundRobin { .. } => None,
-        }
-    }
 }
 
 /// Where a routing decision left a request.
-enum Routed {
+enum Routing {
     /// On this worker, with this many prompt tokens cached there as far as the router knew.
     Placed {
         worker: usize,
@@ -258,7 +164,7 @@ pub(super) struct Disaggregated<'s> {
     driver: Driver,
     collector: Collector,
     origins: Vec<RequestOrigin>,
-    handoffs: Vec<Handoff>,
+    requests: Vec<DisaggRequest>,
     in_flight: usize,
     /// Scratch buffers.
     pass_events: Vec<PassEvent>,
@@ -277,19 +183,19 @@ impl<'s> Disaggregated<'s> {
         };
         let (prefill_router, decode_router) = match spec.router_mode {
             RouterMode::RoundRobin => (
-                PoolRouter::RoundRobin { next: 0 },
-                PoolRouter::RoundRobin { next: 0 },
+                Router::RoundRobin(RoundRobin::new(pools.num_prefill_workers, 1)),
+                Router::RoundRobin(RoundRobin::new(spec.num_workers, 1)),
             ),
             RouterMode::KvRouter => (
                 // Prefill placement follows cached prefixes; its own block tracking is off.
-                PoolRouter::Kv(Box::new(kv_router(
+                Router::Kv(Box::new(kv_router(
                     spec.router_config.as_ref(),
                     prefill_args,
                     pools.num_prefill_workers,
                     |config| config.router_track_active_blocks = false,
                 ))),
                 // Decode placement balances active blocks; it never sees cache events.
-                PoolRouter::Kv(Box::new(kv_router(
+                Router::Kv(Box::new(kv_router(
                     spec.router_config.as_ref(),
                     decode_args,
                     spec.num_workers,
@@ -329,53 +235,13 @@ impl<'s> Disaggregated<'s> {
             actions: VecDeque::new(),
             collector: Collector::new(spec.sla, spec.capture_requests),
             origins: Vec::with_capacity(driver.total_turns()),
-            handoffs: Vec::with_capacity(driver.total_turns()),
+            requests: Vec::with_capacity(driver.total_turns()),
             driver,
             in_flight: 0,
             pass_events: Vec::new(),
             kv_events: Vec::new(),
             placements: Vec::new(),
         }
-    }
-
-    pub(super) fn run(&mut self, cancel: &AtomicBool) -> Result<()> {
-        self.settle()?;
-        while !self.is_done() {
-            super::check_cancelled(cancel)?;
-            let next_ms = match (
-                self.events.peek().map(|(at_ms, _)| at_ms),
-                self.driver.next_ready_ms(),
-            ) {
-                (Some(a), Some(b)) => a.min(b),
-                (a, b) => match a.or(b) {
-                    Some(next) => next,
-                    None => {
-                        return Err(Error::runtime(format!(
-                            "offline disagg replay reached a dead end with {} in-flight \
-                             requests remaining",
-                            self.in_flight
-                        )))
-                    }
-                },
-            };
-            // Past the cap the run stops at once; passes in flight are not finished.
-            if self.spec.max_sim_time_ms.is_some_and(|cap| next_ms > cap) {
-                break;
-            }
-            self.advance_to(next_ms);
-            self.settle()?;
-        }
-        Ok(())
-    }
-
-    fn is_done(&self) -> bool {
-        self.driver.is_drained()
-            && self.events.is_empty()
-            && self.actions.is_empty()
-            && self
-                .handoffs
-                .iter()
-                .all(|h| matches!(h.mode, Mode::Complete { .. }))
     }
 
     pub(super) fn finish(self) -> (Collector, RunFacts) {
@@ -389,6 +255,43 @@ impl<'s> Disaggregated<'s> {
         (self.collector, facts)
     }
 
+    fn pool(&mut self, stage: Stage) -> &mut Pool {
+        match stage {
+            Stage::Prefill => &mut self.prefill,
+            Stage::Decode => &mut self.decode,
+        }
+    }
+}
+
+/// Past the time cap the run stops at once (the default): passes in flight are not finished.
+impl Topology for Disaggregated<'_> {
+    fn next_event_ms(&self) -> Option<f64> {
+        match (
+            self.events.peek().map(|(at_ms, _)| at_ms),
+            self.driver.next_ready_ms(),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn dead_end(&self) -> Error {
+        Error::runtime(format!(
+            "offline disagg replay reached a dead end with {} in-flight requests remaining",
+            self.in_flight
+        ))
+    }
+
+    fn is_done(&self) -> bool {
+        self.driver.is_drained()
+            && self.events.is_empty()
+            && self.actions.is_empty()
+            && self
+                .requests
+                .iter()
+                .all(|request| request.handoff.result().is_some())
+    }
+
     fn advance_to(&mut self, t_ms: f64) {
         let dt = t_ms - self.now_ms;
         if dt > 0.0 {
@@ -398,14 +301,8 @@ impl<'s> Disaggregated<'s> {
         self.now_ms = t_ms;
     }
 
-    fn pool(&mut self, stage: Stage) -> &mut Pool {
-        match stage {
-            Stage::Prefill => &mut self.prefill,
-            Stage::Decode => &mut self.decode,
-        }
-    }
-
-    /// Processes everything that happens at `now_ms` until the state stops changing.
+    /// Pass completions, transfer completions, arrivals, pending actions, then passes on idle
+    /// prefill and decode workers, until the state stops changing.
     fn settle(&mut self) -> Result<()> {
         loop {
             let mut changed = false;
@@ -439,37 +336,34 @@ impl<'s> Disaggregated<'s> {
             }
         }
     }
+}
 
+impl Disaggregated<'_> {
     // ---- arrivals and routing ----
 
     fn release_arrivals(&mut self) -> bool {
-        let closed_loop = matches!(self.spec.arrivals, ArrivalMode::Concurrency { .. });
         let mut released = false;
-        while let Some(release) = self.driver.pop_ready(self.now_ms) {
-            let arrival = record_arrival(
-                release,
-                self.now_ms,
-                closed_loop,
-                &mut self.collector,
-                &mut self.origins,
-            );
+        while let Some(arrival) = next_arrival(
+            &mut self.driver,
+            self.now_ms,
+            self.spec.arrivals,
+            &mut self.collector,
+            &mut self.origins,
+        ) {
             let id = arrival.id;
-            self.handoffs.push(Handoff::new(
-                arrival.prompt,
-                arrival.max_output_tokens,
-                arrival.hints,
-            ));
+            let (handoff, first) = Handoff::start(self.order);
+            self.requests.push(DisaggRequest {
+                handoff,
+                prompt: Some(arrival.prompt),
+                max_output_tokens: arrival.max_output_tokens,
+                hints: Some(arrival.hints),
+                prefill_worker: None,
+                decode_worker: None,
+                prefill_routed: false,
+                decode_routed: false,
+                counted: true,
+            });
             self.in_flight += 1;
-            let first = match self.order {
-                Order::SourceFirst => {
-                    self.handoffs[id].submit_issued = true;
-                    Action::SubmitPrefill
-                }
-                Order::DestinationFirst => {
-                    self.handoffs[id].reserve_issued = true;
-                    Action::ReserveDestination
-                }
-            };
             self.actions.push_back((id, first));
             released = true;
         }
@@ -477,8 +371,8 @@ impl<'s> Disaggregated<'s> {
     }
 
     /// Asks the router of `stage` where request `id` goes.
-    fn route(&mut self, stage: Stage, id: RequestId) -> Routed {
-        let handoff = &self.handoffs[id];
+    fn route(&mut self, stage: Stage, id: RequestId) -> Routing {
+        let handoff = &self.requests[id];
         let prompt = handoff
             .prompt
             .as_ref()
@@ -499,36 +393,25 @@ impl<'s> Disaggregated<'s> {
             Stage::Decode => &mut self.decode,
         };
         let block_size = pool.args.block_size.max(1);
-        let workers = pool.schedulers.len();
-        match &mut pool.router {
-            PoolRouter::RoundRobin { next } => {
-                let worker = *next;
-                *next = (worker + 1) % workers;
-                Routed::Placed {
-                    worker,
-                    overlap_tokens: 0,
-                }
-            }
-            PoolRouter::Kv(router) => {
-                let arrival = router.on_arrival(RouteRequest {
-                    id,
-                    block_hashes: prompt.block_hashes(block_size),
-                    isl,
-                    arrival_ms: hints.arrival_ms,
-                    priority: hints.priority,
-                    strict_priority: hints.strict_priority,
-                    policy_class: hints.policy_class.as_deref(),
-                });
-                match arrival {
-                    Arrival::Placed(worker) => Routed::Placed {
-                        worker,
-                        overlap_tokens: (router.last_overlap_blocks() as usize * block_size)
-                            .min(isl),
-                    },
-                    Arrival::Queued => Routed::Queued,
-                    Arrival::Rejected(_) => Routed::Rejected,
-                }
-            }
+        let routed = pool.router.route(RouteInput {
+            id,
+            prompt,
+            block_size,
+            arrival_ms: hints.arrival_ms,
+            priority: hints.priority,
+            strict_priority: hints.strict_priority,
+            policy_class: hints.policy_class.as_deref(),
+        });
+        match routed {
+            Routed::Placed {
+                target,
+                overlap_blocks,
+            } => Routing::Placed {
+                worker: target,
+                overlap_tokens: (overlap_blocks as usize * block_size).min(isl),
+            },
+            Routed::Queued => Routing::Queued,
+            Routed::Rejected => Routing::Rejected,
         }
     }
 
@@ -549,39 +432,35 @@ impl<'s> Disaggregated<'s> {
     /// Runs one action; false when it had to wait for a busy worker.
     fn execute(&mut self, id: RequestId, action: Action) -> bool {
         match action {
-            Action::SubmitPrefill => {
-                self.handoffs[id].prefill_routed = true;
-                match self.route(Stage::Prefill, id) {
-                    Routed::Placed {
+            Action::SubmitPrefill | Action::ReserveDestination => {
+                let stage = match action {
+                    Action::SubmitPrefill => Stage::Prefill,
+                    _ => Stage::Decode,
+                };
+                *self.routed(stage, id) = true;
+                match self.route(stage, id) {
+                    Routing::Placed {
                         worker,
                         overlap_tokens,
-                    } => self.submit_prefill(id, worker, overlap_tokens),
-                    Routed::Queued => {}
-                    Routed::Rejected => {
-                        self.handoffs[id].prefill_routed = false;
+                    } => match stage {
+                        Stage::Prefill => self.submit_prefill(id, worker, overlap_tokens),
+                        Stage::Decode => self.reserve_destination(id, worker, overlap_tokens),
+                    },
+                    // The prefill router's queue places it later; the decode router never
+                    // holds requests back (it tracks no prefill load).
+                    Routing::Queued if stage == Stage::Prefill => {}
+                    Routing::Queued | Routing::Rejected => {
+                        *self.routed(stage, id) = false;
                         self.collector
                             .on_terminal(id, self.now_ms, TerminalStatus::Rejected);
                         self.on_outcome(id, action, Outcome::Failed);
                     }
                 }
             }
-            Action::ReserveDestination => {
-                self.handoffs[id].decode_routed = true;
-                match self.route(Stage::Decode, id) {
-                    Routed::Placed {
-                        worker,
-                        overlap_tokens,
-                    } => self.reserve_destination(id, worker, overlap_tokens),
-                    Routed::Queued | Routed::Rejected => {
-                        // The decode router never holds requests back (no prefill load).
-                        self.handoffs[id].decode_routed = false;
-                        self.collector
-                            .on_terminal(id, self.now_ms, TerminalStatus::Rejected);
-                        self.on_outcome(id, action, Outcome::Failed);
-                    }
-                }
-            }
-            Action::StartTransfer { delay_ms } => {
+            Action::StartTransfer { missing_tokens } => {
+                let delay_ms = self
+                    .transfer
+                    .delay_ms(self.origins[id].input_length, missing_tokens);
                 self.on_outcome(id, action, Outcome::Done);
                 if delay_ms > 0.0 {
                     self.events
@@ -591,7 +470,7 @@ impl<'s> Disaggregated<'s> {
                 }
             }
             Action::ActivateDestination => {
-                let worker = self.handoffs[id]
+                let worker = self.requests[id]
                     .decode_worker
                     .expect("an activated destination has a decode worker");
                 if self.decode.busy[worker] {
@@ -618,21 +497,15 @@ impl<'s> Disaggregated<'s> {
                 }
             }
             Action::ReleaseSource | Action::CancelSource => {
-                let Some(worker) = self.handoffs[id].prefill_worker else {
-                    // Never reached a prefill worker: only its route is withdrawn.
-                    self.free_prefill_route(id);
-                    self.on_outcome(id, action, Outcome::Done);
-                    return true;
+                let worker = match self.idle_worker_for(Stage::Prefill, id, action) {
+                    Ok(worker) => worker,
+                    Err(ran) => return ran,
                 };
-                if self.prefill.busy[worker] {
-                    self.prefill.deferred[worker].push((id, action));
-                    return false;
-                }
                 self.prefill.schedulers[worker].release_source(id);
                 // Pages a released source leaves in the cache become visible to routing now.
-                if let PoolRouter::Kv(router) = &mut self.prefill.router {
+                if self.prefill.router.reads_kv_events() {
                     self.prefill.schedulers[worker].drain_kv_events(&mut self.kv_events);
-                    router.apply_kv_events(worker, &self.kv_events);
+                    self.prefill.router.apply_kv_events(worker, &self.kv_events);
                 }
                 if action == Action::ReleaseSource {
                     self.collector
@@ -641,15 +514,10 @@ impl<'s> Disaggregated<'s> {
                 self.on_outcome(id, action, Outcome::Done);
             }
             Action::CancelDestination => {
-                let Some(worker) = self.handoffs[id].decode_worker else {
-                    self.free_decode_route(id);
-                    self.on_outcome(id, action, Outcome::Done);
-                    return true;
+                let worker = match self.idle_worker_for(Stage::Decode, id, action) {
+                    Ok(worker) => worker,
+                    Err(ran) => return ran,
                 };
-                if self.decode.busy[worker] {
-                    self.decode.deferred[worker].push((id, action));
-                    return false;
-                }
                 self.decode.schedulers[worker].cancel_destination(id);
                 if let Some(reserved) = self.decode.schedulers[worker].retry_destinations() {
                     self.on_destination_reserved(reserved);
@@ -661,9 +529,49 @@ impl<'s> Disaggregated<'s> {
         true
     }
 
+    /// Whether the router of `stage` counts request `id`.
+    fn routed(&mut self, stage: Stage, id: RequestId) -> &mut bool {
+        let request = &mut self.requests[id];
+        match stage {
+            Stage::Prefill => &mut request.prefill_routed,
+            Stage::Decode => &mut request.decode_routed,
+        }
+    }
+
+    /// The worker of `stage` that holds request `id`, idle, for a clean-up `action`. Otherwise
+    /// `Err(ran)`: the request never reached a worker of `stage` (its route is withdrawn and
+    /// the action done, `ran` true), or the worker is mid-pass (the action waits for the pass
+    /// end, `ran` false).
+    fn idle_worker_for(
+        &mut self,
+        stage: Stage,
+        id: RequestId,
+        action: Action,
+    ) -> Result<usize, bool> {
+        let request = &self.requests[id];
+        let worker = match stage {
+            Stage::Prefill => request.prefill_worker,
+            Stage::Decode => request.decode_worker,
+        };
+        let Some(worker) = worker else {
+            match stage {
+                Stage::Prefill => self.free_prefill_route(id),
+                Stage::Decode => self.free_decode_route(id),
+            }
+            self.on_outcome(id, action, Outcome::Done);
+            return Err(true);
+        };
+        let pool = self.pool(stage);
+        if pool.busy[worker] {
+            pool.deferred[worker].push((id, action));
+            return Err(false);
+        }
+        Ok(worker)
+    }
+
     /// Sends the prefill of request `id` to prefill `worker`.
     fn submit_prefill(&mut self, id: RequestId, worker: usize, overlap_tokens: usize) {
-        let handoff = &mut self.handoffs[id];
+        let handoff = &mut self.requests[id];
         handoff.prefill_worker = Some(worker);
         handoff.hints = None;
         let prompt = match self.order {
@@ -688,7 +596,7 @@ impl<'s> Disaggregated<'s> {
 
     /// Asks decode `worker` to reserve KV for request `id`.
     fn reserve_destination(&mut self, id: RequestId, worker: usize, overlap_tokens: usize) {
-        let handoff = &mut self.handoffs[id];
+        let handoff = &mut self.requests[id];
         let prompt = match self.order {
             Order::SourceFirst => handoff.prompt.take().expect("prompt kept until reserved"),
             Order::DestinationFirst => handoff.prompt.clone().expect("prompt kept until prefill"),
@@ -701,7 +609,7 @@ impl<'s> Disaggregated<'s> {
         let try_now = !self.decode.busy[worker];
         match self.decode.schedulers[worker].reserve_destination(request, try_now) {
             Ok(reserved) => {
-                self.handoffs[id].decode_worker = Some(worker);
+                self.requests[id].decode_worker = Some(worker);
                 self.collector
                     .on_decode_assigned(id, worker, overlap_tokens);
                 self.on_outcome(id, Action::ReserveDestination, Outcome::Done);
@@ -722,168 +630,75 @@ impl<'s> Disaggregated<'s> {
     fn on_source_held(&mut self, id: RequestId) {
         self.collector
             .on_handoff(id, HandoffStage::SourceHeld, self.now_ms);
-        let handoff = &mut self.handoffs[id];
-        if handoff.mode != Mode::Active || handoff.held {
-            return;
-        }
-        handoff.held = true;
-        self.advance(id);
+        self.feed(id, HandoffEvent::SourceHeld);
     }
 
     fn on_destination_reserved(&mut self, reserved: DestinationReserved) {
         let id = reserved.id;
         self.collector
             .on_handoff(id, HandoffStage::DestinationReserved, self.now_ms);
-        let handoff = &mut self.handoffs[id];
-        if handoff.mode != Mode::Active || handoff.transferable_tokens.is_some() {
-            return;
-        }
-        handoff.transferable_tokens = Some(reserved.transferable_tokens);
-        self.advance(id);
+        let transferable_tokens = reserved.transferable_tokens;
+        self.feed(
+            id,
+            HandoffEvent::DestinationReserved {
+                transferable_tokens,
+            },
+        );
     }
 
     fn on_transfer_done(&mut self, id: RequestId) {
-        let handoff = &mut self.handoffs[id];
-        if handoff.mode != Mode::Active || handoff.transfer_completed {
-            return;
-        }
-        handoff.transfer_completed = true;
-        self.advance(id);
+        self.feed(id, HandoffEvent::TransferDone);
     }
 
     /// The handoff failed (a refused prefill, a destination that can never fit): clean up.
     fn on_failed(&mut self, id: RequestId) {
-        if matches!(self.handoffs[id].mode, Mode::Complete { .. }) {
-            return;
-        }
-        self.handoffs[id].mode = Mode::CleaningUp;
-        self.advance_cleanup(id);
+        self.feed(id, HandoffEvent::Failed);
     }
 
     /// Feeds the outcome of an executed action back into the handoff.
     fn on_outcome(&mut self, id: RequestId, action: Action, outcome: Outcome) {
-        let handoff = &mut self.handoffs[id];
-        if matches!(handoff.mode, Mode::Complete { .. }) {
-            return;
-        }
-        if outcome == Outcome::Failed {
-            self.on_failed(id);
-            return;
-        }
-        match action {
-            Action::SubmitPrefill => handoff.submitted = true,
-            Action::ReserveDestination => handoff.accepted = true,
-            Action::StartTransfer { .. } => {}
-            Action::ActivateDestination => handoff.activation_applied = true,
-            Action::ReleaseSource | Action::CancelSource => handoff.source_cleanup_done = true,
-            Action::CancelDestination => handoff.destination_cleanup_done = true,
-            Action::Complete => return,
-        }
-        match handoff.mode {
-            Mode::Active => self.advance(id),
-            Mode::CleaningUp => self.advance_cleanup(id),
-            Mode::Complete { .. } => {}
-        }
+        self.feed(id, HandoffEvent::Stepped { action, outcome });
     }
 
-    /// Issues the next step of an active handoff, if one is due (at most one at a time).
-    fn advance(&mut self, id: RequestId) {
-        let handoff = &mut self.handoffs[id];
-        let action = if self.order == Order::SourceFirst && handoff.held && !handoff.reserve_issued
-        {
-            handoff.reserve_issued = true;
-            Action::ReserveDestination
-        } else if self.order == Order::DestinationFirst
-            && handoff.transferable_tokens.is_some()
-            && !handoff.submit_issued
-        {
-            handoff.submit_issued = true;
-            Action::SubmitPrefill
-        } else if handoff.held && handoff.transferable_tokens.is_some() && !handoff.transfer_issued
-        {
-            handoff.transfer_issued = true;
-            let prompt_tokens = self.origins[id].input_length;
-            let missing = handoff.transferable_tokens.unwrap_or(0);
-            Action::StartTransfer {
-                delay_ms: self.transfer.delay_ms(prompt_tokens, missing),
-            }
-        } else if handoff.transfer_completed && !handoff.activation_issued {
-            handoff.activation_issued = true;
-            Action::ActivateDestination
-        } else if handoff.activation_applied && !handoff.release_issued {
-            handoff.release_issued = true;
-            Action::ReleaseSource
-        } else if handoff.source_cleanup_done {
-            handoff.mode = Mode::Complete { success: true };
-            Action::Complete
-        } else {
-            return;
-        };
-        self.actions.push_back((id, action));
-    }
-
-    /// Issues the clean-up steps of a failed handoff.
-    fn advance_cleanup(&mut self, id: RequestId) {
-        let handoff = &mut self.handoffs[id];
-        let mut issued = false;
-        if handoff.submit_issued && !handoff.source_cancel_issued && !handoff.source_cleanup_done {
-            handoff.source_cancel_issued = true;
-            self.actions.push_back((id, Action::CancelSource));
-            issued = true;
-        }
-        if handoff.reserve_issued
-            && !handoff.destination_cancel_issued
-            && !handoff.destination_cleanup_done
-        {
-            handoff.destination_cancel_issued = true;
-            self.actions.push_back((id, Action::CancelDestination));
-            issued = true;
-        }
-        if !issued
-            && (!handoff.submit_issued || handoff.source_cleanup_done)
-            && (!handoff.reserve_issued || handoff.destination_cleanup_done)
-        {
-            handoff.mode = Mode::Complete { success: false };
-            self.actions.push_back((id, Action::Complete));
+    /// Queues the steps the handoff of request `id` takes on `event`.
+    fn feed(&mut self, id: RequestId, event: HandoffEvent) {
+        for action in self.requests[id].handoff.on(event) {
+            self.actions.push_back((id, action));
         }
     }
 
     /// The handoff is over: a successful one frees its prefill route; a failed one ends the
     /// request.
     fn complete(&mut self, id: RequestId) {
-        match self.handoffs[id].mode {
-            Mode::Complete { success: true } => self.free_prefill_route(id),
-            Mode::Complete { success: false } => {
+        match self.requests[id].handoff.result() {
+            Some(true) => self.free_prefill_route(id),
+            Some(false) => {
                 self.collector
                     .on_terminal(id, self.now_ms, TerminalStatus::Canceled);
                 self.free_prefill_route(id);
                 self.free_decode_route(id);
                 self.finish_request(id, false);
             }
-            _ => unreachable!("completed handoffs are marked complete"),
+            None => unreachable!("only a finished handoff issues Complete"),
         }
     }
 
     fn free_prefill_route(&mut self, id: RequestId) {
-        if !std::mem::take(&mut self.handoffs[id].prefill_routed) {
+        if !std::mem::take(&mut self.requests[id].prefill_routed) {
             return;
         }
         let mut placements = std::mem::take(&mut self.placements);
-        if let Some(router) = self.prefill.kv_router() {
-            router.on_terminal(id, &mut placements);
-        }
+        self.prefill.router.on_terminal(id, &mut placements);
         self.dispatch_prefill_placements(&mut placements);
         self.placements = placements;
     }
 
     fn free_decode_route(&mut self, id: RequestId) {
-        if !std::mem::take(&mut self.handoffs[id].decode_routed) {
+        if !std::mem::take(&mut self.requests[id].decode_routed) {
             return;
         }
         let mut placements = std::mem::take(&mut self.placements);
-        if let Some(router) = self.decode.kv_router() {
-            router.on_terminal(id, &mut placements);
-        }
+        self.decode.router.on_terminal(id, &mut placements);
         // The decode router never queues, so nothing waits for this.
         debug_assert!(placements.is_empty());
         placements.clear();
@@ -902,7 +717,7 @@ impl<'s> Disaggregated<'s> {
 
     /// The decode of request `id` ended (or it was dropped): the session moves on.
     fn finish_request(&mut self, id: RequestId, completed: bool) {
-        let handoff = &mut self.handoffs[id];
+        let handoff = &mut self.requests[id];
         if !std::mem::take(&mut handoff.counted) {
             return;
         }
@@ -951,12 +766,13 @@ impl<'s> Disaggregated<'s> {
         };
         let time = pool.schedulers[worker].run_pass_timed(&mut events);
         let mut kv_published = false;
-        if let PoolRouter::Kv(router) = &mut pool.router {
-            if stage == Stage::Prefill && pool.schedulers[worker].kv_events_at_pass_start() {
-                pool.schedulers[worker].drain_kv_events(&mut self.kv_events);
-                kv_published = !self.kv_events.is_empty();
-                router.apply_kv_events(worker, &self.kv_events);
-            }
+        if pool.router.reads_kv_events()
+            && stage == Stage::Prefill
+            && pool.schedulers[worker].kv_events_at_pass_start()
+        {
+            pool.schedulers[worker].drain_kv_events(&mut self.kv_events);
+            kv_published = !self.kv_events.is_empty();
+            pool.router.apply_kv_events(worker, &self.kv_events);
         }
         let end_ms = time.end_ms(now);
         let progressed =
@@ -1025,12 +841,9 @@ impl<'s> Disaggregated<'s> {
     /// KV events of engines that make them visible when a pass completes (SGLang).
     fn apply_pass_end_kv_events(&mut self, worker: usize) {
         let pool = &mut self.prefill;
-        let PoolRouter::Kv(router) = &mut pool.router else {
-            return;
-        };
-        if !pool.schedulers[worker].kv_events_at_pass_start() {
+        if pool.router.reads_kv_events() && !pool.schedulers[worker].kv_events_at_pass_start() {
             pool.schedulers[worker].drain_kv_events(&mut self.kv_events);
-            router.apply_kv_events(worker, &self.kv_events);
+            pool.router.apply_kv_events(worker, &self.kv_events);
         }
     }
 
@@ -1041,9 +854,7 @@ impl<'s> Disaggregated<'s> {
             match event {
                 PassEvent::Completed { id } => {
                     let mut placements = std::mem::take(&mut self.placements);
-                    if let Some(router) = self.prefill.kv_router() {
-                        router.on_first_token(id, &mut placements);
-                    }
+                    self.prefill.router.on_first_token(id, &mut placements);
                     self.dispatch_prefill_placements(&mut placements);
                     self.placements = placements;
                 }

@@ -725,11 +725,9 @@ mod tests {
     /// after the root's dispatch, the join 1 ms after the later of root and child completes.
     #[test]
     fn agentic_version_2_fixture_end_to_end() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/traces/fixtures/agentic-mooncake.jsonl");
-        if !path.exists() {
+        let Some(path) = crate::shared_file("traces/fixtures/agentic-mooncake.jsonl") else {
             return;
-        }
+        };
         let spec = crate::config::ReplayOptions {
             trace_files: vec![path],
             trace_format: "agentic_mooncake".into(),
@@ -747,6 +745,13 @@ mod tests {
         assert_eq!(arrivals[..2], [0.0, 5.0]);
         assert_eq!(arrivals[2], ends[0].max(ends[1]) + 1.0);
         assert_eq!(records.len(), 3);
-        let _ = report;
+        assert_eq!(
+            report.get("num_requests"),
+            Some(crate::report::Value::Int(3))
+        );
+        assert_eq!(
+            report.get("completed_requests"),
+            Some(crate::report::Value::Int(3))
+        );
     }
 }

@@ -11,6 +11,8 @@ mod aggregated;
 mod common;
 mod disaggregated;
 pub mod driver;
+pub mod event_loop;
+mod handoff;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -21,40 +23,48 @@ use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
 use driver::Driver;
+pub use event_loop::{Clock, RunControl, VirtualClock};
 
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
-    simulate_cancellable(spec, workload, &AtomicBool::new(false))
+    simulate_with(spec, workload, &mut VirtualClock, &AtomicBool::new(false))
 }
 
-/// [`simulate`], stopping early when another thread sets `cancel` (a front whose user pressed
-/// Ctrl-C). The loop looks at the flag once per virtual timestamp; a cancelled run ends with a
-/// runtime error and no report.
-pub fn simulate_cancellable(
+/// Runs the replay with time from `clock`, until it ends or another thread sets `cancel`
+/// (then the result covers what finished).
+pub fn simulate_with(
     spec: &ReplaySpec,
     workload: Workload,
+    clock: &mut dyn Clock,
     cancel: &AtomicBool,
 ) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
+    let cap = spec.max_sim_time_ms;
     let (collector, facts) = if spec.disaggregation.is_some() {
         let mut sim = Disaggregated::new(spec, driver);
-        sim.run(cancel)?;
+        event_loop::run(&mut sim, cap, clock, cancel)?;
         sim.finish()
     } else {
         let mut sim = Aggregated::new(spec, driver);
-        sim.run(cancel)?;
+        event_loop::run(&mut sim, cap, clock, cancel)?;
         sim.finish()
     };
     Ok(Simulated { collector, facts })
 }
 
-/// The error that ends a run whose caller has set its cancel flag.
-fn check_cancelled(cancel: &AtomicBool) -> Result<()> {
+/// [`simulate`], stopping early when another thread sets `cancel` (a front whose user pressed
+/// Ctrl-C); such a run ends with a runtime error and no report (the Python front's choice;
+/// [`simulate_with`] keeps the report of what finished).
+pub fn simulate_cancellable(
+    spec: &ReplaySpec,
+    workload: Workload,
+    cancel: &AtomicBool,
+) -> Result<Simulated> {
+    let simulated = simulate_with(spec, workload, &mut VirtualClock, cancel)?;
     if cancel.load(Ordering::Relaxed) {
-        Err(Error::runtime("replay interrupted"))
-    } else {
-        Ok(())
+        return Err(Error::runtime("replay interrupted"));
     }
+    Ok(simulated)
 }
 
 /// A finished simulation, waiting for the caller's wall-time measurement to become a report.

@@ -788,9 +788,7 @@ mod tests {
     }
 
     fn fixture() -> Option<std::path::PathBuf> {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/traces/fixtures/agentic-mooncake.jsonl");
-        path.exists().then_some(path)
+        crate::shared_file("traces/fixtures/agentic-mooncake.jsonl")
     }
 
     #[test]

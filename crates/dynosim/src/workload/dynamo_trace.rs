@@ -981,10 +981,7 @@ mod tests {
     }
 
     fn fixture(name: &str) -> Option<PathBuf> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/traces/fixtures")
-            .join(name);
-        path.exists().then_some(path)
+        crate::shared_file(&format!("traces/fixtures/{name}"))
     }
 
     #[test]

@@ -840,14 +840,7 @@ mod tests {
 
     /// The Mooncake FAST'25 conversation trace, if the shared traces are present.
     fn conversation_trace() -> Option<PathBuf> {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/traces/conversation_trace.jsonl");
-        if path.is_file() {
-            Some(path)
-        } else {
-            eprintln!("skipping: {} is absent", path.display());
-            None
-        }
+        crate::shared_file("traces/conversation_trace.jsonl")
     }
 
     #[test]
@@ -883,18 +876,15 @@ mod tests {
 
     #[test]
     fn shared_mooncake_traces_and_fixtures_load() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
         for (name, sessions, turns) in [
             ("synthetic_trace.jsonl", 3_993, 3_993),
             ("fixtures/mooncake.jsonl", 2, 2),
             ("fixtures/mooncake_tiny.jsonl", 16, 16),
             ("fixtures/mooncake-delta.jsonl", 1, 2),
         ] {
-            let path = root.join(name);
-            if !path.is_file() {
-                eprintln!("skipping {name}: {} is absent", path.display());
+            let Some(path) = crate::shared_file(&format!("traces/{name}")) else {
                 continue;
-            }
+            };
             let w = read_mooncake(&path, 512).unwrap();
             assert_eq!(w.sessions.len(), sessions, "{name}");
             assert_eq!(
@@ -907,49 +897,6 @@ mod tests {
                 assert_eq!(w.sessions[0].turns[1].delay_ms, 5.0);
             }
         }
-    }
-
-    fn peak_rss_kib() -> Option<u64> {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-        line.split_whitespace().nth(1)?.parse().ok()
-    }
-
-    /// Load time and peak memory on a generated 1M-row trace (run with `--ignored --nocapture`,
-    /// in release mode for meaningful times).
-    #[test]
-    #[ignore]
-    fn million_row_trace_memory() {
-        use std::io::Write;
-        let path = std::env::temp_dir().join(format!("dynosim-1m-{}.jsonl", std::process::id()));
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-        for i in 0..1_000_000u64 {
-            // A shared 2-block prefix among 100 groups plus 2 private blocks: 4 ids per row.
-            writeln!(
-                out,
-                "{{\"timestamp\": {i}, \"input_length\": 2000, \"output_length\": 100, \"hash_ids\": [{}, {}, {}, {}]}}",
-                i % 100,
-                100 + i % 100,
-                1_000 + 2 * i,
-                1_001 + 2 * i
-            )
-            .unwrap();
-        }
-        drop(out);
-        let bytes = std::fs::metadata(&path).unwrap().len();
-        let before = peak_rss_kib();
-        let start = std::time::Instant::now();
-        let w = read_mooncake(&path, 512).unwrap();
-        let elapsed = start.elapsed();
-        let after = peak_rss_kib();
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(w.sessions.len(), 1_000_000);
-        eprintln!(
-            "1M rows ({} MB file): loaded in {elapsed:?}; peak RSS {:?} KiB before, {:?} KiB after",
-            bytes / 1_000_000,
-            before,
-            after
-        );
     }
 
     mod never_panics {

@@ -391,7 +391,7 @@ mod tests {
 
     #[test]
     fn limits_reject_at_the_per_target_bound() {
-        let mut profile_class = PolicyProfile::synthetic(Some(0.0), RouterQueuePolicy::Fcfs);
+        let profile_class = PolicyProfile::synthetic(Some(0.0), RouterQueuePolicy::Fcfs);
         let mut queue: PolicyQueue<u32> = PolicyQueue::new(&profile_class);
         queue.classes[0].config.request_queue_limit_per_worker = Some(1);
         let snapshot = QueueSnapshot::new(100, 0);
@@ -404,8 +404,6 @@ mod tests {
             rejection.to_string(),
             "router policy class \"default\" queue requests limit reached (current=2, limit=2)"
         );
-        profile_class = PolicyProfile::synthetic(None, RouterQueuePolicy::Fcfs);
-        let _ = profile_class;
         assert_eq!(queue.pop_next(|_| false), None);
         assert_eq!(drain(&mut queue), [1, 2]);
     }

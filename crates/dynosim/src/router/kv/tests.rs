@@ -217,12 +217,6 @@ fn a_backlog_is_not_overtaken_and_limits_reject() {
     assert_eq!(kv.queued(), 0);
 
     // Limits: one queued request per target at most.
-    let mut profile = RouterConfig {
-        router_queue_threshold: Some(0.0),
-        ..RouterConfig::default()
-    }
-    .policy_profile();
-    let _ = &mut profile;
     let yaml = "default_policy_family: f\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\n\
                 policy_classes: [{name: f_all, policy_family: f, cache_bucket: all, quantum: 1, \
                 prefill_busy_threshold: 0, request_queue_limit_per_worker: 1}]\n";
