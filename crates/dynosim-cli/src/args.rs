@@ -60,6 +60,67 @@ pub struct Cli {
     #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "0")]
     pub router_seed: i64,
 
+    /// AIC backend of the KV router's prefill-load model (vllm, sglang, trtllm; needs
+    /// router_prefill_load_model "aic" in --router-config)
+    #[arg(long, value_name = "NAME")]
+    pub aic_backend: Option<String>,
+
+    /// AIC system (perf database), e.g. h200_sxm
+    #[arg(long, value_name = "NAME")]
+    pub aic_system: Option<String>,
+
+    /// AIC model: a model bundled with aiconfigurator-core or a local directory with config.json
+    #[arg(long, value_name = "PATH")]
+    pub aic_model_path: Option<String>,
+
+    /// AIC perf-database version (default: the package's current one)
+    #[arg(long, value_name = "VERSION")]
+    pub aic_backend_version: Option<String>,
+
+    /// AIC tensor-parallel size (default 1)
+    #[arg(long, value_name = "INT", value_parser = parse_int)]
+    pub aic_tp_size: Option<i64>,
+
+    /// AIC MoE tensor-parallel size
+    #[arg(long, value_name = "INT", value_parser = parse_int)]
+    pub aic_moe_tp_size: Option<i64>,
+
+    /// AIC MoE expert-parallel size
+    #[arg(long, value_name = "INT", value_parser = parse_int)]
+    pub aic_moe_ep_size: Option<i64>,
+
+    /// AIC attention data-parallel size
+    #[arg(long, value_name = "INT", value_parser = parse_int)]
+    pub aic_attention_dp_size: Option<i64>,
+
+    /// AIC GEMM quantisation (auto = the model's)
+    #[arg(long, value_name = "DTYPE")]
+    pub aic_gemm_dtype: Option<String>,
+
+    /// AIC MoE quantisation (auto = the model's)
+    #[arg(long, value_name = "DTYPE")]
+    pub aic_moe_dtype: Option<String>,
+
+    /// AIC attention (FMHA) quantisation (auto = the model's)
+    #[arg(long, value_name = "DTYPE")]
+    pub aic_fmha_dtype: Option<String>,
+
+    /// AIC KV-cache quantisation (auto = the model's)
+    #[arg(long, value_name = "DTYPE")]
+    pub aic_kv_cache_dtype: Option<String>,
+
+    /// AIC communication quantisation (auto = the model's)
+    #[arg(long, value_name = "DTYPE")]
+    pub aic_comm_dtype: Option<String>,
+
+    /// AIC speculative draft tokens (1-5)
+    #[arg(long, value_name = "INT", value_parser = parse_int)]
+    pub aic_nextn: Option<i64>,
+
+    /// AIC speculative acceptance rates, comma-separated
+    #[arg(long, value_name = "RATES")]
+    pub aic_nextn_accept_rates: Option<String>,
+
     /// Synthetic workload: prompt length of every request in tokens (default: none)
     #[arg(long, value_name = "INT", value_parser = parse_int)]
     pub input_tokens: Option<i64>,
@@ -211,6 +272,21 @@ impl Cli {
                 && policy_config_from_env().is_some(),
             model_name: self.model_name.clone(),
             router_seed: self.router_seed,
+            aic_backend: self.aic_backend.clone(),
+            aic_system: self.aic_system.clone(),
+            aic_model_path: self.aic_model_path.clone(),
+            aic_backend_version: self.aic_backend_version.clone(),
+            aic_tp_size: self.aic_tp_size,
+            aic_moe_tp_size: self.aic_moe_tp_size,
+            aic_moe_ep_size: self.aic_moe_ep_size,
+            aic_attention_dp_size: self.aic_attention_dp_size,
+            aic_gemm_dtype: self.aic_gemm_dtype.clone(),
+            aic_moe_dtype: self.aic_moe_dtype.clone(),
+            aic_fmha_dtype: self.aic_fmha_dtype.clone(),
+            aic_kv_cache_dtype: self.aic_kv_cache_dtype.clone(),
+            aic_comm_dtype: self.aic_comm_dtype.clone(),
+            aic_nextn: self.aic_nextn,
+            aic_nextn_accept_rates: self.aic_nextn_accept_rates.clone(),
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
             request_count: self.request_count,

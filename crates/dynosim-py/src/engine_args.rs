@@ -379,6 +379,15 @@ mock_engine_args_methods! {
         self.clone()
     }
 
+    /// Pickles as its JSON, rebuilt by `from_json` (so engine arguments can be sent to worker
+    /// processes of a sweep).
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let rebuild = slf.get_type().getattr("from_json")?;
+        Ok((rebuild, (slf.borrow().json_text(),)))
+    }
+
     /// A copy with the given fields replaced (`None` keeps a field as it is).
     #[pyo3(signature = (*args, **kwargs))]
     fn with_overrides(
@@ -512,6 +521,14 @@ impl SglangArgs {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         fields_repr(py, "SglangArgs", &self.fields)
     }
+
+    /// Pickles as the constructor call that rebuilds it.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let arguments = positional_values(slf.py(), SGLANG_PARAMS, &slf.borrow().fields)?;
+        Ok((slf.get_type().into_any(), arguments))
+    }
 }
 
 /// TRT-LLM scheduler settings (`MockEngineArgs(trtllm=TrtllmArgs(...))`).
@@ -532,6 +549,14 @@ impl TrtllmArgs {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         fields_repr(py, "TrtllmArgs", &self.fields)
+    }
+
+    /// Pickles as the constructor call that rebuilds it.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let arguments = positional_values(slf.py(), TRTLLM_PARAMS, &slf.borrow().fields)?;
+        Ok((slf.get_type().into_any(), arguments))
     }
 }
 
@@ -556,6 +581,27 @@ impl ReasoningConfig {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         fields_repr(py, "ReasoningConfig", &self.fields)
     }
+
+    /// Pickles as the constructor call that rebuilds it.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let arguments = positional_values(slf.py(), REASONING_PARAMS, &slf.borrow().fields)?;
+        Ok((slf.get_type().into_any(), arguments))
+    }
+}
+
+/// A sub-object's fields as its constructor's positional arguments (`None` where unset).
+fn positional_values<'py>(
+    py: Python<'py>,
+    params: &[(&str, Kind)],
+    fields: &Map<String, Value>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let values = params
+        .iter()
+        .map(|(name, _)| convert::from_json(py, fields.get(*name).unwrap_or(&Value::Null)))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyTuple::new(py, values)
 }
 
 /// The fields of `value` if it is the sub-object class `sub` stands for.

@@ -174,6 +174,12 @@ impl KvRouterConfig {
         self.clone()
     }
 
+    /// Pickles as its JSON, rebuilt by `from_json`.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let rebuild = slf.get_type().getattr("from_json")?;
+        Ok((rebuild, (slf.borrow().json_text(),)))
+    }
+
     /// A copy with the given weights replaced (`None` keeps a value as it is).
     #[pyo3(signature = (*args, **kwargs))]
     fn with_overrides(

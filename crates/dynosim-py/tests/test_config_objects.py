@@ -581,3 +581,34 @@ def test_older_mocker_entry_point_takes_positional_arguments():
     positional = run_mocker_trace_replay(str(trace / "pressure.jsonl"), engine, None, 2)
     keywords = run_trace_replay(trace / "pressure.jsonl", extra_engine_args=engine, num_workers=2)
     assert without_clock(positional) == without_clock(keywords)
+
+
+def _replay_in_worker(engine, router):
+    # Runs in a worker process: the objects arrive pickled.
+    return without_clock(
+        run_synthetic_trace_replay(
+            2000, 100, 40, extra_engine_args=engine, router_config=router,
+            router_mode="kv_router", num_workers=2, replay_concurrency=8,
+        )
+    )
+
+
+def test_objects_pickle_for_worker_processes():
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+
+    engine = MockEngineArgs(
+        num_gpu_blocks=500, block_size=16, worker_type="aggregated",
+        reasoning=ReasoningConfig(1, 2, 0.5),
+    )
+    router = KvRouterConfig(0.0, router_queue_threshold=0.5)
+    sglang = SglangArgs(page_size=16, schedule_policy="lpm")
+    assert repr(pickle.loads(pickle.dumps(engine))) == repr(engine)
+    assert repr(pickle.loads(pickle.dumps(router))) == repr(router)
+    assert repr(pickle.loads(pickle.dumps(sglang))) == repr(sglang)
+    assert pickle.loads(pickle.dumps(router)).overlap_score_credit == 0.0
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        remote = pool.submit(_replay_in_worker, engine, router).result(timeout=300)
+    assert remote == _replay_in_worker(engine, router)

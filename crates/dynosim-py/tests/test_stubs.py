@@ -100,3 +100,42 @@ def test_stub_functions_match_the_runtime_signatures():
 def test_packages_are_marked_typed(package):
     module = importlib.import_module(package)
     assert (pathlib.Path(module.__file__).parent / "py.typed").is_file()
+
+
+TYPED_USER_SCRIPT = '''
+from dynamo.llm import KvRouterConfig
+from dynamo.mocker import MockEngineArgs, SglangArgs
+from dynamo.replay import run_synthetic_trace_replay
+from dynamo.replay.reporting import format_report_table, write_report_json
+
+engine = MockEngineArgs(engine_type="sglang", sglang=SglangArgs(page_size=16))
+engine.num_gpu_blocks = 100
+blocks: int = engine.num_gpu_blocks
+router = KvRouterConfig.from_json("{}").with_overrides(prefill_load_scale=2.0)
+report = run_synthetic_trace_replay(
+    100, 10, 5, extra_engine_args=engine, router_config=router, replay_concurrency=1
+)
+table: str = format_report_table(report)
+path = write_report_json(report, None)
+'''
+
+MISTYPED_USER_SCRIPT = '''
+from dynamo.mocker import MockEngineArgs
+engine = MockEngineArgs(num_gpu_blocks="many")
+engine.block_size = 5
+'''
+
+
+def test_a_type_checker_sees_the_classes(tmp_path):
+    api = pytest.importorskip("mypy.api", reason="mypy is not installed")
+    good = tmp_path / "good.py"
+    good.write_text(TYPED_USER_SCRIPT)
+    cache = ["--no-incremental", "--cache-dir", str(tmp_path / "mypy-cache")]
+    out, err, status = api.run(["--strict", *cache, str(good)])
+    assert status == 0, out + err
+    bad = tmp_path / "bad.py"
+    bad.write_text(MISTYPED_USER_SCRIPT)
+    out, err, status = api.run([*cache, str(bad)])
+    assert status == 1
+    assert 'Argument "num_gpu_blocks" to "MockEngineArgs" has incompatible type "str"' in out
+    assert 'Property "block_size" defined in "MockEngineArgs" is read-only' in out

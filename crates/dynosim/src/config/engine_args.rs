@@ -12,10 +12,9 @@
 //! 5. the profile table named by `planner_profile_data` is read and checked.
 //!
 //! Keys that are accepted, type-checked and range-checked, but have no effect on an offline
-//! replay (so they are not kept): `startup_time`, `g1_backend`, `aic_system`,
-//! `aic_backend_version`, `aic_model_path`, `aic_moe_tp_size`, `aic_moe_ep_size`,
-//! `aic_attention_dp_size` (beyond the `dp_size` rule of stage 1), the `aic_*_dtype` keys,
-//! `gpu_memory_utilization`, `mem_fraction_static`, `free_gpu_memory_fraction`,
+//! replay (so they are not kept): `startup_time`, `g1_backend`, the `aic_*` keys other than
+//! `aic_tp_size` when `aic_backend` is unset, and the three memory fractions when
+//! `aic_backend` is unset or `num_gpu_blocks` is given,
 //! `enable_local_indexer`, `bootstrap_port`, `handoff_session_timeout_ms`, `num_g2_blocks`,
 //! `num_g3_blocks`, `enable_g4_storage`, `offload_batch_size`, the six `bandwidth_*_gbps` keys,
 //! `reasoning`, `response_replay_trace_path`, `zmq_kv_events_port`, `zmq_replay_port`, `trtllm`
@@ -30,7 +29,9 @@
 //!
 //! `aic_nextn`, `aic_nextn_accept_rates` and `aic_mtp_seed` become [`SpeculativeArgs`].
 //!
-//! Not supported yet (usage error): `aic_backend` (AIC timing).
+//! With `aic_backend` set, the `aic_*` keys become an [`AicConfig`] (AIC timing; its tables are
+//! built later, by `aic::build::prepare`, before the simulation) and, when `num_gpu_blocks` is
+//! absent, a [`BlockEstimate`] asking the package for the KV capacity.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,6 +42,8 @@ use serde_json::{Map, Value};
 use super::json_fields::{read_object, show_f64, unknown_field_message, ObjectError, Slot};
 use super::profile_table::ProfileTable;
 use super::router_config::RouterQueuePolicy;
+use crate::aic::build::BlockEstimate;
+use crate::aic::{normalize_dtype, AicConfig, BACKENDS, DEFAULT_SYSTEM};
 use crate::error::{Error, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +131,10 @@ pub struct EngineArgs {
     pub timing: TimingSource,
     /// Speculative decoding, when `aic_nextn` is set.
     pub speculative: Option<SpeculativeArgs>,
+    /// AIC timing (`aic_backend` set); `None` = the default polynomial.
+    pub aic: Option<AicConfig>,
+    /// With AIC timing and no `num_gpu_blocks`: the KV-capacity estimate to ask for.
+    pub aic_block_estimate: Option<BlockEstimate>,
 }
 
 /// The `sglang` sub-object: SGLang scheduler settings (`None` = the engine's default).
@@ -173,6 +180,8 @@ impl Default for EngineArgs {
             sglang: None,
             timing: TimingSource::Polynomial,
             speculative: None,
+            aic: None,
+            aic_block_estimate: None,
         }
     }
 }
@@ -345,8 +354,14 @@ fn parse_engine_args(text: &str) -> Result<EngineArgs, String> {
             seed: parsed.aic_mtp_seed,
         });
     }
+    attach_aic(&mut parsed)?;
     let mut args = parsed.args;
     if let Some(path) = &parsed.planner_profile_data {
+        if args.aic.is_some() {
+            return Err(
+                "planner_profile_data and aic_backend each select a timing model; give one".into(),
+            );
+        }
         // Read once here, before any simulation; every rank built from these arguments shares
         // the table. The reference logs a failure and falls back to the polynomial instead.
         let table = ProfileTable::from_npz(path)
@@ -427,7 +442,6 @@ fn apply_replay_front_rules(object: &mut Map<String, Value>) -> Result<(), Strin
                 "AIC KV cache capacity estimation requires aic_model_path in engine args".into(),
             );
         }
-        return Err("aic_backend (AIC timing model) is not supported yet".into());
     }
     Ok(())
 }
@@ -463,6 +477,20 @@ struct ParsedEngineArgs {
     offload_batch_size: Option<usize>,
     bandwidths: [(&'static str, Option<f64>); 6],
     trtllm_capacity_policy: Option<String>,
+    aic: Option<RawAic>,
+}
+
+/// The `aic_*` keys as given (read when `aic_backend` is set).
+struct RawAic {
+    backend: String,
+    system: Option<String>,
+    backend_version: Option<String>,
+    model_path: Option<String>,
+    moe_tp_size: Option<usize>,
+    moe_ep_size: Option<usize>,
+    attention_dp_size: Option<usize>,
+    dtypes: [(&'static str, Option<String>); 5],
+    num_gpu_blocks_given: bool,
 }
 
 /// Null rules and enum parsing, in the order the reference applies them.
@@ -475,7 +503,9 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
     if let Some(engine_type) = raw.engine_type.non_null("engine_type")? {
         args.engine_type = parse_engine_type(&engine_type)?;
     }
-    if let Some(num_gpu_blocks) = raw.num_gpu_blocks.value() {
+    let num_gpu_blocks = raw.num_gpu_blocks.value();
+    let num_gpu_blocks_given = num_gpu_blocks.is_some();
+    if let Some(num_gpu_blocks) = num_gpu_blocks {
         args.num_gpu_blocks = num_gpu_blocks;
     }
     if let Some(block_size) = raw.block_size.non_null("block_size")? {
@@ -531,6 +561,23 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
     if let Some(tp) = raw.aic_tp_size.value() {
         args.aic_tp_size = tp;
     }
+    let aic = raw.aic_backend.value().map(|backend| RawAic {
+        backend,
+        system: raw.aic_system.value(),
+        backend_version: raw.aic_backend_version.value(),
+        model_path: raw.aic_model_path.value(),
+        moe_tp_size: raw.aic_moe_tp_size.value(),
+        moe_ep_size: raw.aic_moe_ep_size.value(),
+        attention_dp_size: raw.aic_attention_dp_size.value(),
+        dtypes: [
+            ("aic_gemm_dtype", raw.aic_gemm_dtype.value()),
+            ("aic_moe_dtype", raw.aic_moe_dtype.value()),
+            ("aic_fmha_dtype", raw.aic_fmha_dtype.value()),
+            ("aic_kv_cache_dtype", raw.aic_kv_cache_dtype.value()),
+            ("aic_comm_dtype", raw.aic_comm_dtype.value()),
+        ],
+        num_gpu_blocks_given,
+    });
     let aic_nextn = raw.aic_nextn.value();
     let aic_nextn_accept_rates = raw.aic_nextn_accept_rates.value();
     let aic_mtp_seed = raw
@@ -618,6 +665,7 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
         offload_batch_size,
         bandwidths,
         trtllm_capacity_policy,
+        aic,
     })
 }
 
@@ -877,6 +925,66 @@ fn normalize_accept_rates(nextn: usize, rates: Option<&str>) -> Result<Vec<f64>,
     Ok(parsed)
 }
 
+/// Turns the `aic_*` keys into the AIC timing configuration (when `aic_backend` is set).
+fn attach_aic(parsed: &mut ParsedEngineArgs) -> Result<(), String> {
+    let Some(raw) = parsed.aic.take() else {
+        return Ok(());
+    };
+    if !BACKENDS.contains(&raw.backend.as_str()) {
+        return Err(format!(
+            "aic_backend: unknown backend '{}'; aiconfigurator-core models: {}",
+            raw.backend,
+            BACKENDS.join(", ")
+        ));
+    }
+    let model_path = raw
+        .model_path
+        .filter(|path| !path.trim().is_empty())
+        .ok_or(
+            "aic_backend requires aic_model_path (a bundled model id or a local directory \
+                holding config.json)",
+        )?;
+    let args = &mut parsed.args;
+    if args.aic_tp_size == 0 {
+        return Err("aic_tp_size: must be at least 1, got 0".into());
+    }
+    for (key, value) in [
+        ("aic_moe_tp_size", raw.moe_tp_size),
+        ("aic_moe_ep_size", raw.moe_ep_size),
+    ] {
+        at_least_usize(key, value, 1)?;
+    }
+    let [gemm, moe, fmha, kv_cache, comm] = raw.dtypes;
+    let non_empty = |value: Option<String>| value.filter(|text| !text.trim().is_empty());
+    args.aic = Some(AicConfig {
+        backend: raw.backend,
+        system: non_empty(raw.system).unwrap_or_else(|| DEFAULT_SYSTEM.to_string()),
+        backend_version: non_empty(raw.backend_version),
+        model_path,
+        tp_size: args.aic_tp_size,
+        moe_tp_size: raw.moe_tp_size,
+        moe_ep_size: raw.moe_ep_size,
+        attention_dp_size: raw.attention_dp_size.filter(|&dp| dp > 0).unwrap_or(1),
+        gemm_dtype: normalize_dtype(gemm.1.as_deref()),
+        moe_dtype: normalize_dtype(moe.1.as_deref()),
+        fmha_dtype: normalize_dtype(fmha.1.as_deref()),
+        kv_cache_dtype: normalize_dtype(kv_cache.1.as_deref()),
+        comm_dtype: normalize_dtype(comm.1.as_deref()),
+        nextn: parsed.aic_nextn.unwrap_or(0),
+        tables: None,
+    });
+    if !raw.num_gpu_blocks_given {
+        args.aic_block_estimate = Some(BlockEstimate {
+            block_size: args.block_size,
+            max_num_batched_tokens: args.max_num_batched_tokens,
+            gpu_memory_utilization: parsed.gpu_memory_utilization,
+            mem_fraction_static: parsed.mem_fraction_static,
+            free_gpu_memory_fraction: parsed.free_gpu_memory_fraction,
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -956,6 +1064,8 @@ mod tests {
             }),
             timing: TimingSource::Polynomial,
             speculative: None,
+            aic: None,
+            aic_block_estimate: None,
         };
         assert_eq!(args, expected);
         assert_eq!(args.gpus_per_worker(), 8);
@@ -1464,14 +1574,89 @@ mod tests {
             r#"{"aic_backend":"vllm"}"#,
             "AIC KV cache capacity estimation requires aic_model_path in engine args",
         );
-        assert_error(
-            r#"{"aic_backend":"vllm","aic_model_path":"m"}"#,
-            "aic_backend (AIC timing model) is not supported yet",
+    }
+
+    #[test]
+    fn aic_keys_become_the_aic_configuration() {
+        let args = parse(
+            r#"{"aic_backend":"sglang","aic_model_path":"Qwen/Qwen3-32B","aic_tp_size":2,
+                "aic_gemm_dtype":"auto","aic_moe_dtype":"int4","aic_kv_cache_dtype":"fp8",
+                "aic_moe_ep_size":2,"num_gpu_blocks":100,"mem_fraction_static":0.5}"#,
         );
-        assert_error(
-            r#"{"aic_backend":"vllm","num_gpu_blocks":100}"#,
-            "aic_backend (AIC timing model) is not supported yet",
+        let aic = args.aic.expect("aic configured");
+        assert_eq!(aic.backend, "sglang");
+        assert_eq!(aic.system, "h200_sxm");
+        assert_eq!(aic.backend_version, None);
+        assert_eq!(aic.tp_size, 2);
+        assert_eq!(aic.moe_ep_size, Some(2));
+        assert_eq!(aic.moe_tp_size, None);
+        assert_eq!(aic.attention_dp_size, 1);
+        assert_eq!(aic.gemm_dtype, None);
+        assert_eq!(aic.moe_dtype.as_deref(), Some("int4_wo"));
+        assert_eq!(aic.kv_cache_dtype.as_deref(), Some("fp8"));
+        assert!(aic.tables.is_none());
+        // num_gpu_blocks given: no estimate.
+        assert_eq!(args.num_gpu_blocks, 100);
+        assert_eq!(args.aic_block_estimate, None);
+
+        let args = parse(
+            r#"{"aic_backend":"trtllm","aic_model_path":"m","aic_system":"b200_sxm",
+                "aic_backend_version":"1.3.0rc20","aic_attention_dp_size":2,
+                "engine_type":"trtllm","free_gpu_memory_fraction":0.7,"max_num_batched_tokens":null}"#,
         );
+        let aic = args.aic.as_ref().expect("aic configured");
+        assert_eq!(aic.system, "b200_sxm");
+        assert_eq!(aic.backend_version.as_deref(), Some("1.3.0rc20"));
+        assert_eq!(aic.attention_dp_size, 2);
+        assert_eq!(args.dp_size, 2);
+        let estimate = args.aic_block_estimate.expect("estimate asked for");
+        assert_eq!(estimate.block_size, 32);
+        assert_eq!(estimate.max_num_batched_tokens, None);
+        assert_eq!(estimate.free_gpu_memory_fraction, Some(0.7));
+
+        // Without aic_backend the aic_* keys configure nothing.
+        assert_eq!(
+            parse(r#"{"aic_model_path":"m","aic_system":"x"}"#).aic,
+            None
+        );
+    }
+
+    #[test]
+    fn bad_aic_settings_are_usage_errors() {
+        for (json, expected) in [
+            (
+                r#"{"aic_backend":"vllm"}"#,
+                "AIC KV cache capacity estimation requires aic_model_path in engine args",
+            ),
+            (
+                r#"{"aic_backend":"vllm","num_gpu_blocks":100}"#,
+                "aic_backend requires aic_model_path (a bundled model id or a local directory \
+                 holding config.json)",
+            ),
+            (
+                r#"{"aic_backend":"tensorrt","aic_model_path":"m"}"#,
+                "aic_backend: unknown backend 'tensorrt'; aiconfigurator-core models: vllm, \
+                 sglang, trtllm",
+            ),
+            (
+                r#"{"aic_backend":"vllm","aic_model_path":"m","aic_tp_size":0}"#,
+                "aic_tp_size: must be at least 1, got 0",
+            ),
+            (
+                r#"{"aic_backend":"vllm","aic_model_path":"m","aic_moe_ep_size":0}"#,
+                "aic_moe_ep_size: must be at least 1, got 0",
+            ),
+            (
+                r#"{"aic_backend":"vllm","aic_model_path":"m","aic_tp_size":"2"}"#,
+                "aic_tp_size: invalid type: string \"2\", expected usize",
+            ),
+        ] {
+            let message = error(json);
+            assert!(
+                message.starts_with(&format!("{FLAG}: {expected}")),
+                "{json}: {message}"
+            );
+        }
     }
 
     proptest! {

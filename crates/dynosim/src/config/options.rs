@@ -23,6 +23,7 @@ use super::{
     ReplaySpec, RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec, WorkerType,
     WorkloadSpec, MAX_VIRTUAL_TIME_MS,
 };
+use crate::aic::{normalize_dtype, AicConfig};
 use crate::error::{Error, Result};
 
 /// Tokens per trace `hash_id` when `--trace-block-size` is not given.
@@ -288,6 +289,36 @@ fn meaningful_dtype(value: &Option<String>) -> bool {
     })
 }
 
+/// The `--aic-*` model goes to the KV router's `aic` prefill-load estimate, and only there.
+fn attach_router_aic(spec: &mut ReplaySpec, aic: Option<AicConfig>) -> Result<()> {
+    use crate::config::router_config::PrefillLoadModel;
+    let aic_load_model = spec
+        .router_config
+        .as_ref()
+        .is_some_and(|config| config.router_prefill_load_model == PrefillLoadModel::Aic);
+    let Some(aic) = aic else {
+        if aic_load_model && spec.router_mode == RouterMode::KvRouter {
+            return Err(flag_error(
+                "--router-config",
+                "router_prefill_load_model='aic' requires aic_perf_config",
+            ));
+        }
+        return Ok(());
+    };
+    if spec.router_mode != RouterMode::KvRouter {
+        return Err(usage("aic_perf_config requires router_mode='kv_router'"));
+    }
+    if !aic_load_model {
+        return Err(usage(
+            "aic_perf_config requires router_prefill_load_model='aic' in --router-config",
+        ));
+    }
+    if let Some(config) = spec.router_config.as_mut() {
+        config.aic = Some(aic);
+    }
+    Ok(())
+}
+
 /// The named choices among the options, each parsed once. A bad name is an error raised at
 /// the point where the reference checks that option; checks that run earlier only ask whether
 /// the choice is a given valid one.
@@ -339,13 +370,15 @@ impl ReplayOptions {
         self.check_front(&choices, using_trace_file)?;
         let engines = self.parse_engines()?;
         let router_config = self.parse_router_config()?;
-        self.check_aic_flags()?;
+        let router_aic = self.check_aic_flags()?;
         self.check_planner(&choices, using_trace_file)?;
-        if using_trace_file {
-            self.into_trace_spec(&choices, engines, router_config)
+        let mut spec = if using_trace_file {
+            self.into_trace_spec(&choices, engines, router_config)?
         } else {
-            self.into_synthetic_spec(&choices, engines, router_config)
-        }
+            self.into_synthetic_spec(&choices, engines, router_config)?
+        };
+        attach_router_aic(&mut spec, router_aic)?;
+        Ok(spec)
     }
 
     /// Whether the synthetic generator is asked for (any synthetic flag away from its default).
@@ -530,8 +563,9 @@ impl ReplayOptions {
             .transpose()
     }
 
-    /// The AIC flags: any one set requires the three that select a model (step 11).
-    fn check_aic_flags(&self) -> Result<()> {
+    /// The AIC flags: any one set requires the three that select a model (step 11); then they
+    /// become the AIC model of the KV router's prefill-load estimate.
+    fn check_aic_flags(&self) -> Result<Option<AicConfig>> {
         let any_set = self.aic_backend.is_some()
             || self.aic_system.is_some()
             || self.aic_model_path.is_some()
@@ -548,7 +582,7 @@ impl ReplayOptions {
             || self.aic_nextn.is_some()
             || self.aic_nextn_accept_rates.is_some();
         if !any_set {
-            return Ok(());
+            return Ok(None);
         }
         let missing = [
             ("--aic-backend", &self.aic_backend),
@@ -573,10 +607,80 @@ impl ReplayOptions {
                 api_names.join(", ")
             )));
         }
-        Err(flag_error(
-            "--aic-backend",
-            "the AIC performance model (aiconfigurator) is not supported yet",
-        ))
+        let backend = self.aic_backend.clone().unwrap_or_default();
+        if !crate::aic::BACKENDS.contains(&backend.as_str()) {
+            return Err(flag_error(
+                "--aic-backend",
+                format!(
+                    "unknown backend '{backend}'; aiconfigurator-core models: {}",
+                    crate::aic::BACKENDS.join(", ")
+                ),
+            ));
+        }
+        let positive = |flag: &str, value: Option<i64>| -> Result<Option<usize>> {
+            match value {
+                None => Ok(None),
+                Some(value) if value >= 1 => Ok(Some(value as usize)),
+                Some(value) => Err(flag_error(flag, format!("must be at least 1, got {value}"))),
+            }
+        };
+        let tp_size = positive("--aic-tp-size", self.aic_tp_size)?.unwrap_or(1);
+        let moe_tp_size = positive("--aic-moe-tp-size", self.aic_moe_tp_size)?;
+        let moe_ep_size = positive("--aic-moe-ep-size", self.aic_moe_ep_size)?;
+        let attention_dp_size =
+            positive("--aic-attention-dp-size", self.aic_attention_dp_size)?.unwrap_or(1);
+        let nextn = positive("--aic-nextn", self.aic_nextn)?.unwrap_or(0);
+        if nextn > 5 {
+            return Err(flag_error(
+                "--aic-nextn",
+                format!("must be between 1 and 5, got {nextn}"),
+            ));
+        }
+        if let Some(rates) = &self.aic_nextn_accept_rates {
+            for rate in rates
+                .split(',')
+                .map(str::trim)
+                .filter(|rate| !rate.is_empty())
+            {
+                match rate.parse::<f64>() {
+                    Ok(value) if value.is_finite() && (0.0..=1.0).contains(&value) => {}
+                    _ => {
+                        return Err(flag_error(
+                            "--aic-nextn-accept-rates",
+                            format!("each rate must be a number in [0, 1], got '{rate}'"),
+                        ))
+                    }
+                }
+            }
+        }
+        let non_empty = |value: &Option<String>, flag: &str| -> Result<String> {
+            match value.as_deref().map(str::trim) {
+                Some(text) if !text.is_empty() => Ok(text.to_string()),
+                _ => Err(flag_error(flag, "must not be empty")),
+            }
+        };
+        Ok(Some(AicConfig {
+            backend,
+            system: non_empty(&self.aic_system, "--aic-system")?,
+            backend_version: self
+                .aic_backend_version
+                .as_deref()
+                .map(str::trim)
+                .filter(|version| !version.is_empty())
+                .map(str::to_string),
+            model_path: non_empty(&self.aic_model_path, "--aic-model-path")?,
+            tp_size,
+            moe_tp_size,
+            moe_ep_size,
+            attention_dp_size,
+            gemm_dtype: normalize_dtype(self.aic_gemm_dtype.as_deref()),
+            moe_dtype: normalize_dtype(self.aic_moe_dtype.as_deref()),
+            fmha_dtype: normalize_dtype(self.aic_fmha_dtype.as_deref()),
+            kv_cache_dtype: normalize_dtype(self.aic_kv_cache_dtype.as_deref()),
+            comm_dtype: normalize_dtype(self.aic_comm_dtype.as_deref()),
+            nextn,
+            tables: None,
+        }))
     }
 
     /// Planner-in-the-loop (step 12).
@@ -1358,12 +1462,6 @@ impl ReplayOptions {
             return Ok(router_config);
         }
         let mut config = router_config.unwrap_or_default();
-        if config.router_prefill_load_model == crate::config::router_config::PrefillLoadModel::Aic {
-            return Err(flag_error(
-                "--router-config",
-                "router_prefill_load_model='aic' requires aic_perf_config",
-            ));
-        }
         config.router_seed = seed;
         config.policy_model_name = self.model_name.clone();
         Ok(Some(config))
@@ -1762,15 +1860,81 @@ mod tests {
             aic_comm_dtype: Some("none".into()),
             ..trace()
         });
+        let aic = || ReplayOptions {
+            aic_backend: Some("vllm".into()),
+            aic_system: Some("h200_sxm".into()),
+            aic_model_path: Some("Qwen/Qwen3-32B".into()),
+            ..trace()
+        };
+        assert_error(aic(), "aic_perf_config requires router_mode='kv_router'");
+        let kv = |options: ReplayOptions| ReplayOptions {
+            router_mode: "kv_router".into(),
+            num_workers: 2,
+            ..options
+        };
         assert_error(
-            ReplayOptions {
-                aic_backend: Some("vllm".into()),
-                aic_system: Some("h200_sxm".into()),
-                aic_model_path: Some("m".into()),
-                ..trace()
-            },
-            "--aic-backend: the AIC performance model (aiconfigurator) is not supported yet",
+            kv(aic()),
+            "aic_perf_config requires router_prefill_load_model='aic' in --router-config",
         );
+        let with_model = |options: ReplayOptions| ReplayOptions {
+            router_config: Some(r#"{"router_prefill_load_model":"aic"}"#.into()),
+            ..kv(options)
+        };
+        let config = spec(with_model(ReplayOptions {
+            aic_tp_size: Some(2),
+            aic_kv_cache_dtype: Some("fp8".into()),
+            aic_gemm_dtype: Some("auto".into()),
+            ..aic()
+        }))
+        .router_config
+        .unwrap()
+        .aic
+        .unwrap();
+        assert_eq!(config.backend, "vllm");
+        assert_eq!(config.model_path, "Qwen/Qwen3-32B");
+        assert_eq!(config.tp_size, 2);
+        assert_eq!(config.kv_cache_dtype.as_deref(), Some("fp8"));
+        assert_eq!(config.gemm_dtype, None);
+        for (options, expected) in [
+            (
+                ReplayOptions {
+                    aic_backend: Some("tensorrt".into()),
+                    ..aic()
+                },
+                "--aic-backend: unknown backend 'tensorrt'; aiconfigurator-core models: vllm, \
+                 sglang, trtllm",
+            ),
+            (
+                ReplayOptions {
+                    aic_tp_size: Some(0),
+                    ..aic()
+                },
+                "--aic-tp-size: must be at least 1, got 0",
+            ),
+            (
+                ReplayOptions {
+                    aic_nextn: Some(6),
+                    ..aic()
+                },
+                "--aic-nextn: must be between 1 and 5, got 6",
+            ),
+            (
+                ReplayOptions {
+                    aic_nextn_accept_rates: Some("0.5,x".into()),
+                    ..aic()
+                },
+                "--aic-nextn-accept-rates: each rate must be a number in [0, 1], got 'x'",
+            ),
+            (
+                ReplayOptions {
+                    aic_model_path: Some(" ".into()),
+                    ..aic()
+                },
+                "--aic-model-path: must not be empty",
+            ),
+        ] {
+            assert_error(with_model(options), expected);
+        }
     }
 
     #[test]

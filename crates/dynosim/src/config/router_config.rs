@@ -115,6 +115,8 @@ pub struct RouterConfig {
     pub policy_model_name: Option<String>,
     /// Seed of the router's tie-breaking and sampling RNG (`--router-seed`; not a JSON key).
     pub router_seed: u64,
+    /// The AIC model of the `aic` prefill-load model (the `--aic-*` flags; not a JSON key).
+    pub aic: Option<crate::aic::AicConfig>,
 }
 
 impl Default for RouterConfig {
@@ -135,6 +137,7 @@ impl Default for RouterConfig {
             policy_file: None,
             policy_model_name: None,
             router_seed: 0,
+            aic: None,
         }
     }
 }

@@ -28,6 +28,8 @@ pub struct RouteInput<'a> {
     /// Engine block size of the pool (tokens).
     pub block_size: usize,
     pub arrival_ms: f64,
+    /// The virtual time of the decision (the KV router's `aic` load model decays with it).
+    pub now_ms: f64,
     pub priority: i32,
     pub strict_priority: u32,
     pub policy_class: Option<&'a str>,
@@ -70,6 +72,7 @@ impl Router {
                     block_hashes: request.prompt.block_hashes(request.block_size.max(1)),
                     isl: request.prompt.len(),
                     arrival_ms: request.arrival_ms,
+                    now_ms: request.now_ms,
                     priority: request.priority,
                     strict_priority: request.strict_priority,
                     policy_class: request.policy_class,
@@ -86,19 +89,19 @@ impl Router {
         }
     }
 
-    /// Request `id` emitted its first (non-final) token; queued requests this releases are
-    /// appended to `placed`.
-    pub fn on_first_token(&mut self, id: RequestId, placed: &mut Vec<Placement>) {
+    /// Request `id` emitted its first (non-final) token at `now_ms`; queued requests this
+    /// releases are appended to `placed`.
+    pub fn on_first_token(&mut self, id: RequestId, now_ms: f64, placed: &mut Vec<Placement>) {
         if let Router::Kv(router) = self {
-            router.on_first_token(id, placed);
+            router.on_first_token(id, now_ms, placed);
         }
     }
 
-    /// Request `id` ended (or left this pool); queued requests this releases are appended to
-    /// `placed`.
-    pub fn on_terminal(&mut self, id: RequestId, placed: &mut Vec<Placement>) {
+    /// Request `id` ended (or left this pool) at `now_ms`; queued requests this releases are
+    /// appended to `placed`.
+    pub fn on_terminal(&mut self, id: RequestId, now_ms: f64, placed: &mut Vec<Placement>) {
         if let Router::Kv(router) = self {
-            router.on_terminal(id, placed);
+            router.on_terminal(id, now_ms, placed);
         }
     }
 

@@ -252,6 +252,7 @@ impl Aggregated<'_> {
             prompt: &request.prompt,
             block_size: self.spec.engine.block_size,
             arrival_ms: hints.arrival_ms,
+            now_ms: self.now_ms,
             priority: hints.priority,
             strict_priority: hints.strict_priority,
             policy_class: hints.policy_class.as_deref(),
@@ -285,9 +286,9 @@ impl Aggregated<'_> {
         }
         let mut placements = std::mem::take(&mut self.placements);
         if terminal {
-            self.router.on_terminal(id, &mut placements);
+            self.router.on_terminal(id, self.now_ms, &mut placements);
         } else {
-            self.router.on_first_token(id, &mut placements);
+            self.router.on_first_token(id, self.now_ms, &mut placements);
         }
         for placement in placements.drain(..) {
             let request = self.parked[placement.id]

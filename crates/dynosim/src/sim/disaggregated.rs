@@ -398,6 +398,7 @@ impl Disaggregated<'_> {
             prompt,
             block_size,
             arrival_ms: hints.arrival_ms,
+            now_ms: self.now_ms,
             priority: hints.priority,
             strict_priority: hints.strict_priority,
             policy_class: hints.policy_class.as_deref(),
@@ -688,7 +689,9 @@ impl Disaggregated<'_> {
             return;
         }
         let mut placements = std::mem::take(&mut self.placements);
-        self.prefill.router.on_terminal(id, &mut placements);
+        self.prefill
+            .router
+            .on_terminal(id, self.now_ms, &mut placements);
         self.dispatch_prefill_placements(&mut placements);
         self.placements = placements;
     }
@@ -698,7 +701,9 @@ impl Disaggregated<'_> {
             return;
         }
         let mut placements = std::mem::take(&mut self.placements);
-        self.decode.router.on_terminal(id, &mut placements);
+        self.decode
+            .router
+            .on_terminal(id, self.now_ms, &mut placements);
         // The decode router never queues, so nothing waits for this.
         debug_assert!(placements.is_empty());
         placements.clear();
@@ -854,7 +859,9 @@ impl Disaggregated<'_> {
             match event {
                 PassEvent::Completed { id } => {
                     let mut placements = std::mem::take(&mut self.placements);
-                    self.prefill.router.on_first_token(id, &mut placements);
+                    self.prefill
+                        .router
+                        .on_first_token(id, self.now_ms, &mut placements);
                     self.dispatch_prefill_placements(&mut placements);
                     self.placements = placements;
                 }

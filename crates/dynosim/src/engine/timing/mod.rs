@@ -9,8 +9,9 @@
 //!
 //! A [`PassTimer`] turns a description into raw milliseconds; [`TimingModel`] adds what every
 //! model shares (nothing to do costs nothing, the speed-up ratios, nanosecond rounding). The
-//! timers are the default [`Polynomial`] and the measured [`ProfileTable`]
-//! (`planner_profile_data`, loaded and checked when the engine arguments are parsed). One timer
+//! timers are the default [`Polynomial`], the measured [`ProfileTable`]
+//! (`planner_profile_data`, loaded and checked when the engine arguments are parsed) and the
+//! AIC tables ([`crate::aic::AicTables`], built by `dynosim::prepare` before the run; [`aic`]). One timer
 //! instance serves every rank built from one [`EngineArgs`]: the ranks share it through an
 //! `Arc`, and a timer never changes after it is built, so nothing is read or built during a run.
 //!
@@ -18,6 +19,8 @@
 //! raw millisecond figure is converted to a `Duration`, divided by its speed-up ratio through
 //! another `Duration`, and converted back to milliseconds when it is added to the clock. The
 //! helpers here reproduce that arithmetic so that virtual times agree bit for bit.
+
+pub mod aic;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -216,9 +219,11 @@ impl TimingModel {
     /// The model the engine arguments select. Ranks built from the same arguments share the
     /// timer instance.
     pub fn new(args: &EngineArgs) -> Self {
-        let timer: Arc<dyn PassTimer> = match &args.timing {
-            TimingSource::Polynomial => Arc::new(Polynomial),
-            TimingSource::ProfileTable(table) => Arc::clone(table) as Arc<dyn PassTimer>,
+        let aic_tables = args.aic.as_ref().and_then(|aic| aic.tables.as_ref());
+        let timer: Arc<dyn PassTimer> = match (aic_tables, &args.timing) {
+            (Some(tables), _) => Arc::clone(tables) as Arc<dyn PassTimer>,
+            (None, TimingSource::Polynomial) => Arc::new(Polynomial),
+            (None, TimingSource::ProfileTable(table)) => Arc::clone(table) as Arc<dyn PassTimer>,
         };
         Self::with_timer(timer, args)
     }

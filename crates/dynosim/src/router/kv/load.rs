@@ -7,11 +7,20 @@
 //! active requests share them; with `router_assume_kv_reuse` off every request's blocks are
 //! private.
 //!
+//! With the AIC prefill-load model (`router_prefill_load_model: "aic"`), each target's oldest
+//! active prefill (the anchor) decays linearly over its predicted duration, counted from when
+//! it became the oldest: the target's prefill load is then the other prefills in full plus
+//! `⌈tokens × (1 − elapsed / expected)⌉` of the anchor (clamped to [0, tokens]; all of it when
+//! no duration was predicted). When the anchor's prefill ends, the next oldest becomes the
+//! anchor at that moment.
+//!
 //! Shared blocks are counted per run of blocks sharing a base (see [`crate::tokens`]), not per
 //! block. Every request brings all full blocks of its prompt from the start, so of each base it
 //! brings a leading range of that base's blocks: the blocks of a base active on a target are
 //! the longest such range among the requests there, and one count per request and base is
 //! enough to keep that up to date.
+
+use std::collections::VecDeque;
 
 use crate::engine::kv::FastMap;
 use crate::engine::RequestId;
@@ -60,9 +69,50 @@ struct TargetLoad {
     /// Distinct active blocks in `shared`.
     shared_blocks: usize,
     private_blocks: usize,
+    /// Active prefills in placement order (AIC decay only).
+    prefills: VecDeque<ActivePrefill>,
+    /// When the front of `prefills` became the anchor (virtual ms).
+    anchored_since_ms: f64,
+}
+
+/// One active prefill of the AIC decay model.
+#[derive(Clone, Copy, Debug)]
+struct ActivePrefill {
+    id: RequestId,
+    tokens: usize,
+    /// Predicted prefill duration (ms); `None` = not predicted, no decay.
+    expected_ms: Option<f64>,
 }
 
 impl TargetLoad {
+    /// Prefill tokens at `now_ms` under the AIC decay model.
+    fn decayed_prefill_tokens(&self, now_ms: f64) -> usize {
+        let Some(anchor) = self.prefills.front() else {
+            return self.prefill_tokens;
+        };
+        let remaining = match anchor.expected_ms {
+            None => anchor.tokens,
+            Some(expected) if expected <= 0.0 => 0,
+            Some(expected) => {
+                let elapsed = (now_ms - self.anchored_since_ms).max(0.0);
+                let fraction = (1.0 - elapsed / expected).clamp(0.0, 1.0);
+                (anchor.tokens as f64 * fraction).ceil() as usize
+            }
+        };
+        self.prefill_tokens - anchor.tokens + remaining
+    }
+
+    /// Ends request `id`'s prefill in the decay order; a new anchor starts at `now_ms`.
+    fn end_prefill(&mut self, id: RequestId, now_ms: f64) {
+        let Some(position) = self.prefills.iter().position(|prefill| prefill.id == id) else {
+            return;
+        };
+        self.prefills.remove(position);
+        if position == 0 {
+            self.anchored_since_ms = now_ms;
+        }
+    }
+
     /// Leading blocks of `hashes` already active here.
     fn active_prefix(&self, hashes: &BlockHashes) -> usize {
         let mut active = 0;
@@ -130,6 +180,8 @@ pub struct Projection {
 pub struct ActiveLoad {
     targets: Vec<TargetLoad>,
     requests: Vec<Option<ActiveRequest>>,
+    /// The AIC prefill-load model: the oldest prefill of each target decays.
+    decay: bool,
 }
 
 impl ActiveLoad {
@@ -137,11 +189,27 @@ impl ActiveLoad {
         Self {
             targets: (0..targets).map(|_| TargetLoad::default()).collect(),
             requests: Vec::new(),
+            decay: false,
         }
     }
 
-    pub fn prefill_tokens(&self, target: usize) -> usize {
-        self.targets[target].prefill_tokens
+    /// A load whose oldest prefill per target decays over its predicted duration (the
+    /// `aic` prefill-load model).
+    pub fn with_prefill_decay(targets: usize) -> Self {
+        Self {
+            decay: true,
+            ..Self::new(targets)
+        }
+    }
+
+    /// The target's prefill tokens at `now_ms` (the full sum without the decay model).
+    pub fn prefill_tokens(&self, target: usize, now_ms: f64) -> usize {
+        let load = &self.targets[target];
+        if self.decay {
+            load.decayed_prefill_tokens(now_ms)
+        } else {
+            load.prefill_tokens
+        }
     }
 
     pub fn active_blocks(&self, target: usize) -> usize {
@@ -153,8 +221,8 @@ impl ActiveLoad {
         self.targets[target].requests
     }
 
-    /// Every target's load, with the blocks of `blocks` that would be new there.
-    pub fn project(&self, blocks: &TrackedBlocks, out: &mut Vec<Projection>) {
+    /// Every target's load at `now_ms`, with the blocks of `blocks` that would be new there.
+    pub fn project(&self, blocks: &TrackedBlocks, now_ms: f64, out: &mut Vec<Projection>) {
         out.clear();
         for (target, load) in self.targets.iter().enumerate() {
             let new_blocks = match blocks {
@@ -163,7 +231,7 @@ impl ActiveLoad {
                 TrackedBlocks::Shared(hashes) => hashes.len() - load.active_prefix(hashes),
             };
             out.push(Projection {
-                prefill_tokens: load.prefill_tokens,
+                prefill_tokens: self.prefill_tokens(target, now_ms),
                 active_blocks: self.active_blocks(target),
                 requests: load.requests,
                 new_blocks,
@@ -171,16 +239,29 @@ impl ActiveLoad {
         }
     }
 
-    /// Places request `id` on `target` with `prefill_tokens` of prefill load (0 = none).
+    /// Places request `id` on `target` at `now_ms` with `prefill_tokens` of prefill load
+    /// (0 = none), whose prefill is predicted to take `expected_prefill_ms` (decay model only).
     pub fn add(
         &mut self,
         id: RequestId,
         target: usize,
         prefill_tokens: usize,
+        expected_prefill_ms: Option<f64>,
+        now_ms: f64,
         blocks: TrackedBlocks,
     ) {
         let load = &mut self.targets[target];
         load.prefill_tokens += prefill_tokens;
+        if self.decay && prefill_tokens > 0 {
+            if load.prefills.is_empty() {
+                load.anchored_since_ms = now_ms;
+            }
+            load.prefills.push_back(ActivePrefill {
+                id,
+                tokens: prefill_tokens,
+                expected_ms: expected_prefill_ms,
+            });
+        }
         load.requests += 1;
         match &blocks {
             TrackedBlocks::None => {}
@@ -201,7 +282,7 @@ impl ActiveLoad {
 
     /// The request's first token is out: its prefill no longer loads the target. Returns
     /// false when that was already known (or the request is not active).
-    pub fn prefill_done(&mut self, id: RequestId) -> bool {
+    pub fn prefill_done(&mut self, id: RequestId, now_ms: f64) -> bool {
         let Some(Some(request)) = self.requests.get_mut(id) else {
             return false;
         };
@@ -209,18 +290,25 @@ impl ActiveLoad {
             return false;
         }
         request.first_token_seen = true;
-        self.targets[request.target].prefill_tokens -= request.prefill_tokens;
+        let load = &mut self.targets[request.target];
+        load.prefill_tokens -= request.prefill_tokens;
+        if self.decay && request.prefill_tokens > 0 {
+            load.end_prefill(id, now_ms);
+        }
         request.prefill_tokens = 0;
         true
     }
 
     /// The request terminated: everything it held is released. Unknown ids are ignored.
-    pub fn free(&mut self, id: RequestId) {
+    pub fn free(&mut self, id: RequestId, now_ms: f64) {
         let Some(request) = self.requests.get_mut(id).and_then(Option::take) else {
             return;
         };
         let load = &mut self.targets[request.target];
         load.prefill_tokens -= request.prefill_tokens;
+        if self.decay && request.prefill_tokens > 0 {
+            load.end_prefill(id, now_ms);
+        }
         load.requests -= 1;
         match request.blocks {
             TrackedBlocks::None => {}
@@ -251,12 +339,12 @@ mod tests {
     #[test]
     fn shared_blocks_count_once_and_release_in_two_steps() {
         let mut load = ActiveLoad::new(2);
-        load.add(0, 0, 4096, shared(&[1, 2, 3]));
-        load.add(1, 0, 1024, shared(&[1, 2, 5, 6]));
+        load.add(0, 0, 4096, None, 0.0, shared(&[1, 2, 3]));
+        load.add(1, 0, 1024, None, 0.0, shared(&[1, 2, 5, 6]));
         assert_eq!(load.active_blocks(0), 5);
-        assert_eq!(load.prefill_tokens(0), 5120);
+        assert_eq!(load.prefill_tokens(0, 0.0), 5120);
         let mut out = Vec::new();
-        load.project(&shared(&[1, 2, 3, 9]), &mut out);
+        load.project(&shared(&[1, 2, 3, 9]), 0.0, &mut out);
         assert_eq!(
             out[0],
             Projection {
@@ -267,23 +355,23 @@ mod tests {
             }
         );
         assert_eq!(out[1].new_blocks, 4);
-        assert!(load.prefill_done(0));
-        assert!(!load.prefill_done(0));
-        assert_eq!(load.prefill_tokens(0), 1024);
-        load.free(0);
+        assert!(load.prefill_done(0, 0.0));
+        assert!(!load.prefill_done(0, 0.0));
+        assert_eq!(load.prefill_tokens(0, 0.0), 1024);
+        load.free(0, 0.0);
         assert_eq!(
             (
-                load.prefill_tokens(0),
+                load.prefill_tokens(0, 0.0),
                 load.active_blocks(0),
                 load.active_requests(0)
             ),
             (1024, 4, 1)
         );
-        load.free(1);
-        load.free(7);
+        load.free(1, 0.0);
+        load.free(7, 0.0);
         assert_eq!(load.active_blocks(0), 0);
-        load.add(2, 1, 0, TrackedBlocks::Private(3));
-        load.add(3, 1, 0, TrackedBlocks::Private(3));
+        load.add(2, 1, 0, None, 0.0, TrackedBlocks::Private(3));
+        load.add(3, 1, 0, None, 0.0, TrackedBlocks::Private(3));
         assert_eq!(load.active_blocks(1), 6);
     }
 
@@ -291,21 +379,55 @@ mod tests {
     fn blocks_of_one_run_count_by_the_longest_holder() {
         let mut load = ActiveLoad::new(1);
         // Token 7 over 5 blocks, then over 3, 8 blocks (the same run, longer or shorter).
-        load.add(0, 0, 0, shared(&[7, 7, 7, 7, 7]));
-        load.add(1, 0, 0, shared(&[7, 7, 7, 8]));
-        load.add(2, 0, 0, shared(&[7, 7, 7, 7, 7, 7, 7, 7]));
+        load.add(0, 0, 0, None, 0.0, shared(&[7, 7, 7, 7, 7]));
+        load.add(1, 0, 0, None, 0.0, shared(&[7, 7, 7, 8]));
+        load.add(2, 0, 0, None, 0.0, shared(&[7, 7, 7, 7, 7, 7, 7, 7]));
         assert_eq!(load.active_blocks(0), 9);
         let mut out = Vec::new();
-        load.project(&shared(&[7, 7, 7, 7, 7, 7, 7, 7, 7, 8]), &mut out);
+        load.project(&shared(&[7, 7, 7, 7, 7, 7, 7, 7, 7, 8]), 0.0, &mut out);
         assert_eq!(out[0].new_blocks, 2);
-        load.project(&shared(&[7, 7, 7, 8, 9]), &mut out);
+        load.project(&shared(&[7, 7, 7, 8, 9]), 0.0, &mut out);
         assert_eq!(out[0].new_blocks, 1);
-        load.free(2);
+        load.free(2, 0.0);
         assert_eq!(load.active_blocks(0), 6);
-        load.free(0);
+        load.free(0, 0.0);
         assert_eq!(load.active_blocks(0), 4);
-        load.free(1);
+        load.free(1, 0.0);
         assert_eq!(load.active_blocks(0), 0);
         assert!(load.targets[0].shared.is_empty());
+    }
+    #[test]
+    fn aic_model_decays_the_oldest_prefill_from_when_it_became_oldest() {
+        let mut load = ActiveLoad::with_prefill_decay(1);
+        load.add(0, 0, 1000, Some(100.0), 10.0, TrackedBlocks::None);
+        load.add(1, 0, 600, Some(50.0), 30.0, TrackedBlocks::None);
+        load.add(2, 0, 0, Some(5.0), 30.0, TrackedBlocks::None); // no prefill: not tracked
+        assert_eq!(load.prefill_tokens(0, 10.0), 1600);
+        // 25 of 100 ms elapsed since request 0 was placed: 750 of its tokens remain.
+        assert_eq!(load.prefill_tokens(0, 35.0), 1350);
+        // Past its predicted duration it counts nothing; the others stay in full.
+        assert_eq!(load.prefill_tokens(0, 500.0), 600);
+        // Request 0's first token at 120 ms: request 1 is the anchor from then on.
+        assert!(load.prefill_done(0, 120.0));
+        assert_eq!(load.prefill_tokens(0, 120.0), 600);
+        assert_eq!(load.prefill_tokens(0, 145.0), 300);
+        // Partial tokens round up: 600 × (1 − 0.499 / 50) = 594.012.
+        assert_eq!(load.prefill_tokens(0, 120.499), 595);
+        load.free(1, 150.0);
+        assert_eq!(load.prefill_tokens(0, 150.0), 0);
+        // An unpredicted prefill does not decay, and neither do those behind it.
+        load.add(3, 0, 80, None, 200.0, TrackedBlocks::None);
+        load.add(4, 0, 20, Some(1.0), 200.0, TrackedBlocks::None);
+        assert_eq!(load.prefill_tokens(0, 1e9), 100);
+        // Freeing a non-anchor keeps the anchor and its start.
+        load.free(4, 300.0);
+        assert_eq!(load.prefill_tokens(0, 1e9), 80);
+    }
+
+    #[test]
+    fn without_the_aic_model_prefill_load_is_static() {
+        let mut load = ActiveLoad::new(1);
+        load.add(0, 0, 1000, Some(1.0), 0.0, TrackedBlocks::None);
+        assert_eq!(load.prefill_tokens(0, 1e6), 1000);
     }
 }

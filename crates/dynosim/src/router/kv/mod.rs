@@ -9,6 +9,11 @@
 //!
 //! Load is released in two steps: prefill tokens at the request's first (non-final) token,
 //! blocks and the request count at its terminal state. Each release drains the queue.
+//!
+//! With `router_prefill_load_model: "aic"` (and the `--aic-*` flags), every placement predicts
+//! the request's prefill duration from the AIC tables (`prefill(1, uncached, cached)`) and the
+//! load decays each target's oldest prefill over it ([`load`]); the events carry the virtual
+//! time for that.
 
 pub mod indexer;
 pub mod load;
@@ -18,6 +23,7 @@ pub mod select;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
+use crate::config::router_config::PrefillLoadModel;
 use crate::config::router_policy::{PolicyClass, PolicyProfile};
 use crate::config::RouterConfig;
 use crate::engine::kv::KvEvent;
@@ -48,6 +54,8 @@ pub struct RouteRequest<'a> {
     /// Prompt tokens.
     pub isl: usize,
     pub arrival_ms: f64,
+    /// The virtual time of the routing decision.
+    pub now_ms: f64,
     pub priority: i32,
     pub strict_priority: u32,
     pub policy_class: Option<&'a str>,
@@ -100,13 +108,18 @@ pub struct KvRouter {
 impl KvRouter {
     /// A router with the given (validated) config; `profile` is the resolved queue profile.
     pub fn new(config: RouterConfig, profile: PolicyProfile, targets: Targets, seed: u64) -> Self {
+        let load = if config.router_prefill_load_model == PrefillLoadModel::Aic {
+            ActiveLoad::with_prefill_decay(targets.count)
+        } else {
+            ActiveLoad::new(targets.count)
+        };
         Self {
             queue: PolicyQueue::new(&profile),
             profile,
             config,
             targets,
             index: CacheIndex::new(targets.count),
-            load: ActiveLoad::new(targets.count),
+            load,
             rng: StdRng::seed_from_u64(seed),
             projections: Vec::with_capacity(targets.count),
             logits: Vec::with_capacity(targets.count),
@@ -157,8 +170,9 @@ impl KvRouter {
                 .classify(request.policy_class, snapshot().uncached_tokens),
         };
         let class_config = self.profile.class(class);
-        let hold =
-            class_config.queues() && (self.queue.has_backlog(class) || self.all_busy(class_config));
+        let now_ms = request.now_ms;
+        let hold = class_config.queues()
+            && (self.queue.has_backlog(class) || self.all_busy(class_config, now_ms));
         if hold {
             let snapshot = snapshot();
             let rank = QueueRank {
@@ -174,46 +188,50 @@ impl KvRouter {
                 Err(rejection) => Arrival::Rejected(rejection),
             };
         }
-        Arrival::Placed(self.place(pending))
+        Arrival::Placed(self.place(pending, now_ms))
     }
 
-    /// The request's first non-final token is out: its prefill load is released, and queued
-    /// requests may be placed (appended to `placed`).
-    pub fn on_first_token(&mut self, id: RequestId, placed: &mut Vec<Placement>) {
-        if self.load.prefill_done(id) {
-            self.drain(placed);
+    /// The request's first non-final token is out at `now_ms`: its prefill load is released,
+    /// and queued requests may be placed (appended to `placed`).
+    pub fn on_first_token(&mut self, id: RequestId, now_ms: f64, placed: &mut Vec<Placement>) {
+        if self.load.prefill_done(id, now_ms) {
+            self.drain(now_ms, placed);
         }
     }
 
-    /// The request terminated: all its load is released, and queued requests may be placed.
-    pub fn on_terminal(&mut self, id: RequestId, placed: &mut Vec<Placement>) {
-        self.load.free(id);
-        self.drain(placed);
+    /// The request terminated at `now_ms`: all its load is released, and queued requests may
+    /// be placed.
+    pub fn on_terminal(&mut self, id: RequestId, now_ms: f64, placed: &mut Vec<Placement>) {
+        self.load.free(id, now_ms);
+        self.drain(now_ms, placed);
     }
 
-    fn all_busy(&self, class: &PolicyClass) -> bool {
+    fn all_busy(&self, class: &PolicyClass, now_ms: f64) -> bool {
         (0..self.targets.count).all(|target| {
             class.is_busy(
-                self.load.prefill_tokens(target),
+                self.load.prefill_tokens(target, now_ms),
                 self.targets.max_batched_tokens,
             )
         })
     }
 
-    fn drain(&mut self, placed: &mut Vec<Placement>) {
+    fn drain(&mut self, now_ms: f64, placed: &mut Vec<Placement>) {
         loop {
             let load = &self.load;
             let targets = self.targets;
             let popped = self.queue.pop_next(|class| {
                 !(0..targets.count).all(|target| {
-                    class.is_busy(load.prefill_tokens(target), targets.max_batched_tokens)
+                    class.is_busy(
+                        load.prefill_tokens(target, now_ms),
+                        targets.max_batched_tokens,
+                    )
                 })
             });
             let Some(pending) = popped else {
                 return;
             };
             let id = pending.id;
-            let target = self.place(pending);
+            let target = self.place(pending, now_ms);
             placed.push(Placement {
                 id,
                 target,
@@ -222,9 +240,10 @@ impl KvRouter {
         }
     }
 
-    /// Chooses a target with the current loads and records the request's load there.
-    fn place(&mut self, pending: Pending) -> usize {
-        self.load.project(&pending.blocks, &mut self.projections);
+    /// Chooses a target with the loads at `now_ms` and records the request's load there.
+    fn place(&mut self, pending: Pending, now_ms: f64) -> usize {
+        self.load
+            .project(&pending.blocks, now_ms, &mut self.projections);
         let shape = RequestShape {
             isl: pending.isl,
             block_size: self.targets.block_size,
@@ -238,14 +257,33 @@ impl KvRouter {
         );
         let target = select::choose(&self.logits, self.config.router_temperature, &mut self.rng);
         self.last_overlap_blocks = pending.overlaps[target];
+        let cached = (pending.overlaps[target] as usize * self.targets.block_size).min(pending.isl);
         let prefill_tokens = if self.config.router_track_prefill_tokens {
-            let cached = pending.overlaps[target] as usize * self.targets.block_size;
-            pending.isl - cached.min(pending.isl)
+            pending.isl - cached
         } else {
             0
         };
-        self.load
-            .add(pending.id, target, prefill_tokens, pending.blocks);
+        let expected_prefill_ms = self
+            .config
+            .aic
+            .as_ref()
+            .and_then(|aic| aic.tables.as_ref())
+            .map(|tables| {
+                let ms = tables.prefill_ms(1, prefill_tokens, cached);
+                if ms.is_finite() {
+                    ms.max(0.0)
+                } else {
+                    0.0
+                }
+            });
+        self.load.add(
+            pending.id,
+            target,
+            prefill_tokens,
+            expected_prefill_ms,
+            now_ms,
+            pending.blocks,
+        );
         target
     }
 }

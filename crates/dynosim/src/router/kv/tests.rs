@@ -41,6 +41,7 @@ fn request(id: RequestId, blocks: Vec<u64>, arrival_ms: f64) -> RouteRequest<'st
         block_hashes: tokens(&blocks).block_hashes(BS),
         isl,
         arrival_ms,
+        now_ms: arrival_ms,
         priority: 0,
         strict_priority: 0,
         policy_class: None,
@@ -117,19 +118,19 @@ fn load_imbalance_sends_work_to_the_idle_worker_and_releases_in_two_steps() {
     );
     // After the first token of request 0, `first` costs 0+64 + 16+16 = 96, `other`
     // (48 prefill, 48 blocks) 48+48+32 = 128.
-    kv.on_first_token(0, &mut placed);
+    kv.on_first_token(0, 0.0, &mut placed);
     assert_eq!(
         kv.on_arrival(request(3, hashes(300, 16), 0.0)),
         Arrival::Placed(first)
     );
     // Completions free everything.
     for id in 0..4 {
-        kv.on_terminal(id, &mut placed);
+        kv.on_terminal(id, 0.0, &mut placed);
     }
     assert!(placed.is_empty());
     for target in 0..2 {
         assert_eq!(kv.load.active_blocks(target), 0);
-        assert_eq!(kv.load.prefill_tokens(target), 0);
+        assert_eq!(kv.load.prefill_tokens(target, 0.0), 0);
     }
 }
 
@@ -170,7 +171,7 @@ fn queue_order(policy: RouterQueuePolicy, arrivals: &[(usize, u64, i32, u32)]) -
     let mut placed = Vec::new();
     let mut active = vec![0, 1];
     while let Some(id) = active.pop() {
-        kv.on_first_token(id, &mut placed);
+        kv.on_first_token(id, 0.0, &mut placed);
         for p in placed.drain(..) {
             order.push(p.id);
             active.insert(0, p.id);
@@ -211,7 +212,7 @@ fn a_backlog_is_not_overtaken_and_limits_reject() {
     );
     // Request 0 finishes its prefill: worker is free, request 2 is placed there.
     let mut placed = Vec::new();
-    kv.on_first_token(0, &mut placed);
+    kv.on_first_token(0, 0.0, &mut placed);
     assert_eq!(placed.len(), 1);
     assert_eq!(placed[0].id, 2);
     assert_eq!(kv.queued(), 0);
@@ -286,4 +287,95 @@ fn the_same_seed_gives_the_same_choices() {
     };
     assert_eq!(run(1), run(1));
     assert_ne!(run(1), run(2));
+}
+
+/// AIC tables whose prefill takes 0.01 ms per new token (and nothing else).
+fn linear_aic_tables() -> crate::aic::AicTables {
+    use crate::aic::{AicTables, DecodeTables, Grid3, PrefillTables};
+    AicTables {
+        format: 1,
+        package_version: "test".into(),
+        version: "test".into(),
+        num_gpu_blocks: None,
+        prefill: PrefillTables {
+            tokens_ms: (1..=16384).map(|t| t as f64 * 0.01).collect(),
+            batch_ms: vec![0.0],
+            rest: Grid3 {
+                n: vec![1.0],
+                e: vec![1.0],
+                p: vec![0.0],
+                ms: vec![0.0],
+                log: false,
+            },
+        },
+        decode: DecodeTables {
+            context: vec![1.0],
+            ms: vec![1.0],
+        },
+    }
+}
+
+#[test]
+fn aic_load_model_decays_the_oldest_prefill_over_its_predicted_duration() {
+    let aic = crate::aic::AicConfig {
+        backend: "vllm".into(),
+        system: "h200_sxm".into(),
+        backend_version: None,
+        model_path: "m".into(),
+        tp_size: 1,
+        moe_tp_size: None,
+        moe_ep_size: None,
+        attention_dp_size: 1,
+        gemm_dtype: None,
+        moe_dtype: None,
+        fmha_dtype: None,
+        kv_cache_dtype: None,
+        comm_dtype: None,
+        nextn: 0,
+        tables: Some(std::sync::Arc::new(linear_aic_tables())),
+    };
+    let config = RouterConfig {
+        router_prefill_load_model: crate::config::router_config::PrefillLoadModel::Aic,
+        router_track_active_blocks: false,
+        aic: Some(aic),
+        ..RouterConfig::default()
+    };
+    let mut kv = router(config, 2);
+    // 64 blocks × 64 tokens: 4096 tokens, predicted 40.96 ms.
+    let Arrival::Placed(first) = kv.on_arrival(request(0, hashes(0, 64), 0.0)) else {
+        panic!()
+    };
+    assert_eq!(kv.load.prefill_tokens(first, 0.0), 4096);
+    assert_eq!(kv.load.prefill_tokens(first, 20.48), 2048);
+    assert_eq!(kv.load.prefill_tokens(first, 100.0), 0);
+    // A second request on the same worker waits at full load until the first one's prefill
+    // ends; then it is the oldest and decays from that moment.
+    let mut second = request(1, hashes(500, 32), 30.0);
+    second.now_ms = 30.0;
+    let Arrival::Placed(target) = kv.on_arrival(second) else {
+        panic!()
+    };
+    // The idle worker is cheaper than 1024 remaining tokens of the first.
+    assert_eq!(target, 1 - first);
+    let mut third = request(2, hashes(900, 16), 50.0);
+    third.now_ms = 50.0;
+    // At 50 ms the first worker's load has decayed to nothing; the other holds 2048 tokens.
+    assert_eq!(kv.on_arrival(third), Arrival::Placed(first));
+    let mut placed = Vec::new();
+    kv.on_first_token(0, 60.0, &mut placed);
+    // Request 2 (1024 tokens, 10.24 ms) is now the anchor, from 60 ms.
+    assert_eq!(kv.load.prefill_tokens(first, 60.0), 1024);
+    assert_eq!(kv.load.prefill_tokens(first, 65.12), 512);
+    // The same placements without the model keep the full loads.
+    let mut plain = router(
+        RouterConfig {
+            router_track_active_blocks: false,
+            ..RouterConfig::default()
+        },
+        2,
+    );
+    let Arrival::Placed(first) = plain.on_arrival(request(0, hashes(0, 64), 0.0)) else {
+        panic!()
+    };
+    assert_eq!(plain.load.prefill_tokens(first, 100.0), 4096);
 }

@@ -1,0 +1,419 @@
+//! AIC timing against aiconfigurator-core itself: runs the `dynosim` binary as a user would,
+//! with `aic_*` engine args, and compares what it reports with the package's own answers.
+//!
+//! Needs a Python with aiconfigurator-core 0.12: `DYNOSIM_PYTHON`, else
+//! `$HOME/.cache/dynosim-aic-venv/bin/python` (where `.ci/run` installs it), else `python3`.
+//! Without one every test here says it is skipped and passes.
+//!
+//! Tables are cached under `$HOME/.cache/dynosim/aic/`, so only the first run pays for building
+//! them (several seconds per configuration).
+
+use std::path::Path;
+use std::process::Command;
+
+use dynosim::aic::build::{self, BlockEstimate, TableExtent};
+use dynosim::aic::AicConfig;
+use dynosim::config::EngineArgs;
+use serde_json::{json, Value};
+
+/// An interpreter that has aiconfigurator-core, or `None` (the caller skips, saying so).
+fn python() -> Option<String> {
+    let mut candidates = Vec::new();
+    if let Ok(python) = std::env::var("DYNOSIM_PYTHON") {
+        candidates.push(python);
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let venv = Path::new(&home).join(".cache/dynosim-aic-venv/bin/python");
+        candidates.push(venv.display().to_string());
+    }
+    candidates.push("python3".into());
+    candidates.into_iter().find(|python| {
+        Command::new(python)
+            .args(["-c", "import aiconfigurator_core"])
+            .output()
+            .is_ok_and(|out| out.status.success())
+    })
+}
+
+macro_rules! python_or_skip {
+    ($test:expr) => {
+        match python() {
+            Some(python) => python,
+            None => {
+                eprintln!(
+                    "SKIPPED {}: no Python with aiconfigurator-core (set DYNOSIM_PYTHON or \
+                     pip install 'dynosim[aic]')",
+                    $test
+                );
+                return;
+            }
+        }
+    };
+}
+
+fn engine_args(json: &Value) -> EngineArgs {
+    EngineArgs::from_json("--extra-engine-args", &json.to_string()).expect("valid engine args")
+}
+
+fn aic_config(json: &Value) -> AicConfig {
+    engine_args(json).aic.expect("aic configured")
+}
+
+/// Runs a synthetic replay; returns the report JSON.
+fn replay(python: &str, engine: &Value, isl: usize, osl: usize, requests: usize) -> Value {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let report = dir.path().join("report.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+        .env("DYNOSIM_PYTHON", python)
+        .args([
+            "--input-tokens",
+            &isl.to_string(),
+            "--output-tokens",
+            &osl.to_string(),
+            "--request-count",
+            &requests.to_string(),
+            "--replay-concurrency",
+            &requests.to_string(),
+            "--extra-engine-args",
+            &engine.to_string(),
+            "--report-json",
+            report.to_str().expect("utf-8 path"),
+        ])
+        .output()
+        .expect("run dynosim");
+    assert!(
+        out.status.success(),
+        "dynosim failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&std::fs::read_to_string(&report).expect("report written"))
+        .expect("report JSON")
+}
+
+fn number(report: &Value, key: &str) -> f64 {
+    report[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} missing"))
+}
+
+fn assert_close(label: &str, got: f64, want: f64, tolerance: f64) {
+    let error = (got / want - 1.0).abs();
+    assert!(
+        error <= tolerance,
+        "{label}: dynosim {got} vs aiconfigurator-core {want} ({:.3}% off)",
+        error * 100.0
+    );
+}
+
+/// The package's direct answers at the given points.
+fn direct(
+    python: &str,
+    config: &AicConfig,
+    prefill: &[[usize; 3]],
+    decode: &[[usize; 2]],
+) -> (Vec<f64>, Vec<f64>) {
+    let out = build::sample(
+        python,
+        config,
+        json!({"prefill_points": prefill, "decode_points": decode}),
+    )
+    .expect("package answers");
+    let column = |key: &str, index: usize| -> Vec<f64> {
+        out[key]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|row| row[index].as_f64().expect("ms"))
+            .collect()
+    };
+    (column("prefill", 3), column("decode", 2))
+}
+
+/// One engine configuration: a lone request's TTFT is prefill(1, L, 0) + decode(1, L, 2), and
+/// B requests decoding in lock step have a mean ITL equal to the package's decode latency
+/// averaged over the contexts they pass through, for batches either side of a tile step.
+fn check_configuration(python: &str, engine: Value, batches: &[usize]) {
+    let config = aic_config(&engine);
+    let label = format!(
+        "{} {} tp{}",
+        config.model_path, config.backend, config.tp_size
+    );
+
+    // One call to the package for every point this configuration checks.
+    let (lone_isl, isl, osl) = (1000, 128, 24);
+    let mut decode_points = vec![[1, lone_isl]];
+    for &batch in batches {
+        decode_points.extend((1..osl).map(|k| [batch, isl + k]));
+    }
+    let (prefill, decode) = direct(python, &config, &[[1, lone_isl, 0]], &decode_points);
+
+    let report = replay(python, &engine, lone_isl, 8, 1);
+    assert_close(
+        &format!("{label}: lone TTFT"),
+        number(&report, "mean_ttft_ms"),
+        prefill[0] + decode[0].max(1.0),
+        0.01,
+    );
+
+    for (index, &batch) in batches.iter().enumerate() {
+        let report = replay(python, &engine, isl, osl, batch);
+        let steps = &decode[1 + index * (osl - 1)..1 + (index + 1) * (osl - 1)];
+        let want = steps.iter().map(|ms| ms.max(1.0)).sum::<f64>() / steps.len() as f64;
+        assert_close(
+            &format!("{label}: lock-step mean ITL at batch {batch}"),
+            number(&report, "mean_itl_ms"),
+            want,
+            0.01,
+        );
+    }
+}
+
+fn engine(backend: &str, model: &str, tp: usize) -> Value {
+    json!({
+        "engine_type": backend,
+        "aic_backend": backend,
+        "aic_model_path": model,
+        "aic_tp_size": tp,
+        "num_gpu_blocks": 20000,
+        "max_num_seqs": 64,
+    })
+}
+
+const QWEN: &str = "Qwen/Qwen3-32B";
+const LLAMA: &str = "meta-llama/Meta-Llama-3.1-8B";
+
+#[test]
+fn vllm_qwen_tp1_matches_the_package() {
+    let python = python_or_skip!("vllm_qwen_tp1_matches_the_package");
+    // Qwen3-32B vLLM decode steps up between batch 15 and 16 and between 48 and 49.
+    check_configuration(&python, engine("vllm", QWEN, 1), &[15, 16, 48, 49]);
+}
+
+#[test]
+fn vllm_llama_tp2_matches_the_package() {
+    let python = python_or_skip!("vllm_llama_tp2_matches_the_package");
+    check_configuration(&python, engine("vllm", LLAMA, 2), &[7, 8, 64]);
+}
+
+#[test]
+fn sglang_qwen_tp2_matches_the_package() {
+    let python = python_or_skip!("sglang_qwen_tp2_matches_the_package");
+    // Qwen3-32B SGLang TP2 decode steps between 14, 15 and 16.
+    check_configuration(&python, engine("sglang", QWEN, 2), &[14, 15, 16]);
+}
+
+#[test]
+fn trtllm_llama_tp1_matches_the_package() {
+    let python = python_or_skip!("trtllm_llama_tp1_matches_the_package");
+    // Llama-3.1-8B TRT-LLM decode steps between 7 and 8.
+    check_configuration(&python, engine("trtllm", LLAMA, 1), &[7, 8]);
+}
+
+#[test]
+fn trtllm_qwen_tp2_and_sglang_llama_tp1_match_the_package() {
+    let python = python_or_skip!("trtllm_qwen_tp2_and_sglang_llama_tp1_match_the_package");
+    check_configuration(&python, engine("trtllm", QWEN, 2), &[8, 9]);
+    check_configuration(&python, engine("sglang", LLAMA, 1), &[5, 6]);
+}
+
+#[test]
+fn kv_capacity_is_estimated_per_rank_when_num_gpu_blocks_is_absent() {
+    let python = python_or_skip!("kv_capacity_is_estimated_per_rank_when_num_gpu_blocks_is_absent");
+    // Goldens from aiconfigurator-core 0.12.0's estimate_num_gpu_blocks (Qwen3-32B, block 64,
+    // max_num_batched_tokens 8192; ../shared/spec/aic.md §2).
+    for (backend, tp, want) in [("vllm", 1, 3904), ("trtllm", 2, 12193)] {
+        let json = json!({
+            "aic_backend": backend, "aic_model_path": QWEN, "aic_tp_size": tp,
+            "block_size": 64, "max_num_seqs": 8,
+        });
+        let mut args = engine_args(&json);
+        let estimate: BlockEstimate = args.aic_block_estimate.clone().expect("estimate asked");
+        let config = args.aic.clone().expect("aic");
+        let (tables, _) = build::tables(
+            &python,
+            &config,
+            TableExtent::for_engine(&args),
+            Some(&estimate),
+        )
+        .expect("tables");
+        assert_eq!(tables.num_gpu_blocks, Some(want), "{backend} tp{tp}");
+        args.aic = None;
+    }
+    // And a run without num_gpu_blocks works end to end.
+    let engine = json!({"aic_backend": "vllm", "aic_model_path": QWEN, "max_num_seqs": 8});
+    let report = replay(&python, &engine, 512, 4, 4);
+    assert_eq!(number(&report, "completed_requests"), 4.0);
+}
+
+#[test]
+fn unknown_names_are_usage_errors_listing_what_the_package_has() {
+    let python = python_or_skip!("unknown_names_are_usage_errors_listing_what_the_package_has");
+    for (engine, expected) in [
+        (
+            json!({"aic_backend": "vllm", "aic_model_path": QWEN, "num_gpu_blocks": 100,
+                   "aic_backend_version": "0.19.0"}),
+            "aic_backend_version '0.19.0' is not in aiconfigurator-core for vllm on h200_sxm; \
+             it has: 0.24.0, 0.27.0",
+        ),
+        (
+            json!({"aic_backend": "vllm", "aic_model_path": QWEN, "num_gpu_blocks": 100,
+                   "aic_system": "h900"}),
+            "aic_system 'h900' is not in aiconfigurator-core; it has: ",
+        ),
+        (
+            json!({"aic_backend": "vllm", "aic_model_path": "someone/NotAModel",
+                   "num_gpu_blocks": 100}),
+            "aic_model_path 'someone/NotAModel' is neither a model bundled with \
+             aiconfigurator-core nor a local directory holding config.json",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+            .env("DYNOSIM_PYTHON", &python)
+            .args([
+                "--input-tokens",
+                "100",
+                "--output-tokens",
+                "2",
+                "--request-count",
+                "1",
+            ])
+            .args([
+                "--replay-concurrency",
+                "1",
+                "--extra-engine-args",
+                &engine.to_string(),
+            ])
+            .output()
+            .expect("run dynosim");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("error: --extra-engine-args: {expected}")),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_package_is_one_line_saying_how_to_install_it() {
+    // Needs no package: an interpreter without it (or none at all).
+    let dir = tempfile::tempdir().expect("temp dir");
+    for python in [
+        "/nonexistent/python3".to_string(),
+        which_python_without_aic(),
+    ] {
+        if python.is_empty() {
+            continue;
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+            .env("DYNOSIM_PYTHON", &python)
+            .env("DYNOSIM_CACHE_DIR", dir.path())
+            .args([
+                "--input-tokens",
+                "100",
+                "--output-tokens",
+                "2",
+                "--request-count",
+                "1",
+            ])
+            .args(["--replay-concurrency", "1", "--extra-engine-args"])
+            .arg(r#"{"aic_backend":"vllm","aic_model_path":"Qwen/Qwen3-32B","num_gpu_blocks":9}"#)
+            .output()
+            .expect("run dynosim");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{python}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{python}: {stderr}");
+        assert!(
+            stderr.contains("pip install 'dynosim[aic]'"),
+            "{python}: {stderr}"
+        );
+    }
+}
+
+/// `python3` if it lacks aiconfigurator-core, else "" (the case is then covered by the
+/// nonexistent interpreter only).
+fn which_python_without_aic() -> String {
+    let has = Command::new("python3")
+        .args(["-c", "import aiconfigurator_core"])
+        .output();
+    match has {
+        Ok(out) if !out.status.success() => "python3".into(),
+        _ => String::new(),
+    }
+}
+
+#[test]
+fn the_kv_router_takes_its_prefill_load_estimate_from_the_package() {
+    let python = python_or_skip!("the_kv_router_takes_its_prefill_load_estimate_from_the_package");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = |extra: &[&str], report: &str| -> Value {
+        let path = dir.path().join(report);
+        let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+            .env("DYNOSIM_PYTHON", &python)
+            .args(["--input-tokens", "3000", "--output-tokens", "20"])
+            .args([
+                "--request-count",
+                "60",
+                "--request-rate",
+                "40",
+                "--num-workers",
+                "3",
+            ])
+            .args(["--shared-prefix-ratio", "0.5", "--num-prefix-groups", "3"])
+            .args(["--router-mode", "kv_router", "--router-seed", "1"])
+            .args(["--extra-engine-args", r#"{"num_gpu_blocks":4000}"#])
+            .args(extra)
+            .args(["--report-json", path.to_str().expect("utf-8")])
+            .output()
+            .expect("run dynosim");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).expect("report")).expect("json")
+    };
+    let aic_flags = [
+        "--router-config",
+        r#"{"router_prefill_load_model":"aic"}"#,
+        "--aic-backend",
+        "vllm",
+        "--aic-system",
+        "h200_sxm",
+        "--aic-model-path",
+        "Qwen/Qwen3-32B",
+    ];
+    let with_aic = run(&aic_flags, "aic.json");
+    let again = run(&aic_flags, "aic-again.json");
+    let without = run(&[], "none.json");
+    assert_eq!(number(&with_aic, "completed_requests"), 60.0);
+    // Deterministic, and the decaying estimate changes placements under load.
+    for key in ["mean_ttft_ms", "p99_ttft_ms", "mean_e2e_latency_ms"] {
+        assert_eq!(with_aic[key], again[key], "{key}");
+    }
+    assert_ne!(with_aic["mean_ttft_ms"], without["mean_ttft_ms"]);
+
+    // Flags the package cannot serve are usage errors naming the flag.
+    let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+        .env("DYNOSIM_PYTHON", &python)
+        .args([
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "2",
+            "--request-count",
+            "2",
+        ])
+        .args(["--replay-concurrency", "1", "--num-workers", "2"])
+        .args(["--router-mode", "kv_router"])
+        .args(aic_flags.iter().take(4))
+        .args(["--aic-model-path", "Qwen/Qwen3-32B", "--aic-system", "h900"])
+        .output()
+        .expect("run dynosim");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("error: --aic-system: 'h900' is not in aiconfigurator-core"),
+        "{stderr}"
+    );
+}

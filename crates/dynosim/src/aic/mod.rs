@@ -1,0 +1,321 @@
+//! AIC (aiconfigurator-core) timing: what an engine configuration asks of the package, and the
+//! tables built from the package's answers that pass times are looked up in.
+//!
+//! INTERFACE
+//! - [`AicConfig`]: the validated `aic_*` settings of one engine configuration (or of the
+//!   router's `--aic-*` flags), plus, once [`prepare`](build::prepare) has run, its
+//!   [`AicTables`].
+//! - [`AicTables::prefill_ms`] / [`AicTables::decode_ms`]: the package's
+//!   `predict_prefill_latency(n, e + p, p)` and `predict_decode_latency(b, c, 2)`, in raw ms,
+//!   from the tables (no floors, no speed-up ratios: the timing model applies those).
+//! - [`build`]: runs the Python table builder once per configuration and caches its output on
+//!   disk. This is I/O: it runs before the simulation, never inside it.
+//!
+//! How the tables are laid out and why is explained in `docs/timing.md` (AIC section) and in the
+//! builder, `crates/dynosim-py/python/dynosim/aic_tables.py`.
+
+pub mod build;
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+/// The backends aiconfigurator-core models.
+pub const BACKENDS: [&str; 3] = ["vllm", "sglang", "trtllm"];
+
+/// The system used when `aic_system` is not given.
+pub const DEFAULT_SYSTEM: &str = "h200_sxm";
+
+/// Everything an AIC engine configuration depends on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AicConfig {
+    pub backend: String,
+    pub system: String,
+    /// `None` = the package's `current` version for the system and backend.
+    pub backend_version: Option<String>,
+    pub model_path: String,
+    pub tp_size: usize,
+    pub moe_tp_size: Option<usize>,
+    pub moe_ep_size: Option<usize>,
+    pub attention_dp_size: usize,
+    /// Quantisation overrides, normalised (`auto`/`none` removed, `int4` → `int4_wo`).
+    pub gemm_dtype: Option<String>,
+    pub moe_dtype: Option<String>,
+    pub fmha_dtype: Option<String>,
+    pub kv_cache_dtype: Option<String>,
+    pub comm_dtype: Option<String>,
+    /// Draft tokens per verification round (0 = none).
+    pub nextn: usize,
+    /// Built by [`build::prepare`] before the simulation starts.
+    pub tables: Option<Arc<AicTables>>,
+}
+
+/// The reference's normalisation of an `aic_*_dtype` value: empty, `auto`, `none` and `null`
+/// mean the model's default; `int4` is `int4_wo`.
+pub fn normalize_dtype(value: Option<&str>) -> Option<String> {
+    let value = value?.trim();
+    if value.is_empty() || ["auto", "none", "null"].contains(&value.to_ascii_lowercase().as_str()) {
+        return None;
+    }
+    Some(if value == "int4" { "int4_wo" } else { value }.to_string())
+}
+
+/// The builder's output: the package's answers, tabulated.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct AicTables {
+    pub format: u32,
+    pub package_version: String,
+    /// The perf-database version the tables come from (aliases resolved).
+    pub version: String,
+    /// `estimate_num_gpu_blocks` per rank, when it was asked for.
+    pub num_gpu_blocks: Option<usize>,
+    pub prefill: PrefillTables,
+    pub decode: DecodeTables,
+}
+
+/// `prefill(n, e, p) = tokens_ms[n·e − 1] + batch_ms[n − 1] + rest(n, e, p)`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct PrefillTables {
+    /// Operations that depend only on the batch's new tokens T, for T = 1, 2, …
+    pub tokens_ms: Vec<f64>,
+    /// Operations that depend only on the batch size n, for n = 1, 2, …
+    pub batch_ms: Vec<f64>,
+    /// Everything else (attention-like), on a grid.
+    pub rest: Grid3,
+}
+
+/// A grid over batch size `n`, new tokens per request `e` and cached prefix `p`, interpolated
+/// linearly in (ln n, ln e, ln(1 + p)), of ln(value) when every value is positive.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct Grid3 {
+    pub n: Vec<f64>,
+    pub e: Vec<f64>,
+    pub p: Vec<f64>,
+    /// Row-major `[n][e][p]`.
+    pub ms: Vec<f64>,
+    pub log: bool,
+}
+
+/// `decode(b, c)`: one exact row per batch size b = 1, 2, …, linear in the context c between
+/// grid points.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct DecodeTables {
+    pub context: Vec<f64>,
+    /// Row-major `[b − 1][context]`.
+    pub ms: Vec<f64>,
+}
+
+/// The segment of a sorted axis to interpolate `x` in and its weight (outside the axis: the end
+/// segment, extrapolated).
+fn segment(axis: &[f64], x: f64, map: fn(f64) -> f64) -> (usize, f64) {
+    if axis.len() < 2 {
+        return (0, 0.0);
+    }
+    let upper = axis.partition_point(|&a| a <= x);
+    let i = upper.saturating_sub(1).min(axis.len() - 2);
+    let (a, b) = (map(axis[i]), map(axis[i + 1]));
+    (i, (map(x) - a) / (b - a))
+}
+
+/// An exact table at 1, 2, …, extended past its end along the line through its last point and
+/// the point half way.
+fn exact_or_linear(table: &[f64], index: usize) -> f64 {
+    let len = table.len();
+    if index == 0 || len == 0 {
+        return table.first().copied().unwrap_or(0.0);
+    }
+    if index <= len {
+        return table[index - 1];
+    }
+    let mid = (len / 2).max(1);
+    if mid == len {
+        return table[len - 1];
+    }
+    let slope = (table[len - 1] - table[mid - 1]) / (len - mid) as f64;
+    table[len - 1] + slope * (index - len) as f64
+}
+
+impl Grid3 {
+    fn at(&self, n: f64, e: f64, p: f64) -> f64 {
+        if self.ms.is_empty() {
+            return 0.0;
+        }
+        let single = |axis: &[f64], x: f64, map: fn(f64) -> f64| {
+            if axis.len() < 2 {
+                (0, 0.0)
+            } else {
+                segment(axis, x, map)
+            }
+        };
+        let (i, u) = single(&self.n, n, f64::ln);
+        let (j, v) = single(&self.e, e, f64::ln);
+        let (k, w) = single(&self.p, p, f64::ln_1p);
+        let (ne, np) = (self.e.len(), self.p.len());
+        let value = |di: usize, dj: usize, dk: usize| {
+            let index = ((i + di).min(self.n.len() - 1) * ne + (j + dj).min(ne - 1)) * np
+                + (k + dk).min(np - 1);
+            let ms = self.ms[index];
+            if self.log {
+                ms.ln()
+            } else {
+                ms
+            }
+        };
+        let mut total = 0.0;
+        for (di, wi) in [(0, 1.0 - u), (1, u)] {
+            for (dj, wj) in [(0, 1.0 - v), (1, v)] {
+                for (dk, wk) in [(0, 1.0 - w), (1, w)] {
+                    let weight = wi * wj * wk;
+                    if weight != 0.0 {
+                        total += weight * value(di, dj, dk);
+                    }
+                }
+            }
+        }
+        if self.log {
+            total.exp()
+        } else {
+            total
+        }
+    }
+}
+
+impl AicTables {
+    /// The package's prefill latency of `n` requests, each with `e` new tokens after a cached
+    /// prefix of `p` (its `predict_prefill_latency(n, e + p, p)`), in raw ms.
+    pub fn prefill_ms(&self, n: usize, e: usize, p: usize) -> f64 {
+        if n == 0 || e == 0 {
+            return 0.0;
+        }
+        let tables = &self.prefill;
+        exact_or_linear(&tables.tokens_ms, n * e)
+            + exact_or_linear(&tables.batch_ms, n)
+            + tables.rest.at(n as f64, e as f64, p as f64)
+    }
+
+    /// The package's decode latency of one step of `b` requests at context `c` (its
+    /// `predict_decode_latency(b, c, 2)`), in raw ms.
+    pub fn decode_ms(&self, b: usize, c: usize) -> f64 {
+        let tables = &self.decode;
+        let width = tables.context.len();
+        let rows = tables.ms.len().checked_div(width).unwrap_or(0);
+        if b == 0 || rows == 0 {
+            return 0.0;
+        }
+        let (k, w) = segment(&tables.context, c.max(1) as f64, |x| x);
+        let row = |b: usize| {
+            let start = (b - 1) * width;
+            let at = |k: usize| tables.ms[start + k.min(width - 1)];
+            if width < 2 {
+                at(0)
+            } else {
+                at(k) * (1.0 - w) + at(k + 1) * w
+            }
+        };
+        if b <= rows {
+            return row(b);
+        }
+        let mid = (rows / 2).max(1);
+        if mid == rows {
+            return row(rows);
+        }
+        let slope = (row(rows) - row(mid)) / (rows - mid) as f64;
+        row(rows) + slope * (b - rows) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grid(log: bool) -> Grid3 {
+        // rest = 2 · n · e · (1 + p): exactly log-linear, so log interpolation is exact.
+        let n = vec![1.0, 4.0, 16.0];
+        let e = vec![1.0, 32.0, 1024.0];
+        let p = vec![0.0, 15.0, 255.0];
+        let mut ms = Vec::new();
+        for &a in &n {
+            for &b in &e {
+                for &c in &p {
+                    ms.push(2.0 * a * b * (1.0 + c));
+                }
+            }
+        }
+        Grid3 { n, e, p, ms, log }
+    }
+
+    fn tables() -> AicTables {
+        AicTables {
+            format: 1,
+            package_version: "0".into(),
+            version: "0".into(),
+            num_gpu_blocks: None,
+            prefill: PrefillTables {
+                tokens_ms: (1..=100).map(|t| 10.0 + t as f64).collect(),
+                batch_ms: (1..=8).map(|n| n as f64 / 10.0).collect(),
+                rest: grid(true),
+            },
+            decode: DecodeTables {
+                context: vec![1.0, 100.0, 1000.0],
+                // Row b: 5 + b + c / 100.
+                ms: (1..=4)
+                    .flat_map(|b| [1.0, 100.0, 1000.0].map(|c| 5.0 + b as f64 + c / 100.0))
+                    .collect(),
+            },
+        }
+    }
+
+    #[test]
+    fn log_grid_reproduces_power_laws_between_and_beyond_points() {
+        let log = grid(true);
+        for (n, e, p) in [
+            (2.0, 7.0, 3.0),
+            (16.0, 1024.0, 255.0),
+            (32.0, 2048.0, 511.0),
+        ] {
+            let want = 2.0 * n * e * (1.0 + p);
+            let got = log.at(n, e, p);
+            assert!(
+                (got / want - 1.0).abs() < 1e-9,
+                "{n} {e} {p}: {got} vs {want}"
+            );
+        }
+        // Linear interpolation of the same values is only exact on grid points.
+        let linear = grid(false);
+        assert!((linear.at(4.0, 32.0, 15.0) - 2.0 * 4.0 * 32.0 * 16.0).abs() < 1e-9);
+        assert!(linear.at(2.0, 7.0, 3.0) > 2.0 * 2.0 * 7.0 * 4.0);
+    }
+
+    #[test]
+    fn prefill_adds_the_three_parts_and_skips_empty_passes() {
+        let t = tables();
+        let want = (10.0 + 12.0) + 0.3 + 2.0 * 3.0 * 4.0 * 6.0;
+        assert!((t.prefill_ms(3, 4, 5) - want).abs() < 1e-9);
+        assert_eq!(t.prefill_ms(0, 4, 5), 0.0);
+        assert_eq!(t.prefill_ms(3, 0, 5), 0.0);
+        // Beyond the token table: the line through T = 50 and T = 100.
+        let beyond = t.prefill_ms(1, 150, 0) - 0.1 - 2.0 * 150.0;
+        assert!((beyond - 160.0).abs() < 1e-9, "{beyond}");
+    }
+
+    #[test]
+    fn decode_is_exact_per_batch_and_linear_in_context() {
+        let t = tables();
+        assert!((t.decode_ms(2, 100) - 8.0).abs() < 1e-12);
+        assert!((t.decode_ms(3, 550) - (8.0 + 5.5)).abs() < 1e-12);
+        // Past the context axis and past the last row, the end segments extend.
+        assert!((t.decode_ms(1, 2000) - (6.0 + 20.0)).abs() < 1e-9);
+        assert!((t.decode_ms(6, 100) - 12.0).abs() < 1e-9);
+        assert_eq!(t.decode_ms(0, 100), 0.0);
+    }
+
+    #[test]
+    fn dtype_normalisation_follows_the_reference() {
+        assert_eq!(normalize_dtype(Some(" auto ")), None);
+        assert_eq!(normalize_dtype(Some("None")), None);
+        assert_eq!(normalize_dtype(Some("")), None);
+        assert_eq!(normalize_dtype(Some("int4")), Some("int4_wo".into()));
+        assert_eq!(normalize_dtype(Some("fp8")), Some("fp8".into()));
+        assert_eq!(normalize_dtype(None), None);
+    }
+}
