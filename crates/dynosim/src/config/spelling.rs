@@ -21,7 +21,7 @@ const RENAMED: &[(&str, &str)] = &[
 ];
 
 /// Flags the Python API has no argument for (the CLI alone sets them).
-const CLI_ONLY: &[&str] = &["--report-json", "--max-sim-time-seconds"];
+const CLI_ONLY: &[&str] = &["--report-json", "--max-sim-time-seconds", "--online-speed"];
 
 /// The Python argument for `flag` (`--num-workers` → `num_workers`; the `--aic-*` flags are
 /// fields of `aic_perf_config`), or `None` when the API has no such argument. Names that are

@@ -1,12 +1,13 @@
 //! Pieces shared by the topologies: the timed event queue (with the reference's tie-break),
-//! worker pass state, where a request came from, and building a KV router for a pool.
+//! the requests of a run (released by the driver, where each came from, how many are in
+//! flight), and building a KV router for a pool.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::driver::Driver;
+use super::driver::{Driver, Terminal};
 use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
-use crate::engine::{PassEvent, RequestId};
+use crate::engine::RequestId;
 use crate::report::Collector;
 use crate::router::kv::{KvRouter, Targets};
 use crate::tokens::TokenSeq;
@@ -84,17 +85,6 @@ impl<T: Copy> EventQueue<T> {
     }
 }
 
-/// Pass state of one worker.
-#[derive(Debug, Default)]
-pub(super) struct WorkerState {
-    /// A pass is in flight.
-    pub(super) busy: bool,
-    /// The last pass did nothing; do not retry until the worker receives a request.
-    pub(super) stalled: bool,
-    /// Events of the in-flight pass, applied at its completion.
-    pub(super) pending: Vec<PassEvent>,
-}
-
 /// Where a request came from, to report its terminal state back to the driver.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RequestOrigin {
@@ -113,44 +103,92 @@ pub(super) struct ReleasedRequest {
     pub(super) hints: RouteHints,
 }
 
-/// Takes the next turn ready by `now_ms` from the driver and records it as request
-/// `origins.len()`: its arrival in the collector (at the release time in closed loop, at its
-/// scheduled time in open loop) and its origin.
-pub(super) fn next_arrival(
-    driver: &mut Driver,
-    now_ms: f64,
-    arrivals: ArrivalMode,
-    collector: &mut Collector,
-    origins: &mut Vec<RequestOrigin>,
-) -> Option<ReleasedRequest> {
-    let release = driver.pop_ready(now_ms)?;
-    let closed_loop = matches!(arrivals, ArrivalMode::Concurrency { .. });
-    let id: RequestId = origins.len();
-    let max_output_tokens = release.turn.max_output_tokens;
-    let arrival_ms = if closed_loop {
-        now_ms
-    } else {
-        release.ready_at_ms
-    };
-    collector.on_arrival(
-        id,
-        arrival_ms,
-        release.prompt.len(),
-        max_output_tokens,
-        Some((release.session_id, release.turn_index)),
-    );
-    origins.push(RequestOrigin {
-        session: release.session_index,
-        turn: release.turn_index,
-        generated: 0,
-        input_length: release.prompt.len(),
-    });
-    Some(ReleasedRequest {
-        id,
-        hints: RouteHints::of(release.turn, arrival_ms),
-        prompt: release.prompt,
-        max_output_tokens,
-    })
+/// The requests of a run: the driver that releases them, where each came from, and how many
+/// have not ended yet. Request ids are release order.
+pub(super) struct Requests {
+    driver: Driver,
+    origins: Vec<RequestOrigin>,
+    in_flight: usize,
+}
+
+impl Requests {
+    pub(super) fn new(driver: Driver) -> Self {
+        Self {
+            origins: Vec::with_capacity(driver.total_turns()),
+            driver,
+            in_flight: 0,
+        }
+    }
+
+    pub(super) fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    pub(super) fn origin(&self, id: RequestId) -> RequestOrigin {
+        self.origins[id]
+    }
+
+    pub(super) fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Takes the next turn ready by `now_ms` from the driver and records it as the next request:
+    /// its arrival in the collector (at the release time in closed loop, at its scheduled time
+    /// in open loop), its origin, and one more request in flight.
+    pub(super) fn release(
+        &mut self,
+        now_ms: f64,
+        arrivals: ArrivalMode,
+        collector: &mut Collector,
+    ) -> Option<ReleasedRequest> {
+        let release = self.driver.pop_ready(now_ms)?;
+        let closed_loop = matches!(arrivals, ArrivalMode::Concurrency { .. });
+        let id: RequestId = self.origins.len();
+        let max_output_tokens = release.turn.max_output_tokens;
+        let arrival_ms = if closed_loop {
+            now_ms
+        } else {
+            release.ready_at_ms
+        };
+        collector.on_arrival(
+            id,
+            arrival_ms,
+            release.prompt.len(),
+            max_output_tokens,
+            Some((release.session_id, release.turn_index)),
+        );
+        self.origins.push(RequestOrigin {
+            session: release.session_index,
+            turn: release.turn_index,
+            generated: 0,
+            input_length: release.prompt.len(),
+        });
+        self.in_flight += 1;
+        Some(ReleasedRequest {
+            id,
+            hints: RouteHints::of(release.turn, arrival_ms),
+            prompt: release.prompt,
+            max_output_tokens,
+        })
+    }
+
+    /// Request `id` produced `count` more tokens.
+    pub(super) fn on_tokens(&mut self, id: RequestId, count: usize) {
+        self.origins[id].generated += count;
+    }
+
+    /// Request `id` ended at `now_ms`: its session moves on.
+    pub(super) fn on_ended(&mut self, id: RequestId, now_ms: f64, completed: bool) {
+        let origin = self.origins[id];
+        self.in_flight -= 1;
+        let how = Terminal {
+            request_id: id,
+            output_tokens: origin.generated,
+            completed,
+        };
+        self.driver
+            .on_terminal(origin.session, origin.turn, now_ms, how);
+    }
 }
 
 /// What the KV router needs of a released turn beyond the engine request.

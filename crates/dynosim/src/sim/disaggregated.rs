@@ -24,18 +24,16 @@
 
 use std::collections::VecDeque;
 
-use super::common::{kv_router, next_arrival, EventQueue, RequestOrigin, RouteHints};
-use super::driver::{Driver, Terminal};
+use super::common::{kv_router, EventQueue, Requests, RouteHints};
+use super::driver::Driver;
 use super::event_loop::Topology;
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
+use super::pool::Pool;
 use crate::config::router_config::PrefillLoadModel;
 use crate::config::{
     EngineArgs, EngineType, KvTransferTimingMode, ReplaySpec, RouterMode, WorkloadSpec,
 };
-use crate::engine::kv::KvEvent;
-use crate::engine::{
-    DestinationRefused, DestinationReserved, EngineRequest, PassEvent, RankScheduler, RequestId,
-};
+use crate::engine::{DestinationRefused, DestinationReserved, EngineRequest, PassEvent, RequestId};
 use crate::error::{Error, Result};
 use crate::report::record::TerminalStatus;
 use crate::report::{Collector, HandoffStage, RunFacts};
@@ -108,35 +106,6 @@ impl TransferTiming {
     }
 }
 
-/// One pool of single-rank workers.
-struct Pool {
-    args: EngineArgs,
-    schedulers: Vec<RankScheduler>,
-    busy: Vec<bool>,
-    /// Events of each worker's in-flight pass, applied at its completion.
-    pending: Vec<Vec<PassEvent>>,
-    /// Actions waiting for each worker's in-flight pass to end.
-    deferred: Vec<Vec<(RequestId, Action)>>,
-    router: Router,
-    worker_ms: f64,
-}
-
-impl Pool {
-    fn new(args: &EngineArgs, workers: usize, router: Router) -> Self {
-        Self {
-            args: args.clone(),
-            schedulers: (0..workers)
-                .map(|index| RankScheduler::new(args, index))
-                .collect(),
-            busy: vec![false; workers],
-            pending: (0..workers).map(|_| Vec::new()).collect(),
-            deferred: (0..workers).map(|_| Vec::new()).collect(),
-            router,
-            worker_ms: 0.0,
-        }
-    }
-}
-
 /// Where a routing decision left a request.
 enum Routing {
     /// On this worker, with this many prompt tokens cached there as far as the router knew.
@@ -161,14 +130,10 @@ pub(super) struct Disaggregated<'s> {
     decode: Pool,
     events: EventQueue<Event>,
     actions: VecDeque<(RequestId, Action)>,
-    driver: Driver,
+    released: Requests,
     collector: Collector,
-    origins: Vec<RequestOrigin>,
     requests: Vec<DisaggRequest>,
-    in_flight: usize,
-    /// Scratch buffers.
-    pass_events: Vec<PassEvent>,
-    kv_events: Vec<KvEvent>,
+    /// Scratch: queued prefills the prefill router placed.
     placements: Vec<Placement>,
 }
 
@@ -208,14 +173,16 @@ impl<'s> Disaggregated<'s> {
                 ))),
             ),
         };
-        let mut prefill = Pool::new(prefill_args, pools.num_prefill_workers, prefill_router);
-        if spec.router_mode == RouterMode::KvRouter {
-            prefill
-                .schedulers
-                .iter_mut()
-                .for_each(RankScheduler::record_kv_events);
-        }
-        let decode = Pool::new(decode_args, spec.num_workers, decode_router);
+        // Only the prefill pool's KV router reads cache events.
+        let prefill_routes_on_kv_events = prefill_router.reads_kv_events();
+        let prefill = Pool::new(
+            prefill_args,
+            pools.num_prefill_workers,
+            1,
+            prefill_router,
+            prefill_routes_on_kv_events,
+        );
+        let decode = Pool::new(decode_args, spec.num_workers, 1, decode_router, false);
         // Only the independent synthetic requests come without planned output tokens.
         let planned_outputs = match &spec.workload {
             WorkloadSpec::Synthetic(synthetic) => {
@@ -234,20 +201,16 @@ impl<'s> Disaggregated<'s> {
             events: EventQueue::new(),
             actions: VecDeque::new(),
             collector: Collector::new(spec.sla, spec.capture_requests),
-            origins: Vec::with_capacity(driver.total_turns()),
             requests: Vec::with_capacity(driver.total_turns()),
-            driver,
-            in_flight: 0,
-            pass_events: Vec::new(),
-            kv_events: Vec::new(),
+            released: Requests::new(driver),
             placements: Vec::new(),
         }
     }
 
     pub(super) fn finish(self) -> (Collector, RunFacts) {
         let facts = RunFacts {
-            prefill_worker_seconds: self.prefill.worker_ms / 1000.0,
-            decode_worker_seconds: self.decode.worker_ms / 1000.0,
+            prefill_worker_seconds: self.prefill.worker_seconds(),
+            decode_worker_seconds: self.decode.worker_seconds(),
             prefill_gpus_per_worker: self.prefill.args.gpus_per_worker() as u64,
             decode_gpus_per_worker: self.decode.args.gpus_per_worker() as u64,
             wall_time_ms: 0.0,
@@ -268,7 +231,7 @@ impl Topology for Disaggregated<'_> {
     fn next_event_ms(&self) -> Option<f64> {
         match (
             self.events.peek().map(|(at_ms, _)| at_ms),
-            self.driver.next_ready_ms(),
+            self.released.driver().next_ready_ms(),
         ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -278,12 +241,12 @@ impl Topology for Disaggregated<'_> {
     fn dead_end(&self) -> Error {
         Error::runtime(format!(
             "offline disagg replay reached a dead end with {} in-flight requests remaining",
-            self.in_flight
+            self.released.in_flight()
         ))
     }
 
     fn is_done(&self) -> bool {
-        self.driver.is_drained()
+        self.released.driver().is_drained()
             && self.events.is_empty()
             && self.actions.is_empty()
             && self
@@ -295,8 +258,8 @@ impl Topology for Disaggregated<'_> {
     fn advance_to(&mut self, t_ms: f64) {
         let dt = t_ms - self.now_ms;
         if dt > 0.0 {
-            self.prefill.worker_ms += self.prefill.schedulers.len() as f64 * dt;
-            self.decode.worker_ms += self.decode.schedulers.len() as f64 * dt;
+            self.prefill.accrue(dt);
+            self.decode.accrue(dt);
         }
         self.now_ms = t_ms;
     }
@@ -343,13 +306,10 @@ impl Disaggregated<'_> {
 
     fn release_arrivals(&mut self) -> bool {
         let mut released = false;
-        while let Some(arrival) = next_arrival(
-            &mut self.driver,
-            self.now_ms,
-            self.spec.arrivals,
-            &mut self.collector,
-            &mut self.origins,
-        ) {
+        while let Some(arrival) =
+            self.released
+                .release(self.now_ms, self.spec.arrivals, &mut self.collector)
+        {
             let id = arrival.id;
             let (handoff, first) = Handoff::start(self.order);
             self.requests.push(DisaggRequest {
@@ -363,7 +323,6 @@ impl Disaggregated<'_> {
                 decode_routed: false,
                 counted: true,
             });
-            self.in_flight += 1;
             self.actions.push_back((id, first));
             released = true;
         }
@@ -461,7 +420,7 @@ impl Disaggregated<'_> {
             Action::StartTransfer { missing_tokens } => {
                 let delay_ms = self
                     .transfer
-                    .delay_ms(self.origins[id].input_length, missing_tokens);
+                    .delay_ms(self.released.origin(id).input_length, missing_tokens);
                 self.on_outcome(id, action, Outcome::Done);
                 if delay_ms > 0.0 {
                     self.events
@@ -474,8 +433,8 @@ impl Disaggregated<'_> {
                 let worker = self.requests[id]
                     .decode_worker
                     .expect("an activated destination has a decode worker");
-                if self.decode.busy[worker] {
-                    self.decode.deferred[worker].push((id, action));
+                if self.decode.is_busy(worker) {
+                    self.decode.defer(worker, id, action);
                     return false;
                 }
                 match self.decode.schedulers[worker].activate_destination(id) {
@@ -504,10 +463,7 @@ impl Disaggregated<'_> {
                 };
                 self.prefill.schedulers[worker].release_source(id);
                 // Pages a released source leaves in the cache become visible to routing now.
-                if self.prefill.router.reads_kv_events() {
-                    self.prefill.schedulers[worker].drain_kv_events(&mut self.kv_events);
-                    self.prefill.router.apply_kv_events(worker, &self.kv_events);
-                }
+                self.prefill.publish_kv_events(worker);
                 if action == Action::ReleaseSource {
                     self.collector
                         .on_handoff(id, HandoffStage::SourceReleased, self.now_ms);
@@ -563,8 +519,8 @@ impl Disaggregated<'_> {
             return Err(true);
         };
         let pool = self.pool(stage);
-        if pool.busy[worker] {
-            pool.deferred[worker].push((id, action));
+        if pool.is_busy(worker) {
+            pool.defer(worker, id, action);
             return Err(false);
         }
         Ok(worker)
@@ -585,11 +541,14 @@ impl Disaggregated<'_> {
         } else {
             handoff.max_output_tokens.min(1)
         };
-        self.prefill.schedulers[worker].enqueue(EngineRequest {
-            id,
-            prompt,
-            max_output_tokens,
-        });
+        self.prefill.enqueue(
+            worker,
+            EngineRequest {
+                id,
+                prompt,
+                max_output_tokens,
+            },
+        );
         self.collector
             .on_prefill_assigned(id, worker, overlap_tokens);
         self.on_outcome(id, Action::SubmitPrefill, Outcome::Done);
@@ -607,7 +566,7 @@ impl Disaggregated<'_> {
             prompt,
             max_output_tokens: handoff.max_output_tokens,
         };
-        let try_now = !self.decode.busy[worker];
+        let try_now = !self.decode.is_busy(worker);
         match self.decode.schedulers[worker].reserve_destination(request, try_now) {
             Ok(reserved) => {
                 self.requests[id].decode_worker = Some(worker);
@@ -714,7 +673,7 @@ impl Disaggregated<'_> {
     fn dispatch_prefill_placements(&mut self, placements: &mut Vec<Placement>) {
         let block_size = self.prefill.args.block_size.max(1);
         for placement in placements.drain(..) {
-            let isl = self.origins[placement.id].input_length;
+            let isl = self.released.origin(placement.id).input_length;
             let overlap_tokens = (placement.overlap_blocks as usize * block_size).min(isl);
             self.submit_prefill(placement.id, placement.target, overlap_tokens);
         }
@@ -726,15 +685,7 @@ impl Disaggregated<'_> {
         if !std::mem::take(&mut handoff.counted) {
             return;
         }
-        let origin = self.origins[id];
-        self.in_flight -= 1;
-        let how = Terminal {
-            request_id: id,
-            output_tokens: origin.generated,
-            completed,
-        };
-        self.driver
-            .on_terminal(origin.session, origin.turn, self.now_ms, how);
+        self.released.on_ended(id, self.now_ms, completed);
     }
 
     // ---- passes ----
@@ -745,10 +696,8 @@ impl Disaggregated<'_> {
     fn drive_pool(&mut self, stage: Stage) -> bool {
         let mut changed = false;
         'restart: loop {
-            let workers = self.pool(stage).schedulers.len();
-            for worker in 0..workers {
-                let pool = self.pool(stage);
-                if pool.busy[worker] || !pool.schedulers[worker].has_work() {
+            for worker in 0..self.pool(stage).num_workers() {
+                if !self.pool(stage).is_ready(worker) {
                     continue;
                 }
                 if self.start_pass(stage, worker) {
@@ -763,71 +712,43 @@ impl Disaggregated<'_> {
     /// Runs one pass on an idle worker; false when the pass could do nothing.
     fn start_pass(&mut self, stage: Stage, worker: usize) -> bool {
         let now = self.now_ms;
-        let mut events = std::mem::take(&mut self.pass_events);
-        events.clear();
+        let collector = &mut self.collector;
         let pool = match stage {
             Stage::Prefill => &mut self.prefill,
             Stage::Decode => &mut self.decode,
         };
-        let time = pool.schedulers[worker].run_pass_timed(&mut events);
-        let mut kv_published = false;
-        if pool.router.reads_kv_events()
-            && stage == Stage::Prefill
-            && pool.schedulers[worker].kv_events_at_pass_start()
-        {
-            pool.schedulers[worker].drain_kv_events(&mut self.kv_events);
-            kv_published = !self.kv_events.is_empty();
-            pool.router.apply_kv_events(worker, &self.kv_events);
+        let start = pool.start_pass(worker, now, |id, reused_tokens, _| match stage {
+            Stage::Prefill => collector.on_prefill_admit(id, now, reused_tokens),
+            Stage::Decode => collector.on_decode_admit(id, now, reused_tokens),
+        });
+        if start.end_ms > now {
+            self.events
+                .push(start.end_ms, Event::PassEnd { stage, worker });
+            return true;
         }
-        let end_ms = time.end_ms(now);
-        let progressed =
-            end_ms > now || time.scheduled_requests > 0 || !events.is_empty() || kv_published;
-        if !progressed {
-            self.pass_events = events;
-            return false;
-        }
-        let mut pending = std::mem::take(&mut self.pool(stage).pending[worker]);
-        pending.clear();
-        for &event in &events {
-            match event {
-                PassEvent::Admitted { id, reused_tokens } => match stage {
-                    Stage::Prefill => self.collector.on_prefill_admit(id, now, reused_tokens),
-                    Stage::Decode => self.collector.on_decode_admit(id, now, reused_tokens),
-                },
-                other => pending.push(other),
-            }
-        }
-        self.pass_events = events;
-        if end_ms > now {
-            let pool = self.pool(stage);
-            pool.pending[worker] = pending;
-            pool.busy[worker] = true;
-            self.events.push(end_ms, Event::PassEnd { stage, worker });
-        } else {
-            self.pool(stage).pending[worker] = pending;
+        // A pass that takes no time ends at once, if it did anything.
+        let progressed = start.scheduled_work || start.kv_published;
+        if progressed {
             self.on_pass_end(stage, worker, false);
         }
-        true
+        progressed
     }
 
     /// Applies the end of a pass of `worker` at `now_ms`. `scheduled`: it was a timed pass
     /// (actions waiting for the worker are woken).
     fn on_pass_end(&mut self, stage: Stage, worker: usize, scheduled: bool) {
         let pool = self.pool(stage);
-        pool.busy[worker] = false;
-        let events = std::mem::take(&mut pool.pending[worker]);
+        let events = pool.end_pass(worker);
         // Capacity freed by the pass may admit a waiting destination.
         let reserved = match stage {
             Stage::Decode => pool.schedulers[worker].retry_destinations(),
             Stage::Prefill => None,
         };
         if scheduled {
-            let woken = std::mem::take(&mut pool.deferred[worker]);
+            let woken = pool.take_deferred(worker);
             self.actions.extend(woken);
         }
-        if stage == Stage::Prefill {
-            self.apply_pass_end_kv_events(worker);
-        }
+        self.pool(stage).apply_pass_end_kv_events(worker);
         match stage {
             Stage::Prefill => self.apply_prefill_pass(&events),
             Stage::Decode => self.apply_decode_pass(&events),
@@ -835,21 +756,7 @@ impl Disaggregated<'_> {
         if let Some(reserved) = reserved {
             self.on_destination_reserved(reserved);
         }
-        let mut events = events;
-        events.clear();
-        let pool = self.pool(stage);
-        if pool.pending[worker].is_empty() {
-            pool.pending[worker] = events;
-        }
-    }
-
-    /// KV events of engines that make them visible when a pass completes (SGLang).
-    fn apply_pass_end_kv_events(&mut self, worker: usize) {
-        let pool = &mut self.prefill;
-        if pool.router.reads_kv_events() && !pool.schedulers[worker].kv_events_at_pass_start() {
-            pool.schedulers[worker].drain_kv_events(&mut self.kv_events);
-            pool.router.apply_kv_events(worker, &self.kv_events);
-        }
+        self.pool(stage).recycle(worker, events);
     }
 
     /// A prefill pass ended: finished prefills release their router load, then their sources
@@ -886,7 +793,7 @@ impl Disaggregated<'_> {
         for &event in events {
             match event {
                 PassEvent::Tokens { id, count } => {
-                    self.origins[id].generated += count;
+                    self.released.on_tokens(id, count);
                     self.collector.on_tokens(id, self.now_ms, count);
                 }
                 PassEvent::Completed { id } | PassEvent::Rejected { id } => {

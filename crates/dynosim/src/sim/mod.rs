@@ -13,6 +13,7 @@ mod disaggregated;
 pub mod driver;
 pub mod event_loop;
 mod handoff;
+mod pool;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
