@@ -789,3 +789,30 @@ fn a_dead_end_names_the_request_that_can_never_run() {
     );
     assert!(!dir.path().join("r.json").exists());
 }
+
+#[test]
+fn a_disaggregated_dead_end_names_the_request_and_its_pool() {
+    let dir = TempDir::new().unwrap();
+    // The same 20000-token prompt, now on an SGLang prefill pool of the default 16384 tokens.
+    let trace = "{\"timestamp\": 0, \"input_length\": 20000, \"output_length\": 5, \"hash_ids\": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39]}\n{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [99]}\n";
+    fs::write(dir.path().join("trace.jsonl"), trace).unwrap();
+    let out = dynosim(
+        dir.path(),
+        &[
+            "trace.jsonl",
+            "--prefill-engine-args",
+            "{\"worker_type\":\"prefill\",\"engine_type\":\"sglang\"}",
+            "--decode-engine-args",
+            "{\"worker_type\":\"decode\",\"engine_type\":\"sglang\",\"num_gpu_blocks\":100000}",
+            "--report-json",
+            "r.json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("offline disagg replay reached a dead end with 2 in-flight requests remaining: the request of session request_1 turn 0 (20000 prompt tokens) can never be scheduled on prefill worker 0 (dp rank 0)"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("r.json").exists());
+}

@@ -102,31 +102,15 @@ impl Topology for Aggregated<'_> {
     /// The error for a run where nothing can happen any more, naming the blocking request when
     /// an engine can tell which one it is.
     fn dead_end(&self) -> Error {
-        let mut message = format!(
-            "offline replay reached a dead end with {} in-flight requests remaining",
-            self.requests.in_flight()
-        );
-        match self.pool.blocked_request() {
-            Some((worker, rank, id)) => {
-                let origin = self.requests.origin(id);
-                message.push_str(&format!(
-                    ": the request of session {} turn {} ({} prompt tokens) can never be \
-                     scheduled on worker {} (dp rank {}); its prompt and output reservation do \
-                     not fit the KV cache",
-                    self.requests.driver().session_id(origin.session),
-                    origin.turn,
-                    origin.input_length,
-                    worker,
-                    rank,
-                ));
-            }
-            None => message.push_str(
-                " (no request can be scheduled: a request's prompt plus the output it has \
+        self.requests.dead_end(
+            "offline replay",
+            &[("worker", &self.pool)],
+            Some(
+                "(no request can be scheduled: a request's prompt plus the output it has \
                  generated so far may have outgrown the KV cache (a long output_length), or a \
                  prompt may exceed max_num_batched_tokens with chunked prefill off)",
             ),
-        }
-        Error::runtime(message)
+        )
     }
 
     /// Past the cap, the multi-worker loop stops at once; the reference's single-worker loop

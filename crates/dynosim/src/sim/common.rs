@@ -6,8 +6,10 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use super::driver::{Driver, Terminal};
+use super::pool::Pool;
 use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
 use crate::engine::RequestId;
+use crate::error::Error;
 use crate::report::Collector;
 use crate::router::kv::{KvRouter, Targets};
 use crate::tokens::TokenSeq;
@@ -112,6 +114,40 @@ pub(super) struct Requests {
 }
 
 impl Requests {
+    /// The error for a run where nothing can happen any more: `run` names the replay
+    /// ("offline replay", "offline disagg replay"), `pools` the pools to ask, each with the
+    /// word that names its workers ("worker", "prefill worker", ...). Names the request that
+    /// can never be scheduled when an engine can tell; otherwise adds `hint`, if any.
+    pub(super) fn dead_end(&self, run: &str, pools: &[(&str, &Pool)], hint: Option<&str>) -> Error {
+        let mut message = format!(
+            "{run} reached a dead end with {} in-flight requests remaining",
+            self.in_flight
+        );
+        let blocked = pools.iter().find_map(|(workers, pool)| {
+            pool.blocked_request()
+                .map(|(worker, rank, id)| (*workers, worker, rank, id))
+        });
+        match (blocked, hint) {
+            (Some((workers, worker, rank, id)), _) => {
+                let origin = self.origin(id);
+                message.push_str(&format!(
+                    ": the request of session {} turn {} ({} prompt tokens) can never be \
+                     scheduled on {workers} {worker} (dp rank {rank}); its prompt and output \
+                     reservation do not fit the KV cache",
+                    self.driver.session_id(origin.session),
+                    origin.turn,
+                    origin.input_length,
+                ));
+            }
+            (None, Some(hint)) => {
+                message.push(' ');
+                message.push_str(hint);
+            }
+            (None, None) => {}
+        }
+        Error::runtime(message)
+    }
+
     pub(super) fn new(driver: Driver) -> Self {
         Self {
             origins: Vec::with_capacity(driver.total_turns()),
@@ -126,10 +162,6 @@ impl Requests {
 
     pub(super) fn origin(&self, id: RequestId) -> RequestOrigin {
         self.origins[id]
-    }
-
-    pub(super) fn in_flight(&self) -> usize {
-        self.in_flight
     }
 
     /// Takes the next turn ready by `now_ms` from the driver and records it as the next request:

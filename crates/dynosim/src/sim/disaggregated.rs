@@ -239,10 +239,14 @@ impl Topology for Disaggregated<'_> {
     }
 
     fn dead_end(&self) -> Error {
-        Error::runtime(format!(
-            "offline disagg replay reached a dead end with {} in-flight requests remaining",
-            self.released.in_flight()
-        ))
+        self.released.dead_end(
+            "offline disagg replay",
+            &[
+                ("prefill worker", &self.prefill),
+                ("decode worker", &self.decode),
+            ],
+            None,
+        )
     }
 
     fn is_done(&self) -> bool {
