@@ -10,6 +10,7 @@
 //! (`MockEngineArgs`, `KvRouterConfig`, defined in [`engine_args`] and [`router_config`]), as
 //! dicts, or as JSON text; all three reach the same parsers as the CLI's JSON flags.
 
+mod aic;
 mod convert;
 mod engine_args;
 mod router_config;
@@ -136,55 +137,6 @@ fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResu
         Some(value) => str_arg(name, value),
         None => Ok(default.to_owned()),
     }
-}
-
-/// The AIC performance-model settings, given as a dict with the reference's `AicPerfConfig`
-/// field names, copied onto the options (whose validation decides what is supported).
-fn apply_aic_perf_config(
-    options: &mut ReplayOptions,
-    aic_perf_config: Option<&Bound<'_, PyAny>>,
-) -> PyResult<()> {
-    let Some(config) = aic_perf_config.filter(|config| !config.is_none()) else {
-        return Ok(());
-    };
-    let config = config.cast::<PyDict>().map_err(|_| {
-        let type_name = config
-            .get_type()
-            .name()
-            .map(|name| name.to_string())
-            .unwrap_or_default();
-        PyTypeError::new_err(format!(
-            "argument 'aic_perf_config': expected a dict of AicPerfConfig fields, got '{type_name}'"
-        ))
-    })?;
-    for (key, value) in config.iter() {
-        let key: String = key.extract()?;
-        let text = || -> PyResult<Option<String>> { value.extract() };
-        let int = || -> PyResult<Option<i64>> { value.extract() };
-        match key.as_str() {
-            "aic_backend" => options.aic_backend = text()?,
-            "aic_system" => options.aic_system = text()?,
-            "aic_model_path" => options.aic_model_path = text()?,
-            "aic_backend_version" => options.aic_backend_version = text()?,
-            "aic_tp_size" => options.aic_tp_size = int()?,
-            "aic_moe_tp_size" => options.aic_moe_tp_size = int()?,
-            "aic_moe_ep_size" => options.aic_moe_ep_size = int()?,
-            "aic_attention_dp_size" => options.aic_attention_dp_size = int()?,
-            "aic_gemm_dtype" => options.aic_gemm_dtype = text()?,
-            "aic_moe_dtype" => options.aic_moe_dtype = text()?,
-            "aic_fmha_dtype" => options.aic_fmha_dtype = text()?,
-            "aic_kv_cache_dtype" => options.aic_kv_cache_dtype = text()?,
-            "aic_comm_dtype" => options.aic_comm_dtype = text()?,
-            "aic_nextn" => options.aic_nextn = int()?,
-            "aic_nextn_accept_rates" => options.aic_nextn_accept_rates = text()?,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "aic_perf_config: unknown field '{other}'"
-                )))
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Validates, replays (without the GIL), writes the optional JSONL, and returns the report.
@@ -393,7 +345,7 @@ fn run_trace_replay<'py>(
         sla_e2e_ms: opt_float_arg("sla_e2e_ms", sla_e2e_ms)?,
         ..ReplayOptions::default()
     };
-    apply_aic_perf_config(&mut options, aic_perf_config)?;
+    aic::apply(&mut options, aic_perf_config)?;
     replay_to_dict(py, options, aiperf_dir)
 }
 
@@ -517,7 +469,7 @@ fn run_synthetic_trace_replay<'py>(
         sla_e2e_ms: opt_float_arg("sla_e2e_ms", sla_e2e_ms)?,
         ..ReplayOptions::default()
     };
-    apply_aic_perf_config(&mut options, aic_perf_config)?;
+    aic::apply(&mut options, aic_perf_config)?;
     replay_to_dict(py, options, aiperf_dir)
 }
 
@@ -561,6 +513,7 @@ fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<engine_args::TrtllmArgs>()?;
     module.add_class::<engine_args::ReasoningConfig>()?;
     module.add_class::<router_config::KvRouterConfig>()?;
+    module.add_class::<aic::AicPerfConfig>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -16,7 +16,7 @@ import pathlib
 
 import pytest
 
-from dynamo.llm import KvRouterConfig
+from dynamo.llm import AicPerfConfig, KvRouterConfig
 from dynamo.mocker import MockEngineArgs, ReasoningConfig, SglangArgs, TrtllmArgs
 from dynamo.replay import run_synthetic_trace_replay, run_trace_replay
 
@@ -358,12 +358,12 @@ def test_non_finite_floats_are_rejected():
         MockEngineArgs(speedup_ratio=float("nan"))
 
 
-def test_settings_read_from_files_or_unmodelled_fail_when_the_object_is_built(tmp_path):
+def test_settings_read_from_files_are_checked_when_the_object_is_built(tmp_path):
     missing = tmp_path / "h100.npz"
     with pytest.raises(ValueError, match=f"planner_profile_data: {missing}"):
         MockEngineArgs(planner_profile_data=missing)
-    with pytest.raises(ValueError, match=r"aic_backend \(AIC timing model\) is not supported yet"):
-        MockEngineArgs(aic_backend="vllm", aic_model_path="Qwen/Qwen3-32B")
+    aic = MockEngineArgs(aic_backend="vllm", aic_model_path="Qwen/Qwen3-32B")
+    assert (aic.aic_backend, aic.aic_model_path) == ("vllm", "Qwen/Qwen3-32B")
     assert MockEngineArgs(aic_nextn=3, aic_nextn_accept_rates="0.8,0.5").aic_nextn == 3
 
 
@@ -567,7 +567,8 @@ def test_numpy_values_inside_an_engine_args_dict():
 
 
 def test_classes_are_documented():
-    for cls in (MockEngineArgs, KvRouterConfig, SglangArgs, TrtllmArgs, ReasoningConfig):
+    for cls in (MockEngineArgs, KvRouterConfig, AicPerfConfig, SglangArgs, TrtllmArgs,
+                ReasoningConfig):
         assert inspect.getdoc(cls), cls
     assert MockEngineArgs.__module__ == "dynamo.mocker"
     assert KvRouterConfig.__module__ == "dynamo.llm"
@@ -612,3 +613,62 @@ def test_objects_pickle_for_worker_processes():
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
         remote = pool.submit(_replay_in_worker, engine, router).result(timeout=300)
     assert remote == _replay_in_worker(engine, router)
+
+
+# --- AicPerfConfig -----------------------------------------------------------------------------
+
+AIC_MODEL = ("vllm", "h200_sxm", "Qwen/Qwen3-32B")
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, error, message",
+    [
+        (("bogus", "x", "y"), {}, ValueError,
+         "aic_perf_config.aic_backend: unknown backend 'bogus'; aiconfigurator-core models: "
+         "vllm, sglang, trtllm"),
+        (AIC_MODEL, {"aic_tp_size": 0}, ValueError,
+         "aic_perf_config.aic_tp_size: must be at least 1, got 0"),
+        (AIC_MODEL, {"aic_nextn": 9}, ValueError,
+         "aic_perf_config.aic_nextn: must be between 1 and 5, got 9"),
+        (AIC_MODEL, {"aic_nextn": 2, "aic_nextn_accept_rates": "0.8,2"}, ValueError,
+         "aic_perf_config.aic_nextn_accept_rates: each rate must be a number in [0, 1], got '2'"),
+        (AIC_MODEL[:2], {}, TypeError, "AicPerfConfig() missing required argument 'aic_model_path'"),
+        (AIC_MODEL, {"aic_tp_size": "2"}, TypeError,
+         "argument 'aic_perf_config.aic_tp_size': 'str' object cannot be interpreted as an integer"),
+        (AIC_MODEL, {"foo": 1}, TypeError,
+         "AicPerfConfig() got an unexpected keyword argument 'foo'"),
+    ],
+)
+def test_aic_perf_config_is_checked_when_built(args, kwargs, error, message):
+    with pytest.raises(error) as caught:
+        AicPerfConfig(*args, **kwargs)
+    assert type(caught.value) is error
+    assert str(caught.value) == message
+
+
+def test_aic_perf_config_object_and_dict_reach_the_same_checks():
+    trace = pathlib.Path(__file__).resolve().parents[3] / "tests" / "parity" / "traces"
+    as_dict = dict(zip(("aic_backend", "aic_system", "aic_model_path"), AIC_MODEL))
+    config = AicPerfConfig(*AIC_MODEL, aic_tp_size=2)
+    assert repr(config) == (
+        'AicPerfConfig(aic_backend="vllm", aic_system="h200_sxm", '
+        'aic_model_path="Qwen/Qwen3-32B", aic_tp_size=2)'
+    )
+    for given in (config, as_dict):
+        with pytest.raises(ValueError, match=r"^aic_perf_config requires router_mode='kv_router'$"):
+            run_trace_replay(trace / "kv_queue.jsonl", aic_perf_config=given)
+        with pytest.raises(
+            ValueError,
+            match=r"^aic_perf_config requires router_prefill_load_model='aic' in router_config$",
+        ):
+            run_trace_replay(trace / "kv_queue.jsonl", aic_perf_config=given,
+                             router_mode="kv_router", num_workers=2)
+    with pytest.raises(TypeError, match="argument 'aic_perf_config': expected AicPerfConfig"):
+        run_trace_replay(trace / "kv_queue.jsonl", aic_perf_config=["vllm"])
+
+
+def test_aic_perf_config_pickles():
+    import pickle
+
+    config = AicPerfConfig(*AIC_MODEL, aic_tp_size=2, aic_gemm_dtype="fp8")
+    assert repr(pickle.loads(pickle.dumps(config))) == repr(config)

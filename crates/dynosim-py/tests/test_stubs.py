@@ -12,7 +12,10 @@ import dynosim
 from dynosim import _dynosim
 
 STUB = pathlib.Path(dynosim.__file__).with_name("_dynosim.pyi")
-CLASSES = ["MockEngineArgs", "KvRouterConfig", "SglangArgs", "TrtllmArgs", "ReasoningConfig"]
+CLASSES = [
+    "MockEngineArgs", "KvRouterConfig", "AicPerfConfig", "SglangArgs", "TrtllmArgs",
+    "ReasoningConfig",
+]
 
 
 def stub_tree():

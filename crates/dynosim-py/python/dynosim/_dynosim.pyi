@@ -375,6 +375,29 @@ class KvRouterConfig:
     @property
     def router_temperature(self) -> float: ...
 
+class AicPerfConfig:
+    """The AIC performance-model settings of a replay (the ``--aic-*`` flags), checked as those
+    flags are when built."""
+
+    def __init__(
+        self,
+        aic_backend: str,
+        aic_system: str,
+        aic_model_path: str,
+        aic_tp_size: int = 1,
+        aic_backend_version: Optional[str] = None,
+        aic_moe_tp_size: Optional[int] = None,
+        aic_moe_ep_size: Optional[int] = None,
+        aic_attention_dp_size: Optional[int] = None,
+        aic_nextn: Optional[int] = None,
+        aic_nextn_accept_rates: Optional[str] = None,
+        aic_gemm_dtype: Optional[str] = None,
+        aic_moe_dtype: Optional[str] = None,
+        aic_fmha_dtype: Optional[str] = None,
+        aic_kv_cache_dtype: Optional[str] = None,
+        aic_comm_dtype: Optional[str] = None,
+    ) -> None: ...
+
 _EngineArgs = Union[MockEngineArgs, Mapping[str, Any], str]
 _RouterConfig = Union[KvRouterConfig, Mapping[str, Any], str]
 _PlannerConfig = Union[Mapping[str, Any], str]
@@ -386,7 +409,7 @@ def run_trace_replay(
     prefill_engine_args: Optional[_EngineArgs] = None,
     decode_engine_args: Optional[_EngineArgs] = None,
     router_config: Optional[_RouterConfig] = None,
-    aic_perf_config: Optional[Mapping[str, Any]] = None,
+    aic_perf_config: Optional[Union[AicPerfConfig, Mapping[str, Any]]] = None,
     num_workers: int = 1,
     num_prefill_workers: int = 1,
     num_decode_workers: int = 1,
@@ -418,7 +441,7 @@ def run_synthetic_trace_replay(
     prefill_engine_args: Optional[_EngineArgs] = None,
     decode_engine_args: Optional[_EngineArgs] = None,
     router_config: Optional[_RouterConfig] = None,
-    aic_perf_config: Optional[Mapping[str, Any]] = None,
+    aic_perf_config: Optional[Union[AicPerfConfig, Mapping[str, Any]]] = None,
     num_workers: int = 1,
     num_prefill_workers: int = 1,
     num_decode_workers: int = 1,

@@ -118,7 +118,7 @@ fn segment(axis: &[f64], x: f64, map: fn(f64) -> f64) -> (usize, f64) {
 }
 
 /// An exact table at 1, 2, …, extended past its end along the line through its last point and
-/// the point half way.
+/// the point half way (never downwards).
 fn exact_or_linear(table: &[f64], index: usize) -> f64 {
     let len = table.len();
     if index == 0 || len == 0 {
@@ -131,7 +131,8 @@ fn exact_or_linear(table: &[f64], index: usize) -> f64 {
     if mid == len {
         return table[len - 1];
     }
-    let slope = (table[len - 1] - table[mid - 1]) / (len - mid) as f64;
+    // Latency does not fall with more work: a table ending on a downward step extends flat.
+    let slope = ((table[len - 1] - table[mid - 1]) / (len - mid) as f64).max(0.0);
     table[len - 1] + slope * (index - len) as f64
 }
 
@@ -219,7 +220,7 @@ impl AicTables {
         if mid == rows {
             return row(rows);
         }
-        let slope = (row(rows) - row(mid)) / (rows - mid) as f64;
+        let slope = ((row(rows) - row(mid)) / (rows - mid) as f64).max(0.0);
         row(rows) + slope * (b - rows) as f64
     }
 }
@@ -317,5 +318,77 @@ mod tests {
         assert_eq!(normalize_dtype(Some("int4")), Some("int4_wo".into()));
         assert_eq!(normalize_dtype(Some("fp8")), Some("fp8".into()));
         assert_eq!(normalize_dtype(None), None);
+    }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Tables with positive random values on small axes.
+        fn tables_strategy() -> impl Strategy<Value = AicTables> {
+            (
+                proptest::collection::vec(0.01f64..100.0, 64),
+                proptest::collection::vec(0.0f64..5.0, 8),
+                proptest::collection::vec(0.01f64..50.0, 3 * 4 * 3),
+                proptest::collection::vec(1.0f64..80.0, 8 * 5),
+            )
+                .prop_map(|(tokens_ms, batch_ms, rest, decode)| AicTables {
+                    format: 1,
+                    package_version: "p".into(),
+                    version: "p".into(),
+                    num_gpu_blocks: None,
+                    prefill: PrefillTables {
+                        tokens_ms,
+                        batch_ms,
+                        rest: Grid3 {
+                            n: vec![1.0, 2.0, 8.0],
+                            e: vec![1.0, 4.0, 16.0, 64.0],
+                            p: vec![0.0, 10.0, 1000.0],
+                            ms: rest,
+                            log: true,
+                        },
+                    },
+                    decode: DecodeTables {
+                        context: vec![1.0, 10.0, 100.0, 1000.0, 10000.0],
+                        ms: decode,
+                    },
+                })
+        }
+
+        proptest! {
+            #[test]
+            fn lookups_are_exact_on_grid_points_and_bounded_between_them(
+                tables in tables_strategy(),
+                ni in 0usize..3, ei in 0usize..4, pi in 0usize..3,
+                b in 1usize..=8, c in 1usize..=10000,
+            ) {
+                let rest = &tables.prefill.rest;
+                let (n, e, p) = (rest.n[ni] as usize, rest.e[ei] as usize, rest.p[pi] as usize);
+                prop_assume!(n * e <= 64);
+                let exact = tables.prefill.tokens_ms[n * e - 1]
+                    + tables.prefill.batch_ms[n - 1]
+                    + rest.ms[(ni * 4 + ei) * 3 + pi];
+                let got = tables.prefill_ms(n, e, p);
+                prop_assert!((got - exact).abs() <= 1e-9 * exact.max(1.0), "{got} vs {exact}");
+
+                // Inside the context axis, decode lies between the row's neighbouring values.
+                let width = tables.decode.context.len();
+                let row = &tables.decode.ms[(b - 1) * width..b * width];
+                let k = tables.decode.context.partition_point(|&x| x <= c as f64).clamp(1, width - 1);
+                let (lo, hi) = (row[k - 1].min(row[k]), row[k - 1].max(row[k]));
+                let d = tables.decode_ms(b, c);
+                prop_assert!(d >= lo - 1e-9 && d <= hi + 1e-9, "{d} not in [{lo}, {hi}]");
+            }
+
+            #[test]
+            fn prefill_is_finite_and_positive_everywhere(
+                tables in tables_strategy(),
+                n in 1usize..200, e in 1usize..5000, p in 0usize..100_000,
+            ) {
+                let ms = tables.prefill_ms(n, e, p);
+                prop_assert!(ms.is_finite());
+                prop_assert!(ms > 0.0 || tables.prefill.tokens_ms.iter().all(|&v| v == 0.0));
+            }
+        }
     }
 }

@@ -301,6 +301,9 @@ fn attach_router_aic(spec: &mut ReplaySpec, aic: Option<AicConfig>) -> Result<()
     if !aic_load_model {
         return Err(usage(
             "aic_perf_config requires router_prefill_load_model='aic' in --router-config",
+        )
+        .with_api_message(
+            "aic_perf_config requires router_prefill_load_model='aic' in router_config",
         ));
     }
     if let Some(config) = spec.router_config.as_mut() {
@@ -547,6 +550,12 @@ impl ReplayOptions {
 
     /// The AIC flags: any one set requires the three that select a model (step 11); then they
     /// become the AIC model of the KV router's prefill-load estimate.
+    /// The AIC performance-model settings, checked (step 11): `None` when none is set. The
+    /// Python front's `AicPerfConfig` checks its values here when it is built.
+    pub fn aic_config(&self) -> Result<Option<AicConfig>> {
+        self.check_aic_flags()
+    }
+
     fn check_aic_flags(&self) -> Result<Option<AicConfig>> {
         let any_set = self.aic_backend.is_some()
             || self.aic_system.is_some()

@@ -1,10 +1,11 @@
-"""``dynamo.llm`` as dynosim provides it: ``KvRouterConfig``, the KV router's settings.
+"""``dynamo.llm`` as dynosim provides it: ``KvRouterConfig``, the KV router's settings, and
+``AicPerfConfig``, the AIC performance model's.
 
-It is checked by the same Rust parser as the ``--router-config`` JSON of the command line
-(``router_policy_config`` names a policy YAML file, read and checked when the object is built).
-``AicPerfConfig`` is absent because dynosim has no AIC performance model yet.
+``KvRouterConfig`` is checked by the same Rust parser as the ``--router-config`` JSON of the
+command line (``router_policy_config`` names a policy YAML file, read and checked when the
+object is built); ``AicPerfConfig`` by the same checks as the ``--aic-*`` flags.
 """
 
-from dynosim._dynosim import KvRouterConfig
+from dynosim._dynosim import AicPerfConfig, KvRouterConfig
 
-__all__ = ["KvRouterConfig"]
+__all__ = ["AicPerfConfig", "KvRouterConfig"]

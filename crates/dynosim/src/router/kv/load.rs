@@ -430,4 +430,33 @@ mod tests {
         load.add(0, 0, 1000, Some(1.0), 0.0, TrackedBlocks::None);
         assert_eq!(load.prefill_tokens(0, 1e6), 1000);
     }
+
+    proptest::proptest! {
+        /// Under the AIC model a target's prefill load never grows as time passes without
+        /// events, never exceeds the static sum, and reaches the static sum minus the anchor
+        /// once the anchor's predicted duration has elapsed.
+        #[test]
+        fn decayed_load_is_monotone_and_bounded(
+            prefills in proptest::collection::vec((1usize..5000, 0.0f64..200.0), 1..6),
+            times in proptest::collection::vec(0.0f64..500.0, 1..8),
+        ) {
+            let mut load = ActiveLoad::with_prefill_decay(1);
+            let mut plain = ActiveLoad::new(1);
+            for (id, &(tokens, expected)) in prefills.iter().enumerate() {
+                load.add(id, 0, tokens, Some(expected), 0.0, TrackedBlocks::None);
+                plain.add(id, 0, tokens, Some(expected), 0.0, TrackedBlocks::None);
+            }
+            let full = plain.prefill_tokens(0, 0.0);
+            let mut times = times;
+            times.sort_by(f64::total_cmp);
+            let mut last = full;
+            for t in times {
+                let now = load.prefill_tokens(0, t);
+                proptest::prop_assert!(now <= last && now <= full);
+                last = now;
+            }
+            let (anchor_tokens, anchor_ms) = prefills[0];
+            proptest::prop_assert_eq!(load.prefill_tokens(0, anchor_ms + 1.0), full - anchor_tokens);
+        }
+    }
 }
