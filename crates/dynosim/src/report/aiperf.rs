@@ -383,10 +383,14 @@ fn record_line(index: usize, record: &RequestRecord) -> Json {
     if let Some(admit) = record.first_admit_ms {
         metadata.insert("request_ack_ns".into(), json!(ms_to_ns(admit)));
     }
-    metadata.insert(
-        "request_end_ns".into(),
-        json!(ms_to_ns(record.terminal_time_ms)),
-    );
+    // The end is the start plus the latency rounded up, so no request's TTFT exceeds its
+    // duration by a rounding nanosecond (AIPerf's timeline plots drop such requests).
+    let start_ns = ms_to_ns(record.arrival_time_ms);
+    let end_ns = match record.e2e_latency_ms {
+        Some(e2e) => start_ns + (e2e * 1.0e6).ceil().max(0.0) as u64,
+        None => ms_to_ns(record.terminal_time_ms).max(start_ns),
+    };
+    metadata.insert("request_end_ns".into(), json!(end_ns));
     metadata.insert(
         "worker_id".into(),
         json!(worker.map_or_else(|| "unassigned".to_string(), |w| format!("worker_{w}"))),
