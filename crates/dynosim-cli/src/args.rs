@@ -276,7 +276,9 @@ impl Cli {
             router_policy_config: self
                 .router_policy_config
                 .clone()
-                .or_else(|| std::env::var("DYN_ROUTER_POLICY_CONFIG").ok()),
+                .or_else(policy_config_from_env),
+            router_policy_config_from_env: self.router_policy_config.is_none()
+                && policy_config_from_env().is_some(),
             model_name: self.model_name.clone(),
             router_seed: self.router_seed,
             aic_backend: self.aic_backend.clone(),
@@ -368,6 +370,14 @@ fn strip_python_underscores(text: &str) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// `DYN_ROUTER_POLICY_CONFIG`, when set to a non-empty value (empty means unset, as for most
+/// path variables).
+fn policy_config_from_env() -> Option<String> {
+    std::env::var("DYN_ROUTER_POLICY_CONFIG")
+        .ok()
+        .filter(|value| !value.is_empty())
 }
 
 #[cfg(test)]

@@ -18,9 +18,10 @@ use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
-use dynosim::sim::VirtualClock;
-use dynosim::{Report, RequestRecord};
+use dynosim::sim::{Simulated, VirtualClock};
+use dynosim::{LazyRecords, Report, RequestRecord};
 use live::{InterruptGuard, WallClock};
+use output::PreparedOutput;
 
 pub use args::Cli;
 
@@ -42,6 +43,13 @@ pub fn replay_with(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
+    Ok(simulated.into_report(wall_time_ms))
+}
+
+/// Loads and simulates; returns the run and its wall time in ms (the simulation only, not
+/// workload loading, as the reference measures it).
+fn simulate_timed(spec: &ReplaySpec, cancel: &AtomicBool) -> dynosim::Result<(Simulated, f64)> {
     // Timing tables (AIC) are built before the workload is read and the clock starts.
     let prepared = dynosim::prepare(spec)?;
     let spec = prepared.as_ref();
@@ -53,8 +61,7 @@ pub fn replay_with(
             dynosim::simulate_with(spec, workload, &mut WallClock::start(speed), cancel)?
         }
     };
-    let wall_time_ms = started.elapsed().as_secs_f64() * 1000.0;
-    Ok(simulated.into_report(wall_time_ms))
+    Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
 }
 
 /// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
@@ -68,6 +75,15 @@ pub fn replay_cancellable(
         return Err(dynosim::Error::runtime("replay interrupted"));
     }
     Ok(replayed)
+}
+
+/// Like [`replay_with`], with the per-request records built one at a time as they are written.
+pub fn replay_lazily(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, LazyRecords)> {
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
+    Ok(simulated.into_report_lazily(wall_time_ms))
 }
 
 /// Runs the command: `args` are the arguments after the program name, `prog` is the name
@@ -113,8 +129,19 @@ where
             }
             match printed {
                 Ok(()) => 0,
-                // A closed stdout (`| head`) is not worth a panic; the report is on disk.
-                Err(_) => 1,
+                // A reader that went away (`| head`) wants no more output and no message.
+                Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => 1,
+                Err(err) => {
+                    let _ = writeln!(
+                        stderr,
+                        "{prog}: error: cannot write the summary to standard output: {} \
+                         (the report was saved to {})",
+                        output::describe(&err),
+                        report_path.display()
+                    );
+                    let _ = stderr.flush();
+                    1
+                }
             }
         }
         Err(err) => {
@@ -175,7 +202,8 @@ struct Finished {
     interrupted: bool,
 }
 
-/// Validates, replays and writes the output files.
+/// Validates, checks the outputs, replays and writes them. Every output is resolved and
+/// opened before the simulation, and none is published unless all of them are complete.
 fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
@@ -187,25 +215,30 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
         spec.capture_requests = true;
     }
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
+    let mut jsonl = jsonl_path
+        .as_deref()
+        .map(|path| PreparedOutput::prepare("per-request JSONL", path))
+        .transpose()?;
+    let mut report_file = PreparedOutput::prepare("report JSON", &report_path)?;
     // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
     let interrupts =
         matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
-    let (report, records) = replay_with(&spec, &AtomicBool::new(false))?;
+    let (report, records) = replay_lazily(&spec, &AtomicBool::new(false))?;
     // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
     let interrupted = interrupts
         .as_ref()
         .is_some_and(InterruptGuard::was_interrupted);
-    if let Some(path) = jsonl_path {
-        output::write_jsonl(&path, &records)?;
+    if let Some(jsonl) = &mut jsonl {
+        output::write_records(jsonl, records.iter())?;
     }
     if let Some(dir) = &cli.aiperf_dir {
-        aiperf::write_dir(dir, &report, &records)?;
+        // AIPerf's summary needs the records twice (statistics, then lines): built once here.
+        let built: Vec<_> = records.iter().collect();
+        aiperf::write_dir(dir, &report, &built)?;
     }
-    output::write_atomically(
-        &report_path,
-        report.to_json_file_string().as_bytes(),
-        "report JSON",
-    )?;
+    drop(records);
+    report_file.write_all(report.to_json_file_string().as_bytes())?;
+    output::commit(jsonl.into_iter().chain([report_file]).collect())?;
     Ok(Finished {
         table: report.render_table(),
         report_path,

@@ -1,6 +1,7 @@
 //! `dynosim`: see the library crate for the flow; this only binds it to the process.
 
 fn main() {
+    dynosim_cli::output::install_interrupt_cleanup();
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let code = dynosim_cli::run(

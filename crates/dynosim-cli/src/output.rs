@@ -1,16 +1,32 @@
 //! Output files: where the report goes (frontend.md §3.7) and how files are written.
 //!
-//! Files are written to a temporary sibling and renamed into place, so a reader (or a crash)
-//! never sees a half-written report.
+//! Every output is resolved and checked before the simulation starts ([`PreparedOutput::prepare`]):
+//! - a regular file (existing or new, through any symlinks) is written to a temporary file in
+//!   its real directory and renamed over it only when every output of the run is complete, so
+//!   a reader (or a crash) never sees a half-written file and a symlink keeps pointing at it;
+//! - anything else (`/dev/null`, `/dev/full`, `/dev/stdout`, a FIFO, a terminal) is written
+//!   through in place, never replaced;
+//! - missing parent directories are created up front, and removed again if the run fails.
+//!
+//! A prepared output that is dropped without [`commit`] removes its temporary file and the
+//! directories it created, so one failed output leaves no other behind. The binary also
+//! removes them when interrupted ([`install_interrupt_cleanup`]).
+//!
+//! INTERFACE: `resolve_report_path`, `PreparedOutput::{prepare, write_all}`, `commit`,
+//! `install_interrupt_cleanup`; `check_jsonl_path` and `write_jsonl` for callers that write the
+//! records in one go.
 
 use std::fs;
-use std::io::Write;
+use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 
 use dynosim::{Error, RequestRecord, Result};
 
 /// Stem of the default report file name; the local time `%Y%m%d_%H%M%S` and `.json` follow.
 const DEFAULT_REPORT_STEM: &str = "dynamo_replay_report_";
+
+/// How many symbolic links are followed before giving up (the kernel's own limit).
+const MAX_SYMLINK_HOPS: usize = 40;
 
 /// The report path for a `--report-json` value, as the reference resolves it:
 /// - absent: `<cwd>/dynamo_replay_report_<local time>.json` (absolute);
@@ -23,7 +39,10 @@ pub fn resolve_report_path(requested: Option<&Path>) -> Result<PathBuf> {
     match requested {
         None => {
             let cwd = std::env::current_dir().map_err(|err| {
-                Error::runtime(format!("cannot determine the current directory: {err}"))
+                Error::runtime(format!(
+                    "cannot determine the current directory: {}",
+                    describe(&err)
+                ))
             })?;
             Ok(cwd.join(default_report_file_name()))
         }
@@ -55,57 +74,534 @@ pub fn check_jsonl_path(flag: &str, path: Option<&Path>) -> Result<()> {
     }
 }
 
-/// Writes the per-request records, one compact JSON object per line.
-pub fn write_jsonl(path: &Path, records: &[RequestRecord]) -> Result<()> {
-    let mut text = String::new();
+/// Writes the per-request records, one compact JSON object per line, to a prepared output.
+pub fn write_records<R: std::borrow::Borrow<RequestRecord>>(
+    output: &mut PreparedOutput,
+    records: impl IntoIterator<Item = R>,
+) -> Result<()> {
     for record in records {
-        text.push_str(&record.to_json_line());
-        if !text.ends_with('\n') {
-            text.push('\n');
+        let record = record.borrow();
+        let mut line = record.to_json_line();
+        if !line.ends_with('\n') {
+            line.push('\n');
         }
-    }
-    write_atomically(path, text.as_bytes(), "per-request JSONL")
-}
-
-/// Writes `contents` to `path` through a temporary file in the same directory, creating
-/// missing parent directories first. Failures are runtime errors naming the path.
-pub fn write_atomically(path: &Path, contents: &[u8], what: &str) -> Result<()> {
-    let fail = |err: std::io::Error| {
-        Error::runtime(format!(
-            "cannot write the {what} to {}: {err}",
-            path.display()
-        ))
-    };
-    let file_name = path.file_name().ok_or_else(|| {
-        Error::runtime(format!(
-            "cannot write the {what} to {}: not a file path",
-            path.display()
-        ))
-    })?;
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    fs::create_dir_all(&parent).map_err(fail)?;
-    if path.is_dir() {
-        return Err(Error::runtime(format!(
-            "cannot write the {what} to {}: it is a directory",
-            path.display()
-        )));
-    }
-
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(file_name);
-    temp_name.push(format!(".{}.tmp", std::process::id()));
-    let temp_path = parent.join(temp_name);
-    let written = fs::File::create(&temp_path)
-        .and_then(|mut file| file.write_all(contents).and_then(|()| file.flush()))
-        .and_then(|()| fs::rename(&temp_path, path));
-    if let Err(err) = written {
-        let _ = fs::remove_file(&temp_path);
-        return Err(fail(err));
+        output.write_all(line.as_bytes())?;
     }
     Ok(())
+}
+
+/// Writes the per-request records to `path` in one go (prepare, write, commit).
+pub fn write_jsonl(path: &Path, records: &[RequestRecord]) -> Result<()> {
+    let mut output = PreparedOutput::prepare("per-request JSONL", path)?;
+    write_records(&mut output, records.iter())?;
+    commit(vec![output])
+}
+
+/// Writes `contents` to `path` in one go (prepare, write, commit).
+pub fn write_atomically(path: &Path, contents: &[u8], what: &'static str) -> Result<()> {
+    let mut output = PreparedOutput::prepare(what, path)?;
+    output.write_all(contents)?;
+    commit(vec![output])
+}
+
+/// One output, resolved, checked and opened before the run; published by [`commit`].
+pub struct PreparedOutput {
+    /// What the file holds, for messages ("report JSON").
+    what: &'static str,
+    /// The path as the user named it, for messages.
+    shown: PathBuf,
+    sink: Sink,
+    /// Directories created for this output, outermost first; removed if it is abandoned.
+    created_dirs: Vec<PathBuf>,
+    /// Interrupt-cleanup registrations of the temporary file and the created directories.
+    cleanup: Vec<interrupt::Registration>,
+    published: bool,
+}
+
+enum Sink {
+    /// A regular file: written to `temp` in the target's real directory, renamed to `target`.
+    Replace {
+        target: PathBuf,
+        temp: PathBuf,
+        file: Option<io::BufWriter<fs::File>>,
+    },
+    /// A device, FIFO or `/dev`, `/proc` path: opened at the first write and written in place.
+    Through {
+        path: PathBuf,
+        truncate: bool,
+        file: Option<io::BufWriter<fs::File>>,
+    },
+}
+
+impl PreparedOutput {
+    /// Resolves `path` and checks that it can be written, before any simulation work: a
+    /// regular file (or a new one) gets its temporary file now, missing parent directories are
+    /// created, a special file is checked for write permission. Errors are runtime errors
+    /// naming the path and what is wrong with it.
+    pub fn prepare(what: &'static str, path: &Path) -> Result<Self> {
+        let fail = |detail: String| {
+            Error::runtime(format!(
+                "cannot write the {what} to {}: {detail}",
+                path.display()
+            ))
+        };
+        let mut output = Self {
+            what,
+            shown: path.to_path_buf(),
+            sink: Sink::Through {
+                path: path.to_path_buf(),
+                truncate: false,
+                file: None,
+            },
+            created_dirs: Vec::new(),
+            cleanup: Vec::new(),
+            published: false,
+        };
+        match fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => Err(fail("it is a directory".into())),
+            Ok(meta) if meta.is_file() && !reaches_pseudo_filesystem(path) => {
+                let target = fs::canonicalize(path).map_err(|err| fail(describe(&err)))?;
+                output
+                    .open_temp(target, Some(meta.permissions()))
+                    .map_err(fail)?;
+                Ok(output)
+            }
+            Ok(meta) => {
+                check_writable_in_place(path, &meta).map_err(|err| fail(describe(&err)))?;
+                output.sink = Sink::Through {
+                    path: path.to_path_buf(),
+                    truncate: meta.is_file(),
+                    file: None,
+                };
+                Ok(output)
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                let target = follow_dangling_links(path).map_err(fail)?;
+                output.create_missing_parents(&target).map_err(fail)?;
+                output.open_temp(target, None).map_err(fail)?;
+                Ok(output)
+            }
+            Err(err) => Err(fail(explain_unreachable(path, &err))),
+        }
+    }
+
+    /// The path as the user named it.
+    pub fn path(&self) -> &Path {
+        &self.shown
+    }
+
+    /// Appends bytes to the output (to the temporary file, or in place for a special file).
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        let result = self.writer().and_then(|writer| writer.write_all(bytes));
+        result.map_err(|err| self.error(&err))
+    }
+
+    fn writer(&mut self) -> io::Result<&mut io::BufWriter<fs::File>> {
+        match &mut self.sink {
+            Sink::Replace { file, .. } => file
+                .as_mut()
+                .ok_or_else(|| io::Error::other("the output was already closed")),
+            Sink::Through {
+                path,
+                truncate,
+                file,
+            } => {
+                if file.is_none() {
+                    let opened = fs::OpenOptions::new()
+                        .write(true)
+                        .truncate(*truncate)
+                        .open(&*path)?;
+                    *file = Some(io::BufWriter::new(opened));
+                }
+                Ok(file.as_mut().expect("opened just above"))
+            }
+        }
+    }
+
+    /// Flushes everything written so far; for a special file, this is where it is complete.
+    fn finish_writing(&mut self) -> Result<()> {
+        let result = self.writer().and_then(|writer| writer.flush());
+        let result = result.and_then(|()| match &mut self.sink {
+            Sink::Replace { file, .. } => {
+                let file = file.take().expect("still open before publishing");
+                file.into_inner().map(drop).map_err(|err| err.into_error())
+            }
+            Sink::Through { file, .. } => {
+                file.take();
+                Ok(())
+            }
+        });
+        result.map_err(|err| self.error(&err))
+    }
+
+    /// Moves a complete temporary file over its target.
+    fn publish(&mut self) -> Result<()> {
+        if let Sink::Replace { target, temp, .. } = &self.sink {
+            fs::rename(temp, target).map_err(|err| self.error(&err))?;
+        }
+        self.published = true;
+        self.cleanup.clear();
+        Ok(())
+    }
+
+    fn error(&self, err: &io::Error) -> Error {
+        Error::runtime(format!(
+            "cannot write the {} to {}: {}",
+            self.what,
+            self.shown.display(),
+            describe(err)
+        ))
+    }
+
+    /// Creates the temporary file next to `target` (in its real directory, so the final
+    /// rename stays within one file system and replaces the file a symlink points at).
+    fn open_temp(
+        &mut self,
+        target: PathBuf,
+        permissions: Option<fs::Permissions>,
+    ) -> std::result::Result<(), String> {
+        let name = target
+            .file_name()
+            .ok_or_else(|| "not a file path".to_string())?
+            .to_os_string();
+        let dir = fs::canonicalize(parent_of(&target)).map_err(|err| {
+            format!(
+                "cannot resolve directory {}: {}",
+                parent_of(&target).display(),
+                describe(&err)
+            )
+        })?;
+        let target = dir.join(&name);
+        let mut attempt = 0u32;
+        let (temp, file) = loop {
+            let mut temp_name = std::ffi::OsString::from(".");
+            temp_name.push(&name);
+            temp_name.push(format!(".{}", std::process::id()));
+            if attempt > 0 {
+                temp_name.push(format!(".{attempt}"));
+            }
+            temp_name.push(".tmp");
+            let temp = dir.join(temp_name);
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temp)
+            {
+                Ok(file) => break (temp, file),
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => {
+                    attempt += 1;
+                }
+                Err(err) => {
+                    return Err(format!(
+                        "cannot create a file in {}: {}",
+                        dir.display(),
+                        describe(&err)
+                    ))
+                }
+            }
+        };
+        self.cleanup.push(interrupt::Registration::new(&temp));
+        if let Some(permissions) = permissions {
+            // Replacing a file keeps its mode, as writing it in place would.
+            let _ = file.set_permissions(permissions);
+        }
+        self.sink = Sink::Replace {
+            target,
+            temp,
+            file: Some(io::BufWriter::with_capacity(1 << 16, file)),
+        };
+        Ok(())
+    }
+
+    /// Creates the missing ancestors of `target`, outermost first, remembering them.
+    fn create_missing_parents(&mut self, target: &Path) -> std::result::Result<(), String> {
+        let mut missing = Vec::new();
+        let mut dir = parent_of(target);
+        loop {
+            match fs::symlink_metadata(&dir) {
+                Ok(_) => break,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    missing.push(dir.clone());
+                    match dir.parent() {
+                        Some(parent) if !parent.as_os_str().is_empty() => {
+                            dir = parent.to_path_buf()
+                        }
+                        _ => break,
+                    }
+                }
+                Err(err) => return Err(explain_unreachable(&dir, &err)),
+            }
+        }
+        if let Ok(meta) = fs::metadata(&dir) {
+            if !meta.is_dir() {
+                return Err(format!("{} is not a directory", dir.display()));
+            }
+        }
+        for dir in missing.into_iter().rev() {
+            fs::create_dir(&dir).map_err(|err| {
+                format!(
+                    "cannot create directory {}: {}",
+                    dir.display(),
+                    describe(&err)
+                )
+            })?;
+            self.cleanup.push(interrupt::Registration::new(&dir));
+            self.created_dirs.push(dir);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PreparedOutput {
+    /// An output that was not published leaves nothing behind.
+    fn drop(&mut self) {
+        if self.published {
+            return;
+        }
+        if let Sink::Replace { temp, file, .. } = &mut self.sink {
+            file.take();
+            let _ = fs::remove_file(&*temp);
+        }
+        for dir in self.created_dirs.iter().rev() {
+            // Only if still empty: another output may have been published into it.
+            let _ = fs::remove_dir(dir);
+        }
+        self.cleanup.clear();
+    }
+}
+
+/// Completes every output, then publishes them: if any output cannot be completed, none is
+/// published and all their temporary files and created directories are removed.
+pub fn commit(mut outputs: Vec<PreparedOutput>) -> Result<()> {
+    for output in &mut outputs {
+        output.finish_writing()?;
+    }
+    for output in &mut outputs {
+        output.publish()?;
+    }
+    Ok(())
+}
+
+/// The parent directory of a path, `.` for a bare file name.
+fn parent_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Whether following `path`'s symbolic links passes through `/dev` or `/proc` (`/dev/stdout`,
+/// `/proc/self/fd/1`): those name an open file of this process, which must be written in
+/// place even when it is a regular file.
+fn reaches_pseudo_filesystem(path: &Path) -> bool {
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_SYMLINK_HOPS {
+        if current.starts_with("/dev") || current.starts_with("/proc") {
+            return true;
+        }
+        match fs::read_link(&current) {
+            Ok(link) => current = parent_of(&current).join(link),
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// The path a new file must be created at: `path` itself, or where a dangling symbolic link
+/// (chain) points.
+fn follow_dangling_links(path: &Path) -> std::result::Result<PathBuf, String> {
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_SYMLINK_HOPS {
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link = fs::read_link(&current).map_err(|err| describe(&err))?;
+                current = parent_of(&current).join(link);
+            }
+            Ok(_) => return Ok(current),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(current),
+            Err(err) => return Err(explain_unreachable(&current, &err)),
+        }
+    }
+    Err("too many levels of symbolic links".into())
+}
+
+/// Checks in advance that a special file can be opened for writing. A FIFO is only checked
+/// for permission: opening it would block until a reader comes, and closing it again would
+/// signal end-of-file to that reader.
+fn check_writable_in_place(path: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::FileTypeExt;
+        if meta.file_type().is_fifo() {
+            let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+                .map_err(|_| io::Error::other("the path contains a NUL byte"))?;
+            // SAFETY: `c_path` is a valid NUL-terminated string for the duration of the call.
+            let allowed = unsafe { libc::access(c_path.as_ptr(), libc::W_OK) } == 0;
+            return if allowed {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            };
+        }
+    }
+    let _ = meta;
+    fs::OpenOptions::new().write(true).open(path).map(drop)
+}
+
+/// Why an output path cannot be reached: names the ancestor that is not a directory
+/// (`/proc/version/out.json`, `file/out.json`), otherwise the system's reason.
+fn explain_unreachable(path: &Path, err: &io::Error) -> String {
+    #[cfg(unix)]
+    if err.raw_os_error() == Some(libc::ENOTDIR) {
+        for ancestor in path.ancestors().skip(1) {
+            if ancestor.as_os_str().is_empty() {
+                break;
+            }
+            if let Ok(meta) = fs::metadata(ancestor) {
+                if !meta.is_dir() {
+                    return format!("{} is not a directory", ancestor.display());
+                }
+            }
+        }
+    }
+    describe(err)
+}
+
+/// An I/O error as a phrase, without Rust's `(os error N)` suffix.
+pub fn describe(err: &io::Error) -> String {
+    let text = err.to_string();
+    match text.find(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+/// Removal of temporary files and created directories when the process is interrupted.
+///
+/// Signal handlers may only call async-signal-safe functions, so the paths to remove live in a
+/// fixed table of C strings that the handler walks with `unlink` and `rmdir`.
+mod interrupt {
+    use std::path::Path;
+
+    /// A path the interrupt handler removes, until this registration is dropped.
+    pub struct Registration {
+        #[cfg(unix)]
+        slot: Option<usize>,
+    }
+
+    #[cfg(unix)]
+    mod table {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        use std::path::Path;
+        use std::sync::atomic::{AtomicPtr, Ordering};
+
+        const SLOTS: usize = 64;
+        static PATHS: [AtomicPtr<libc::c_char>; SLOTS] =
+            [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+
+        pub fn register(path: &Path) -> Option<usize> {
+            let absolute = std::path::absolute(path).ok()?;
+            let c_path = CString::new(absolute.as_os_str().as_bytes()).ok()?;
+            let raw = c_path.into_raw();
+            for (index, slot) in PATHS.iter().enumerate() {
+                if slot
+                    .compare_exchange(
+                        std::ptr::null_mut(),
+                        raw,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    )
+                    .is_ok()
+                {
+                    return Some(index);
+                }
+            }
+            // SAFETY: `raw` came from `into_raw` above and was not published anywhere.
+            drop(unsafe { CString::from_raw(raw) });
+            None
+        }
+
+        /// Forgets a slot. The string is leaked on purpose: a handler running on another
+        /// thread may still be reading it.
+        pub fn unregister(index: usize) {
+            PATHS[index].store(std::ptr::null_mut(), Ordering::SeqCst);
+        }
+
+        extern "C" fn on_signal(signal: libc::c_int) {
+            for slot in PATHS.iter() {
+                let path = slot.load(Ordering::SeqCst);
+                if !path.is_null() {
+                    // SAFETY: registered pointers are valid NUL-terminated strings, never freed.
+                    unsafe { libc::unlink(path) };
+                }
+            }
+            // Directories were registered outermost first; remove the innermost first.
+            for slot in PATHS.iter().rev() {
+                let path = slot.load(Ordering::SeqCst);
+                if !path.is_null() {
+                    // SAFETY: as above.
+                    unsafe { libc::rmdir(path) };
+                }
+            }
+            // SAFETY: restoring the default action and re-raising ends the process with the
+            // status a shell expects from this signal.
+            unsafe {
+                libc::signal(signal, libc::SIG_DFL);
+                libc::raise(signal);
+            }
+        }
+
+        pub fn install() {
+            for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                let handler = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                // SAFETY: installing a handler that only calls async-signal-safe functions.
+                let previous = unsafe { libc::signal(signal, handler) };
+                if previous == libc::SIG_IGN {
+                    // Ignored by whoever started us (nohup): keep it ignored.
+                    unsafe { libc::signal(signal, libc::SIG_IGN) };
+                }
+            }
+        }
+    }
+
+    impl Registration {
+        pub fn new(path: &Path) -> Self {
+            #[cfg(unix)]
+            {
+                Self {
+                    slot: table::register(path),
+                }
+            }
+            #[cfg(not(unix))]
+            {
+                let _ = path;
+                Self {}
+            }
+        }
+    }
+
+    impl Drop for Registration {
+        fn drop(&mut self) {
+            #[cfg(unix)]
+            if let Some(slot) = self.slot {
+                table::unregister(slot);
+            }
+        }
+    }
+
+    pub fn install() {
+        #[cfg(unix)]
+        table::install();
+    }
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP remove the temporary files and directories of outputs
+/// that are not yet published before the process ends. For the binary only: a host program
+/// (the Python interpreter) owns its signals.
+pub fn install_interrupt_cleanup() {
+    interrupt::install();
 }
 
 /// Rebuilds a path from its components, which drops repeated and trailing separators and

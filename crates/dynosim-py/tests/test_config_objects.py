@@ -267,8 +267,8 @@ ENGINE_ARG_ERRORS = [
     (
         {"engine_type": "sglang", "sglang": SglangArgs(page_size=0)},
         ValueError,
-        ["block_size must be greater than 0"],
-        "... __all__: block_size must be greater than 0",
+        ["sglang.page_size: must be at least 1, got 0"],
+        "... __all__: sglang.page_size: must be at least 1, got 0",
     ),
     (
         {"block_size": "x"},

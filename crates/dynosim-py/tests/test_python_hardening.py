@@ -178,7 +178,6 @@ def limit_memory():
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-@pytest.mark.xfail(strict=True, reason="needs issue 15's size checks on worker counts")
 def test_absurd_worker_count_is_a_clear_error_not_a_crash(tmp_path):
     code = (
         "from dynamo.replay import run_synthetic_trace_replay\n"

@@ -38,7 +38,7 @@ pub(crate) fn shared_file(relative: &str) -> Option<std::path::PathBuf> {
 }
 
 pub use config::ReplaySpec;
-pub use report::{Report, RequestRecord};
+pub use report::{LazyRecords, Report, RequestRecord};
 pub use workload::Workload;
 
 /// Reads (or generates) the workload a spec names. Kept apart from [`simulate`] because the

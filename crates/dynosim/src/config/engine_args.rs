@@ -802,6 +802,9 @@ fn check_ranges(parsed: &ParsedEngineArgs) -> Result<(), String> {
 /// Rules across fields, in the reference's order; the messages keep its wording.
 fn check_cross_field_rules(parsed: &ParsedEngineArgs) -> Result<(), String> {
     let args = &parsed.args;
+    if let Some(sglang) = &args.sglang {
+        check_sglang_fields(sglang)?;
+    }
     if args.block_size == 0 {
         // Only reachable through `sglang.page_size: 0`.
         return Err("block_size must be greater than 0".into());
@@ -873,6 +876,27 @@ fn check_cross_field_rules(parsed: &ParsedEngineArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// SGLang sizes that must be positive and the scheduling policies simulated (the reference
+/// fails later, or silently schedules an unknown policy as FIFO; docs/differences.md).
+fn check_sglang_fields(sglang: &SglangArgs) -> Result<(), String> {
+    for (field, value) in [
+        ("page_size", sglang.page_size),
+        ("max_prefill_tokens", sglang.max_prefill_tokens),
+        ("chunked_prefill_size", sglang.chunked_prefill_size),
+    ] {
+        if value == Some(0) {
+            return Err(format!("sglang.{field}: must be at least 1, got 0"));
+        }
+    }
+    match sglang.schedule_policy.as_deref() {
+        None | Some("fifo" | "fcfs" | "lpm") => Ok(()),
+        Some(other) => Err(format!(
+            "sglang.schedule_policy: unknown policy '{other}'; dynosim simulates 'fifo' (alias \
+             'fcfs') and 'lpm'"
+        )),
+    }
 }
 
 /// The speculative-decoding acceptance rates: comma-separated conditional probabilities,
@@ -1393,7 +1417,7 @@ mod tests {
             ),
             (
                 r#"{"engine_type":"sglang","sglang":{"page_size":0}}"#,
-                "block_size must be greater than 0",
+                "sglang.page_size: must be at least 1, got 0",
             ),
             (
                 r#"{"aic_nextn":2,"aic_nextn_accept_rates":"1.5"}"#,

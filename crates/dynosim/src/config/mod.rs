@@ -23,6 +23,23 @@ pub use router_config::{RouterConfig, RouterQueuePolicy};
 
 use std::path::PathBuf;
 
+/// The latest virtual time (ms) an arrival or delay may reach: 1e12 ms, about 31.7 years.
+/// Beyond it an f64 millisecond clock loses the resolution pass durations need (at 1e308 ms
+/// adding a 10 ms pass changes nothing, so every latency reads 0) and sums overflow to
+/// infinity, so inputs that reach it are refused.
+pub const MAX_VIRTUAL_TIME_MS: f64 = 1e12;
+
+/// A number for a message: positional when short, scientific (`1e30`, `1e-300`) otherwise, so
+/// that a huge or tiny input does not print as hundreds of digits.
+pub(crate) fn compact_f64(value: f64) -> String {
+    let magnitude = value.abs();
+    if value.is_finite() && magnitude != 0.0 && !(1e-4..1e16).contains(&magnitude) {
+        format!("{value:e}")
+    } else {
+        format!("{value}")
+    }
+}
+
 /// A fully validated replay: everything needed to load the workload and run the simulation.
 #[derive(Clone, Debug)]
 pub struct ReplaySpec {

@@ -19,8 +19,9 @@ use std::path::PathBuf;
 
 use super::json_fields::show_f64;
 use super::{
-    ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, ReplayMode, ReplaySpec,
-    RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec, WorkerType, WorkloadSpec,
+    compact_f64, ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, ReplayMode,
+    ReplaySpec, RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec, WorkerType,
+    WorkloadSpec, MAX_VIRTUAL_TIME_MS,
 };
 use crate::aic::{normalize_dtype, AicConfig};
 use crate::error::{Error, Result};
@@ -42,6 +43,9 @@ pub struct ReplayOptions {
     /// Path of a router policy YAML; overrides `router_policy_config` inside `router_config`.
     /// The CLI fills it from the flag or from `DYN_ROUTER_POLICY_CONFIG`.
     pub router_policy_config: Option<String>,
+    /// Where `router_policy_config` came from, for messages: the flag, or the environment
+    /// variable when the CLI took it from there.
+    pub router_policy_config_from_env: bool,
     /// Selects a `models:` profile of the router policy file; must not be empty.
     pub model_name: Option<String>,
     /// Seed of the KV router's tie-breaking and temperature sampling (dynosim only).
@@ -116,6 +120,7 @@ impl Default for ReplayOptions {
             decode_engine_args: None,
             router_config: None,
             router_policy_config: None,
+            router_policy_config_from_env: false,
             model_name: None,
             router_seed: 0,
             aic_backend: None,
@@ -166,6 +171,11 @@ impl Default for ReplayOptions {
         }
     }
 }
+
+/// The most engine ranks (workers × dp_size) one pool may have. Each rank is a scheduler with
+/// its own queues and KV cache (about 0.5 KB idle, more once it caches): a count beyond real
+/// deployments is a typo, and allocating it up front would exhaust memory.
+pub const MAX_ENGINE_RANKS: usize = 100_000;
 
 /// A usage error about one flag: `--flag: message` (the Python API names the argument
 /// instead, see `config::spelling`).
@@ -533,8 +543,16 @@ impl ReplayOptions {
             object.remove("router_policy_config");
             let text = serde_json::Value::Object(object).to_string();
             let mut config = RouterConfig::from_json("--router-config", &text)?;
+            let source = if self.router_policy_config_from_env {
+                "DYN_ROUTER_POLICY_CONFIG"
+            } else {
+                "--router-policy-config"
+            };
+            if policy_path.is_empty() {
+                return Err(flag_error(source, "the path is empty"));
+            }
             let file = super::router_policy::RouterPolicyConfig::from_path(policy_path)
-                .map_err(|message| flag_error("--router-policy-config", message))?;
+                .map_err(|message| flag_error(source, message))?;
             config.policy_file = Some(file);
             config.raw.insert(
                 "router_policy_config".into(),
@@ -860,6 +878,31 @@ impl ReplayOptions {
                 ),
             ));
         }
+        if engine.dp_size > MAX_ENGINE_RANKS {
+            return Err(flag_error(
+                "--extra-engine-args",
+                format!(
+                    "dp_size: {} is more than the {MAX_ENGINE_RANKS} engine ranks dynosim \
+                     simulates",
+                    engine.dp_size
+                ),
+            ));
+        }
+        let ranks = num_workers.saturating_mul(engine.dp_size);
+        if ranks > MAX_ENGINE_RANKS {
+            let detail = if engine.dp_size == 1 {
+                format!("{num_workers} workers")
+            } else {
+                format!(
+                    "{num_workers} workers of dp_size {} are {ranks} engine ranks,",
+                    engine.dp_size
+                )
+            };
+            return Err(flag_error(
+                "--num-workers",
+                format!("{detail} more than the {MAX_ENGINE_RANKS} engine ranks dynosim simulates"),
+            ));
+        }
         Ok(())
     }
 
@@ -903,6 +946,20 @@ impl ReplayOptions {
                 "--num-decode-workers",
                 format!("{mode} requires num_decode_workers >= 1"),
             ));
+        }
+        for (flag, count) in [
+            ("--num-prefill-workers", num_prefill_workers),
+            ("--num-decode-workers", num_decode_workers),
+        ] {
+            if count > MAX_ENGINE_RANKS {
+                return Err(flag_error(
+                    flag,
+                    format!(
+                        "{count} workers, more than the {MAX_ENGINE_RANKS} engine ranks dynosim \
+                         simulates per pool"
+                    ),
+                ));
+            }
         }
         if prefill.worker_type != WorkerType::Prefill {
             return Err(flag_error(
@@ -1224,6 +1281,18 @@ impl ReplayOptions {
                         ),
                     ));
                 }
+                if 1000.0 / rate > MAX_VIRTUAL_TIME_MS {
+                    return Err(flag_error(
+                        "--request-rate",
+                        format!(
+                            "request_rate {} means {} ms between arrivals on average, beyond \
+                             the simulator's horizon of {MAX_VIRTUAL_TIME_MS:e} ms (about 31.7 \
+                             years)",
+                            compact_f64(rate),
+                            compact_f64(1000.0 / rate)
+                        ),
+                    ));
+                }
                 Some(ArrivalProcess::Poisson {
                     rate,
                     seed: arrival_seed,
@@ -1236,6 +1305,16 @@ impl ReplayOptions {
                         format!(
                             "arrival_interval_ms must be a finite non-negative number, got {}",
                             show_f64(interval_ms)
+                        ),
+                    ));
+                }
+                if interval_ms > MAX_VIRTUAL_TIME_MS {
+                    return Err(flag_error(
+                        "--arrival-interval-ms",
+                        format!(
+                            "arrival_interval_ms {} is beyond the simulator's horizon of \
+                             {MAX_VIRTUAL_TIME_MS:e} ms (about 31.7 years)",
+                            compact_f64(interval_ms)
                         ),
                     ));
                 }
@@ -1321,6 +1400,26 @@ impl ReplayOptions {
                 ),
             )
         })?;
+        // Every synthetic prompt has the same length: one that no engine can ever hold would
+        // have every request rejected (or, on SGLang, block the queue forever), after building
+        // prompts of that size. Refused before they exist.
+        let first_engine = topology
+            .disaggregation
+            .as_ref()
+            .map_or(&topology.engine, |pools| &pools.prefill);
+        let kv_tokens = first_engine
+            .num_gpu_blocks
+            .saturating_mul(first_engine.block_size);
+        if input_tokens > kv_tokens {
+            return Err(flag_error(
+                "--input-tokens",
+                format!(
+                    "input_tokens {input_tokens} can never be admitted: the KV cache holds \
+                     {kv_tokens} tokens (num_gpu_blocks {} x block_size {})",
+                    first_engine.num_gpu_blocks, first_engine.block_size
+                ),
+            ));
+        }
         let router_config = self.finish_router_config(router_mode, router_config)?;
 
         let (shared_prefix_ratio, inter_turn_delay_ms) = if uses_sessions {

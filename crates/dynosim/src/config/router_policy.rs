@@ -145,10 +145,30 @@ pub struct RouterPolicyConfig {
     models: BTreeMap<String, PolicyProfile>,
 }
 
+/// The largest policy file read: policy YAML is a few KiB; the cap keeps `/dev/zero` or a
+/// wrong path to a huge file from filling memory.
+const MAX_POLICY_FILE_BYTES: u64 = 16 << 20;
+
+/// The file's text, refusing files larger than [`MAX_POLICY_FILE_BYTES`].
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_POLICY_FILE_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_POLICY_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "the file is larger than {} MiB; a policy file is a small YAML document",
+            MAX_POLICY_FILE_BYTES >> 20
+        )));
+    }
+    Ok(text)
+}
+
 impl RouterPolicyConfig {
     /// Reads and validates the file at `path`. Messages follow the reference's wording.
     pub fn from_path(path: &str) -> Result<Self, String> {
-        let text = std::fs::read_to_string(Path::new(path))
+        let text = read_bounded(Path::new(path))
             .map_err(|error| format!("failed to read router policy config {path}: {error}"))?;
         Self::from_yaml(&text).map_err(|error| match error {
             PolicyError::Parse(message) => {

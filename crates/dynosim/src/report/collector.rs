@@ -336,6 +336,23 @@ impl Collector {
         self.arrived_request(id).filter(|s| s.terminal.is_none())
     }
 
+    /// The report, and the records (empty unless captured) to be built as they are read.
+    pub fn finish_lazily(self, facts: RunFacts) -> (Report, LazyRecords) {
+        let report = self.report(facts);
+        let order = if self.capture_records {
+            self.record_order()
+        } else {
+            Vec::new()
+        };
+        (
+            report,
+            LazyRecords {
+                collector: self,
+                order,
+            },
+        )
+    }
+
     pub fn finish(self, facts: RunFacts) -> (Report, Vec<RequestRecord>) {
         let records = if self.capture_records {
             self.records()
@@ -466,53 +483,93 @@ impl Collector {
         Report { entries }
     }
 
+    /// The record of request `index`, if it ended.
+    fn record(&self, index: usize) -> Option<RequestRecord> {
+        let state = &self.requests[index];
+        let (terminal_ms, status) = state.terminal?;
+        let has_tokens = state.tokens.count > 0;
+        let handoff = state.handoff.as_deref().copied();
+        // In disaggregated records the reuse is the prefill pool's (frontend.md §3.8).
+        let reused_input_tokens =
+            handoff.map_or(state.reused_tokens, |h| h.prefill_reused_input_tokens);
+        let handoff = handoff.unwrap_or_default();
+        Some(RequestRecord {
+            session_id: state.session.as_ref().map(|s| s.0.clone()),
+            turn_index: state.session.as_ref().map(|s| s.1),
+            uuid: RequestRecord::uuid_for_index(index),
+            arrival_time_ms: state.arrival_ms,
+            first_admit_ms: state.first_admit_ms,
+            terminal_time_ms: terminal_ms,
+            first_token_ms: has_tokens.then_some(state.tokens.first_ms),
+            last_token_ms: has_tokens.then_some(state.tokens.last_ms),
+            ttft_ms: state.ttft_ms(),
+            ttst_ms: state.ttst_ms(),
+            e2e_latency_ms: state.e2e_ms(),
+            itl_ms: state.tpot_ms(),
+            input_length: state.input_length,
+            requested_output_length: state.requested_output_length,
+            output_length: state.tokens.count,
+            reused_input_tokens,
+            prefill_worker_idx: handoff.prefill_worker_idx,
+            decode_worker_idx: state.decode_worker_idx,
+            prefill_admit_ms: handoff.prefill_admit_ms,
+            source_held_ms: handoff.source_held_ms,
+            destination_reserved_ms: handoff.destination_reserved_ms,
+            destination_activated_ms: handoff.destination_activated_ms,
+            decode_admit_ms: handoff.decode_admit_ms,
+            source_released_ms: handoff.source_released_ms,
+            decode_reused_input_tokens: handoff.decode_reused_input_tokens,
+            prefill_route_overlap_tokens: handoff.prefill_route_overlap_tokens,
+            decode_route_overlap_tokens: handoff.decode_route_overlap_tokens,
+            terminal_status: status,
+        })
+    }
+
+    /// Ids of every request that ended, by arrival time then request id.
+    fn record_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.requests.len())
+            .filter(|&index| self.requests[index].terminal.is_some())
+            .collect();
+        order.sort_by(|&a, &b| {
+            self.requests[a]
+                .arrival_ms
+                .total_cmp(&self.requests[b].arrival_ms)
+                .then(a.cmp(&b))
+        });
+        order
+    }
+
     /// Records of every request that ended, by arrival time then request id.
     fn records(&self) -> Vec<RequestRecord> {
-        let mut records: Vec<(f64, usize, RequestRecord)> = Vec::new();
-        for (index, state) in self.requests.iter().enumerate() {
-            let Some((terminal_ms, status)) = state.terminal else {
-                continue;
-            };
-            let has_tokens = state.tokens.count > 0;
-            let handoff = state.handoff.as_deref().copied();
-            // In disaggregated records the reuse is the prefill pool's (frontend.md §3.8).
-            let reused_input_tokens =
-                handoff.map_or(state.reused_tokens, |h| h.prefill_reused_input_tokens);
-            let handoff = handoff.unwrap_or_default();
-            let record = RequestRecord {
-                session_id: state.session.as_ref().map(|s| s.0.clone()),
-                turn_index: state.session.as_ref().map(|s| s.1),
-                uuid: RequestRecord::uuid_for_index(index),
-                arrival_time_ms: state.arrival_ms,
-                first_admit_ms: state.first_admit_ms,
-                terminal_time_ms: terminal_ms,
-                first_token_ms: has_tokens.then_some(state.tokens.first_ms),
-                last_token_ms: has_tokens.then_some(state.tokens.last_ms),
-                ttft_ms: state.ttft_ms(),
-                ttst_ms: state.ttst_ms(),
-                e2e_latency_ms: state.e2e_ms(),
-                itl_ms: state.tpot_ms(),
-                input_length: state.input_length,
-                requested_output_length: state.requested_output_length,
-                output_length: state.tokens.count,
-                reused_input_tokens,
-                prefill_worker_idx: handoff.prefill_worker_idx,
-                decode_worker_idx: state.decode_worker_idx,
-                prefill_admit_ms: handoff.prefill_admit_ms,
-                source_held_ms: handoff.source_held_ms,
-                destination_reserved_ms: handoff.destination_reserved_ms,
-                destination_activated_ms: handoff.destination_activated_ms,
-                decode_admit_ms: handoff.decode_admit_ms,
-                source_released_ms: handoff.source_released_ms,
-                decode_reused_input_tokens: handoff.decode_reused_input_tokens,
-                prefill_route_overlap_tokens: handoff.prefill_route_overlap_tokens,
-                decode_route_overlap_tokens: handoff.decode_route_overlap_tokens,
-                terminal_status: status,
-            };
-            records.push((state.arrival_ms, index, record));
-        }
-        records.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        records.into_iter().map(|(_, _, record)| record).collect()
+        self.record_order()
+            .into_iter()
+            .filter_map(|index| self.record(index))
+            .collect()
+    }
+}
+
+/// The per-request records of a finished run, built one at a time as they are read, so that
+/// writing them needs no second copy of every request (`Collector::finish_lazily`).
+#[derive(Debug)]
+pub struct LazyRecords {
+    collector: Collector,
+    order: Vec<usize>,
+}
+
+impl LazyRecords {
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The records by arrival time then request id, each built when reached.
+    pub fn iter(&self) -> impl Iterator<Item = RequestRecord> + '_ {
+        self.order
+            .iter()
+            .filter_map(|&index| self.collector.record(index))
     }
 }
 

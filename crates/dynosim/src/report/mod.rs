@@ -16,7 +16,7 @@ pub mod record;
 pub mod stats;
 pub mod table;
 
-pub use collector::{Collector, HandoffStage, RequestRecord, RunFacts};
+pub use collector::{Collector, HandoffStage, LazyRecords, RequestRecord, RunFacts};
 pub use record::TerminalStatus;
 
 /// The report: every key of frontend.md §3.1, in the reference's (Rust dict) key order.

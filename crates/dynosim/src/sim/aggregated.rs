@@ -145,8 +145,9 @@ impl Topology for Aggregated<'_> {
                 ));
             }
             None => message.push_str(
-                " (no request can be scheduled: a prompt may not fit the KV cache, or may exceed \
-                 max_num_batched_tokens with chunked prefill off)",
+                " (no request can be scheduled: a request's prompt plus the output it has \
+                 generated so far may have outgrown the KV cache (a long output_length), or a \
+                 prompt may exceed max_num_batched_tokens with chunked prefill off)",
             ),
         }
         Error::runtime(message)

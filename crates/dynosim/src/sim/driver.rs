@@ -24,7 +24,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::config::ArrivalMode;
+use crate::config::{compact_f64, ArrivalMode, MAX_VIRTUAL_TIME_MS};
 use crate::error::{Error, Result};
 use crate::tokens::{generated_token, TokenSeq};
 use crate::workload::{DependencyGraph, GraphTiming, PromptMode, Session, Trigger, Turn, Workload};
@@ -51,6 +51,30 @@ pub struct Terminal {
     pub output_tokens: usize,
     /// Completed (true) or rejected (false).
     pub completed: bool,
+}
+
+/// Refuses a virtual time (an arrival, a floor, a delay) that is not finite or lies beyond
+/// [`MAX_VIRTUAL_TIME_MS`]; `what` names its source.
+fn check_horizon(at_ms: f64, what: impl FnOnce() -> String) -> Result<f64> {
+    if at_ms.is_finite() && at_ms <= MAX_VIRTUAL_TIME_MS {
+        Ok(at_ms)
+    } else {
+        Err(Error::usage(format!(
+            "{} is {} ms of virtual time, beyond the simulator's horizon of \
+             {MAX_VIRTUAL_TIME_MS:e} ms (about 31.7 years)",
+            what(),
+            compact_f64(at_ms)
+        )))
+    }
+}
+
+/// Names the speed-up in a horizon message when it is not 1.
+fn speedup_note(speedup: f64) -> String {
+    if speedup == 1.0 {
+        String::new()
+    } else {
+        format!(" at --arrival-speedup-ratio {}", compact_f64(speedup))
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -139,13 +163,21 @@ impl GraphState {
             };
             graph.edges.len()
         ];
-        for target in 0..n {
+        for (target, target_session) in sessions.iter().enumerate().take(n) {
+            let target_id = &target_session.id;
             for dep in graph.dependencies(target) {
                 let slot = &mut fill[dep.source as usize];
+                let delay_ms = check_horizon(dep.delay_ms / speedup, || {
+                    format!(
+                        "the dependency delay_ms {} of session {target_id}{}",
+                        compact_f64(dep.delay_ms),
+                        speedup_note(speedup)
+                    )
+                })?;
                 dependents[*slot as usize] = Dependent {
                     target: target as u32,
                     trigger: dep.trigger,
-                    delay_ms: dep.delay_ms / speedup,
+                    delay_ms,
                 };
                 *slot += 1;
             }
@@ -163,6 +195,13 @@ impl GraphState {
                     sessions[session].id
                 )));
             }
+            let floor = check_horizon(floor, || {
+                format!(
+                    "the arrival of session {}{}",
+                    sessions[session].id,
+                    speedup_note(speedup)
+                )
+            })?;
             ready_after_ms.push(floor);
             if remaining[session] == 0 {
                 roots.push(ReadyTurn {
@@ -210,6 +249,23 @@ impl GraphState {
             }
         }
     }
+}
+
+/// Checks that a session's turns, released `delay` after one another from `first_ms`, stay
+/// within the horizon (service times come on top; they are bounded by the simulation itself).
+fn check_session_delays(session: &Session, first_ms: f64, divisor: f64) -> Result<()> {
+    let mut at_ms = first_ms;
+    for (index, turn) in session.turns.iter().enumerate().skip(1) {
+        at_ms += turn.delay_ms / divisor;
+        check_horizon(at_ms, || {
+            format!(
+                "turn {index} of session {} (its delays add up to it{})",
+                session.id,
+                speedup_note(divisor)
+            )
+        })?;
+    }
+    Ok(())
 }
 
 #[derive(Debug)]
@@ -285,8 +341,18 @@ impl Driver {
                 }
                 for (index, session) in sessions.iter().enumerate() {
                     let ts = session.first_timestamp_ms.expect("checked above");
+                    let at_ms = check_horizon((ts - start) / speedup, || {
+                        format!(
+                            "the arrival of session {} (timestamp {}, the first is {}){}",
+                            session.id,
+                            compact_f64(ts),
+                            compact_f64(start),
+                            speedup_note(speedup)
+                        )
+                    })?;
+                    check_session_delays(session, at_ms, speedup)?;
                     ready.push(ReadyTurn {
-                        at_ms: (ts - start) / speedup,
+                        at_ms,
                         session: index,
                         turn: 0,
                     });
@@ -303,6 +369,9 @@ impl Driver {
                             )));
                         }
                     }
+                }
+                for session in &sessions {
+                    check_session_delays(session, 0.0, 1.0)?;
                 }
                 let active = limit.min(sessions.len());
                 for index in 0..active {

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
-use crate::report::{Collector, Report, RequestRecord, RunFacts};
+use crate::report::{Collector, LazyRecords, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
@@ -79,6 +79,15 @@ impl Simulated {
     /// (empty unless the spec asked for them), sorted by arrival time.
     pub fn into_report(self, wall_time_ms: f64) -> (Report, Vec<RequestRecord>) {
         self.collector.finish(RunFacts {
+            wall_time_ms,
+            ..self.facts
+        })
+    }
+
+    /// Like [`Simulated::into_report`], with records built one at a time as they are read
+    /// (for streaming them to a file without holding them all).
+    pub fn into_report_lazily(self, wall_time_ms: f64) -> (Report, LazyRecords) {
+        self.collector.finish_lazily(RunFacts {
             wall_time_ms,
             ..self.facts
         })

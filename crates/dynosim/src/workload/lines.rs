@@ -9,11 +9,17 @@ use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
+/// The longest line a trace may hold: far above any real row (a 1M-token prompt's hash ids take
+/// well under 10 MiB of JSON), low enough that `/dev/zero` or a corrupt file without line breaks
+/// fails fast instead of growing one buffer until memory runs out.
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
 /// The lines of one trace file.
 pub(super) struct TraceLines {
     reader: Box<dyn BufRead>,
     buf: Vec<u8>,
     line_no: usize,
+    gzip: bool,
 }
 
 /// Why a line could not be read: the line number and the I/O or UTF-8 reason.
@@ -35,6 +41,7 @@ impl TraceLines {
             reader: Box::new(BufReader::with_capacity(1 << 16, reader)),
             buf: Vec::new(),
             line_no: 0,
+            gzip,
         })
     }
 
@@ -44,8 +51,8 @@ impl TraceLines {
             self.buf.clear();
             self.line_no += 1;
             let line_no = self.line_no;
-            let read = self
-                .reader
+            let read = (&mut self.reader)
+                .take(MAX_LINE_BYTES as u64 + 1)
                 .read_until(b'\n', &mut self.buf)
                 .map_err(|e| ReadFailure {
                     line_no,
@@ -53,6 +60,32 @@ impl TraceLines {
                 })?;
             if read == 0 {
                 return Ok(None);
+            }
+            if self.buf.len() > MAX_LINE_BYTES && self.buf.last() != Some(&b'\n') {
+                return Err(ReadFailure {
+                    line_no,
+                    reason: format!(
+                        "the line is longer than {} MiB without a line break; a trace is one \
+                         JSON object per line",
+                        MAX_LINE_BYTES >> 20
+                    ),
+                });
+            }
+            if line_no == 1 && !self.gzip && self.buf.starts_with(&[0x1f, 0x8b]) {
+                return Err(ReadFailure {
+                    line_no,
+                    reason: "the file is gzip-compressed; this trace format reads plain JSONL \
+                             (decompress it first; only --trace-format dynamo reads .gz shards)"
+                        .to_string(),
+                });
+            }
+            if line_no == 1 && self.buf.starts_with("\u{feff}".as_bytes()) {
+                return Err(ReadFailure {
+                    line_no,
+                    reason: "the file starts with a UTF-8 byte order mark (BOM); save it as \
+                             UTF-8 without a BOM"
+                        .to_string(),
+                });
             }
             let text = std::str::from_utf8(&self.buf).map_err(|e| ReadFailure {
                 line_no,
@@ -82,6 +115,19 @@ pub(super) fn describe_json_error<T: DeserializeOwned>(
     line: &str,
     error: &serde_json::Error,
 ) -> String {
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
+        let kind = match value {
+            serde_json::Value::Object(_) => None,
+            serde_json::Value::Array(_) => Some("an array"),
+            serde_json::Value::String(_) => Some("a string"),
+            serde_json::Value::Number(_) => Some("a number"),
+            serde_json::Value::Bool(_) => Some("a boolean"),
+            serde_json::Value::Null => Some("null"),
+        };
+        if let Some(kind) = kind {
+            return format!("expected a JSON object (one trace row), got {kind}");
+        }
+    }
     let full = error.to_string();
     let suffix = format!(" at line {} column {}", error.line(), error.column());
     let reason = full.strip_suffix(&suffix).unwrap_or(&full);

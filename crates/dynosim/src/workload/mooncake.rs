@@ -689,14 +689,12 @@ mod tests {
                 "{\"delay\":0,\"delay_ms\":0,\"output_length\":1,\"hash_ids\":[1]}",
                 None,
             ),
-            ("[1,2,3]", None),
             ("{\"output_length\":1,\"hash_ids\":[1]} x", None),
             (
                 "{\"output_length\":1,\"hash_ids\":[1]}{\"output_length\":1,\"hash_ids\":[1]}",
                 None,
             ),
             ("{\"output_length\":1,", None),
-            ("\u{feff}{\"output_length\":1,\"hash_ids\":[1]}", None),
         ] {
             let message = err(line);
             assert_starts(&message, "failed to parse line 1 from ");
@@ -713,8 +711,26 @@ mod tests {
                 .contains("duplicate field `output_length`")
         );
         assert!(err("5").contains("expected a JSON object (one trace row)"));
+        for (line, kind) in [
+            ("[1,2,3]", "an array"),
+            ("[1]", "an array"),
+            ("\"x\"", "a string"),
+        ] {
+            assert!(
+                err(line).ends_with(&format!(
+                    "expected a JSON object (one trace row), got {kind}"
+                )),
+                "{line}: {}",
+                err(line)
+            );
+        }
+        let bom = err("\u{feff}{\"output_length\":1,\"hash_ids\":[1]}");
+        assert_starts(&bom, "failed to read line 1 from ");
         assert!(
-            err("[1]").contains("(field request_id)") || err("[1]").contains("expected a string")
+            bom.ends_with(
+                "starts with a UTF-8 byte order mark (BOM); save it as UTF-8 without a BOM"
+            ),
+            "{bom}"
         );
     }
 

@@ -58,26 +58,57 @@ fn check_common(spec: &SyntheticSpec) -> Result<()> {
     Ok(())
 }
 
+/// An empty session table with room for `spec.request_count` sessions of `turns` turns, or
+/// a usage error naming `request_count` when that much memory cannot be had: the table is
+/// allocated before any request exists, so an absurd count fails here instead of aborting.
+fn session_table(spec: &SyntheticSpec, turns: usize) -> Result<Vec<Session>> {
+    let per_session =
+        std::mem::size_of::<Session>() + turns.saturating_mul(std::mem::size_of::<Turn>());
+    let too_many = || {
+        Error::usage(format!(
+            "request_count {}: not enough memory for {} sessions of {turns} turn(s) (about {} \
+             bytes each before their prompts; the whole workload is generated before the run)",
+            spec.request_count, spec.request_count, per_session
+        ))
+    };
+    let total_bytes = spec
+        .request_count
+        .checked_mul(per_session)
+        .filter(|bytes| *bytes <= isize::MAX as usize)
+        .ok_or_else(too_many)?;
+    // Probing the whole footprint once makes an impossible size fail now, while nothing is
+    // allocated yet, rather than in the middle of generation.
+    let mut probe: Vec<u8> = Vec::new();
+    probe
+        .try_reserve_exact(total_bytes)
+        .map_err(|_| too_many())?;
+    drop(probe);
+    let mut sessions = Vec::new();
+    sessions
+        .try_reserve_exact(spec.request_count)
+        .map_err(|_| too_many())?;
+    Ok(sessions)
+}
+
 fn generate_independent_requests(
     spec: &SyntheticSpec,
     arrivals: &mut ArrivalClock,
 ) -> Result<Workload> {
     check_common(spec)?;
-    let sessions = (0..spec.request_count)
-        .map(|index| Session {
-            id: format!("session_{index}"),
-            first_timestamp_ms: arrivals.next_arrival_ms(),
-            turns: vec![Turn {
-                input_length: spec.input_tokens,
-                max_output_tokens: spec.output_tokens,
-                delay_ms: 0.0,
-                prompt: Prompt::Unique { key: index as u64 },
-                priority: 0,
-                strict_priority: 0,
-                policy_class: None,
-            }],
-        })
-        .collect();
+    let mut sessions = session_table(spec, 1)?;
+    sessions.extend((0..spec.request_count).map(|index| Session {
+        id: format!("session_{index}"),
+        first_timestamp_ms: arrivals.next_arrival_ms(),
+        turns: vec![Turn {
+            input_length: spec.input_tokens,
+            max_output_tokens: spec.output_tokens,
+            delay_ms: 0.0,
+            prompt: Prompt::Unique { key: index as u64 },
+            priority: 0,
+            strict_priority: 0,
+            policy_class: None,
+        }],
+    }));
     Ok(Workload {
         sessions,
         ..Workload::default()
@@ -110,7 +141,7 @@ fn generate_sessions(spec: &SyntheticSpec, arrivals: &mut ArrivalClock) -> Resul
 
     let mut structure_rng = StdRng::seed_from_u64(STRUCTURE_SEED);
     let mut ids = DenseIds::default();
-    let mut sessions = Vec::with_capacity(spec.request_count);
+    let mut sessions = session_table(spec, spec.turns_per_session)?;
     for session_idx in 0..spec.request_count {
         let first_timestamp_ms = arrivals.next_arrival_ms();
         let group = grouped.then(|| structure_rng.random_range(0..spec.num_prefix_groups) as u64);
