@@ -19,7 +19,10 @@ use dynosim::config::ReplayOptions;
     allow_negative_numbers = true,
     infer_long_args = true,
     disable_version_flag = true,
-    color = clap::ColorChoice::Never
+    color = clap::ColorChoice::Never,
+    after_help = "Compare two runs: dynosim compare A B [--json] (each a report JSON or an AIPerf \
+                  run directory; see dynosim compare --help). A trace file named `compare` is \
+                  passed as ./compare."
 )]
 pub struct Cli {
     /// Trace file to replay (one file; one or more shards with --trace-format dynamo); omit it for a
@@ -233,6 +236,12 @@ pub struct Cli {
     /// default: none)
     #[arg(long, value_name = "PATH")]
     pub report_jsonl: Option<PathBuf>,
+
+    /// Also write the run as an AIPerf run directory: profile_export_aiperf.json,
+    /// profile_export_aiperf.csv and profile_export.jsonl, readable by AIPerf's tools such as
+    /// `aiperf plot` (created if missing; dynosim only; default: none)
+    #[arg(long, value_name = "DIR")]
+    pub aiperf_dir: Option<PathBuf>,
 
     /// Stop the replay once the simulated clock would pass this many seconds, leaving
     /// in-flight requests incomplete (trace-file replay only; default: no cap)

@@ -4,7 +4,9 @@
 //! report; the per-request JSONL and the report JSON are written before anything is printed,
 //! then the table and `Saved full report to: <path>` go to stdout.
 
+pub mod aiperf;
 pub mod args;
+pub mod compare;
 pub mod live;
 pub mod output;
 
@@ -92,6 +94,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    if args.first().is_some_and(|first| first == "compare") {
+        return run_compare(prog, &args[1..], stdout, stderr);
+    }
     let mut command = Cli::command().bin_name(prog).no_binary_name(true);
     let parsed = command
         .try_get_matches_from_mut(args)
@@ -150,6 +156,44 @@ where
     }
 }
 
+/// `<prog> compare A B [--json]`: prints the comparison; bad inputs are usage errors.
+fn run_compare(
+    prog: &str,
+    args: &[OsString],
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let bin_name = format!("{prog} compare");
+    let mut command = compare::CompareCli::command()
+        .bin_name(&bin_name)
+        .no_binary_name(true);
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| compare::CompareCli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+    match compare::run(&cli) {
+        Ok(text) => match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => 0,
+            Err(_) => 1,
+        },
+        Err(err) => {
+            let _ = writeln!(stderr, "{prog}: error: {}", err.message());
+            if err.exit_code() == USAGE_EXIT_CODE {
+                let usage = command.render_usage().to_string();
+                let _ = write!(stderr, "\n{usage}\n\nFor more information, try '--help'.\n");
+            }
+            let _ = stderr.flush();
+            err.exit_code()
+        }
+    }
+}
+
 /// What a finished command prints.
 struct Finished {
     table: String,
@@ -163,8 +207,13 @@ struct Finished {
 fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
-    let spec = options.into_spec()?;
+    let mut spec = options.into_spec()?;
     output::check_jsonl_path("--report-jsonl", jsonl_path.as_deref())?;
+    if let Some(dir) = &cli.aiperf_dir {
+        aiperf::check_dir("--aiperf-dir", dir)?;
+        // AIPerf's per-request file needs the per-request records.
+        spec.capture_requests = true;
+    }
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
     let mut jsonl = jsonl_path
         .as_deref()
@@ -181,6 +230,11 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
         .is_some_and(InterruptGuard::was_interrupted);
     if let Some(jsonl) = &mut jsonl {
         output::write_records(jsonl, records.iter())?;
+    }
+    if let Some(dir) = &cli.aiperf_dir {
+        // AIPerf's summary needs the records twice (statistics, then lines): built once here.
+        let built: Vec<_> = records.iter().collect();
+        aiperf::write_dir(dir, &report, &built)?;
     }
     drop(records);
     report_file.write_all(report.to_json_file_string().as_bytes())?;

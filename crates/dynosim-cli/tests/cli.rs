@@ -141,7 +141,7 @@ const REFERENCE_FLAGS: [&str; 51] = [
 ];
 
 /// Flags the reference does not have; each is described in docs/differences.md.
-const DYNOSIM_ONLY_FLAGS: [&str; 2] = ["--router-seed", "--online-speed"];
+const DYNOSIM_ONLY_FLAGS: [&str; 3] = ["--router-seed", "--online-speed", "--aiperf-dir"];
 
 /// The long flags that `--help` lists as options, one per option line, in order.
 fn help_flags(help: &str) -> Vec<String> {

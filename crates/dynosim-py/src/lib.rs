@@ -140,11 +140,19 @@ fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResu
 }
 
 /// Validates, replays (without the GIL), writes the optional JSONL, and returns the report.
-fn replay_to_dict<'py>(py: Python<'py>, options: ReplayOptions) -> PyResult<Bound<'py, PyDict>> {
+fn replay_to_dict<'py>(
+    py: Python<'py>,
+    options: ReplayOptions,
+    aiperf_dir: Option<PathBuf>,
+) -> PyResult<Bound<'py, PyDict>> {
     let jsonl_path = options.report_jsonl.clone();
-    let spec = options.into_spec().map_err(to_py_err)?;
+    let mut spec = options.into_spec().map_err(to_py_err)?;
     dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
         .map_err(to_py_err)?;
+    if let Some(dir) = &aiperf_dir {
+        dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
+        spec.capture_requests = true;
+    }
     let report = run_interruptibly(py, move |cancelled| -> dynosim::Result<Report> {
         let (report, records) = dynosim_cli::replay_cancellable(&spec, cancelled)?;
         // A run the caller has given up on writes nothing.
@@ -153,6 +161,9 @@ fn replay_to_dict<'py>(py: Python<'py>, options: ReplayOptions) -> PyResult<Boun
         }
         if let Some(path) = jsonl_path {
             dynosim_cli::output::write_jsonl(&path, &records)?;
+        }
+        if let Some(dir) = aiperf_dir {
+            dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
         }
         Ok(report)
     })?
@@ -247,6 +258,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     planner_config=None,
     benchmark_granularity=None,
     router_seed=None,
+    aiperf_dir=None,
 ))]
 #[pyo3(
     text_signature = "(trace_files, *, extra_engine_args=None, prefill_engine_args=None, \
@@ -256,7 +268,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     trace_block_size=None, trace_format='mooncake', trace_shared_prefix_ratio=0.0, \
     trace_num_prefix_groups=0, report_jsonl_path=None, max_sim_time_ms=None, model_name=None, \
     sla_ttft_ms=None, sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, \
-    benchmark_granularity=8, router_seed=0)"
+    benchmark_granularity=8, router_seed=0, aiperf_dir=None)"
 )]
 #[allow(clippy::too_many_arguments)]
 fn run_trace_replay<'py>(
@@ -287,6 +299,7 @@ fn run_trace_replay<'py>(
     planner_config: Option<&Bound<'py, PyAny>>,
     benchmark_granularity: Option<&Bound<'py, PyAny>>,
     router_seed: Option<&Bound<'py, PyAny>>,
+    aiperf_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
@@ -333,7 +346,7 @@ fn run_trace_replay<'py>(
         ..ReplayOptions::default()
     };
     aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(py, options)
+    replay_to_dict(py, options, aiperf_dir)
 }
 
 /// Replays a generated workload of identical requests and returns the report dict.
@@ -369,6 +382,7 @@ fn run_trace_replay<'py>(
     planner_config=None,
     benchmark_granularity=None,
     router_seed=None,
+    aiperf_dir=None,
 ))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
     extra_engine_args=None, prefill_engine_args=None, decode_engine_args=None, \
@@ -377,7 +391,7 @@ fn run_trace_replay<'py>(
     router_mode='round_robin', arrival_speedup_ratio=1.0, request_rate=None, \
     arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
     num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
-    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0)")]
+    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None)")]
 #[allow(clippy::too_many_arguments)]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
@@ -410,6 +424,7 @@ fn run_synthetic_trace_replay<'py>(
     planner_config: Option<&Bound<'py, PyAny>>,
     benchmark_granularity: Option<&Bound<'py, PyAny>>,
     router_seed: Option<&Bound<'py, PyAny>>,
+    aiperf_dir: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         extra_engine_args: config_text(
@@ -455,7 +470,7 @@ fn run_synthetic_trace_replay<'py>(
         ..ReplayOptions::default()
     };
     aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(py, options)
+    replay_to_dict(py, options, aiperf_dir)
 }
 
 /// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),

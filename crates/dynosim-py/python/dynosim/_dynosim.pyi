@@ -430,6 +430,7 @@ def run_trace_replay(
     planner_config: Optional[_PlannerConfig] = None,
     benchmark_granularity: int = 8,
     router_seed: int = 0,
+    aiperf_dir: Optional[_Path] = None,
 ) -> _Report: ...
 def run_synthetic_trace_replay(
     input_tokens: int,
@@ -462,5 +463,6 @@ def run_synthetic_trace_replay(
     planner_config: Optional[_PlannerConfig] = None,
     benchmark_granularity: int = 8,
     router_seed: int = 0,
+    aiperf_dir: Optional[_Path] = None,
 ) -> _Report: ...
 def main(argv: Optional[Sequence[str]] = None, prog: str = "dynosim") -> int: ...
