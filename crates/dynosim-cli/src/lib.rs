@@ -144,16 +144,25 @@ where
                 }
             }
         }
-        Err(err) => {
-            let _ = writeln!(stderr, "{prog}: error: {}", err.message());
-            if err.exit_code() == USAGE_EXIT_CODE {
-                let usage = command.render_usage().to_string();
-                let _ = write!(stderr, "\n{usage}\n\nFor more information, try '--help'.\n");
-            }
-            let _ = stderr.flush();
-            err.exit_code()
-        }
+        Err(err) => report_error(prog, &err, &mut command, stderr),
     }
+}
+
+/// Prints a failed command's error (with the usage line for a usage error) and returns its
+/// exit code.
+fn report_error(
+    prog: &str,
+    err: &dynosim::Error,
+    command: &mut clap::Command,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let _ = writeln!(stderr, "{prog}: error: {}", err.message());
+    if err.exit_code() == USAGE_EXIT_CODE {
+        let usage = command.render_usage().to_string();
+        let _ = write!(stderr, "\n{usage}\n\nFor more information, try '--help'.\n");
+    }
+    let _ = stderr.flush();
+    err.exit_code()
 }
 
 /// `<prog> compare A B [--json]`: prints the comparison; bad inputs are usage errors.
@@ -182,15 +191,7 @@ fn run_compare(
             Ok(()) => 0,
             Err(_) => 1,
         },
-        Err(err) => {
-            let _ = writeln!(stderr, "{prog}: error: {}", err.message());
-            if err.exit_code() == USAGE_EXIT_CODE {
-                let usage = command.render_usage().to_string();
-                let _ = write!(stderr, "\n{usage}\n\nFor more information, try '--help'.\n");
-            }
-            let _ = stderr.flush();
-            err.exit_code()
-        }
+        Err(err) => report_error(prog, &err, &mut command, stderr),
     }
 }
 
