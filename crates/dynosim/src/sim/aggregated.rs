@@ -2,7 +2,7 @@
 //! router, and the steps of one timestamp that `event_loop::run` drives (see the module doc of
 //! `sim` for the ordering rules).
 
-use super::common::{kv_router, EventQueue, Requests, RouteHints};
+use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
 use super::event_loop::Topology;
 use super::pool::Pool;
@@ -95,6 +95,21 @@ impl<'s> Aggregated<'s> {
 }
 
 impl Topology for Aggregated<'_> {
+    fn take_arrival(&mut self) -> Option<ReleasedRequest> {
+        self.requests
+            .release(self.now_ms, self.spec.arrivals, &mut self.collector)
+    }
+
+    /// Routes the request (routing one request before the next is taken).
+    fn admit(&mut self, arrival: ReleasedRequest) {
+        let request = EngineRequest {
+            id: arrival.id,
+            prompt: arrival.prompt,
+            max_output_tokens: arrival.max_output_tokens,
+        };
+        self.route(request, arrival.hints);
+    }
+
     fn is_done(&self) -> bool {
         self.requests.driver().is_drained()
     }
@@ -176,25 +191,6 @@ impl Topology for Aggregated<'_> {
 }
 
 impl Aggregated<'_> {
-    /// Releases every turn ready by now, routing each before the next.
-    fn release_arrivals(&mut self) -> bool {
-        let mut released = false;
-        while let Some(arrival) =
-            self.requests
-                .release(self.now_ms, self.spec.arrivals, &mut self.collector)
-        {
-            let request = EngineRequest {
-                id: arrival.id,
-                prompt: arrival.prompt,
-                max_output_tokens: arrival.max_output_tokens,
-            };
-            let hints = arrival.hints;
-            self.route(request, hints);
-            released = true;
-        }
-        released
-    }
-
     /// Sends a released request to the scheduler the router picks, or parks it in the KV
     /// router's queue, or rejects it (a router queue limit) as an engine rejection would.
     fn route(&mut self, request: EngineRequest, hints: RouteHints) {

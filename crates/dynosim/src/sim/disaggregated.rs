@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 
-use super::common::{kv_router, EventQueue, Requests, RouteHints};
+use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
 use super::event_loop::Topology;
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
@@ -228,6 +228,28 @@ impl<'s> Disaggregated<'s> {
 
 /// Past the time cap the run stops at once (the default): passes in flight are not finished.
 impl Topology for Disaggregated<'_> {
+    fn take_arrival(&mut self) -> Option<ReleasedRequest> {
+        self.released
+            .release(self.now_ms, self.spec.arrivals, &mut self.collector)
+    }
+
+    /// Starts the request's handoff; its first action waits in the action queue.
+    fn admit(&mut self, arrival: ReleasedRequest) {
+        let (handoff, first) = Handoff::start(self.order);
+        self.requests.push(DisaggRequest {
+            handoff,
+            prompt: Some(arrival.prompt),
+            max_output_tokens: arrival.max_output_tokens,
+            hints: Some(arrival.hints),
+            prefill_worker: None,
+            decode_worker: None,
+            prefill_routed: false,
+            decode_routed: false,
+            counted: true,
+        });
+        self.actions.push_back((arrival.id, first));
+    }
+
     fn next_event_ms(&self) -> Option<f64> {
         match (
             self.events.peek().map(|(at_ms, _)| at_ms),
@@ -307,31 +329,6 @@ impl Topology for Disaggregated<'_> {
 
 impl Disaggregated<'_> {
     // ---- arrivals and routing ----
-
-    fn release_arrivals(&mut self) -> bool {
-        let mut released = false;
-        while let Some(arrival) =
-            self.released
-                .release(self.now_ms, self.spec.arrivals, &mut self.collector)
-        {
-            let id = arrival.id;
-            let (handoff, first) = Handoff::start(self.order);
-            self.requests.push(DisaggRequest {
-                handoff,
-                prompt: Some(arrival.prompt),
-                max_output_tokens: arrival.max_output_tokens,
-                hints: Some(arrival.hints),
-                prefill_worker: None,
-                decode_worker: None,
-                prefill_routed: false,
-                decode_routed: false,
-                counted: true,
-            });
-            self.actions.push_back((id, first));
-            released = true;
-        }
-        released
-    }
 
     /// Asks the router of `stage` where request `id` goes.
     fn route(&mut self, stage: Stage, id: RequestId) -> Routing {

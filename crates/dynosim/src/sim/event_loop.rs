@@ -17,6 +17,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use super::common::ReleasedRequest;
 use crate::error::{Error, Result};
 
 /// When model time may advance.
@@ -77,6 +78,21 @@ pub(super) trait Topology {
     fn advance_to(&mut self, t_ms: f64);
     /// The error when work remains but nothing can happen any more.
     fn dead_end(&self) -> Error;
+    /// The next turn ready now, taken from the driver and recorded as a request.
+    fn take_arrival(&mut self) -> Option<ReleasedRequest>;
+    /// Hands a released request to the deployment: routes it (aggregated) or starts its
+    /// handoff (disaggregated).
+    fn admit(&mut self, arrival: ReleasedRequest);
+    /// Releases every turn ready now, each admitted before the next is taken (admitting one
+    /// can end it at once and free a concurrency slot for the next). Whether any was.
+    fn release_arrivals(&mut self) -> bool {
+        let mut released = false;
+        while let Some(arrival) = self.take_arrival() {
+            self.admit(arrival);
+            released = true;
+        }
+        released
+    }
     /// With a cap on model time, the last timestamp still processed given that the next one
     /// is `next_ms`: by default the cap itself.
     fn last_ms_within_cap(&mut self, cap_ms: f64, _next_ms: f64) -> f64 {
