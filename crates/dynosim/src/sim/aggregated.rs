@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::report::{Collector, RunFacts};
 use crate::router::kv::Placement;
 use crate::router::round_robin::RoundRobin;
-use crate::router::{RouteInput, Routed, Router};
+use crate::router::{Routed, Router};
 
 /// Aggregated workers: `num_workers` workers of `dp_size` ranks each, behind one router.
 pub(super) struct Aggregated<'s> {
@@ -194,16 +194,12 @@ impl Aggregated<'_> {
     /// Sends a released request to the scheduler the router picks, or parks it in the KV
     /// router's queue, or rejects it (a router queue limit) as an engine rejection would.
     fn route(&mut self, request: EngineRequest, hints: RouteHints) {
-        let routed = self.pool.router.route(RouteInput {
-            id: request.id,
-            prompt: &request.prompt,
-            block_size: self.spec.engine.block_size,
-            arrival_ms: hints.arrival_ms,
-            now_ms: self.now_ms,
-            priority: hints.priority,
-            strict_priority: hints.strict_priority,
-            policy_class: hints.policy_class.as_deref(),
-        });
+        let routed = self.pool.router.route(hints.route_input(
+            request.id,
+            &request.prompt,
+            self.spec.engine.block_size,
+            self.now_ms,
+        ));
         match routed {
             Routed::Placed { target, .. } => self.pool.enqueue(target, request),
             Routed::Queued => {

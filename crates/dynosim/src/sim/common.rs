@@ -12,6 +12,7 @@ use crate::engine::RequestId;
 use crate::error::Error;
 use crate::report::Collector;
 use crate::router::kv::{KvRouter, Targets};
+use crate::router::RouteInput;
 use crate::tokens::TokenSeq;
 use crate::workload::Turn;
 
@@ -233,6 +234,27 @@ pub(super) struct RouteHints {
 }
 
 impl RouteHints {
+    /// What a router sees of request `id` with these hints, deciding at `now_ms` for a pool of
+    /// `block_size`-token blocks.
+    pub(super) fn route_input<'a>(
+        &'a self,
+        id: RequestId,
+        prompt: &'a TokenSeq,
+        block_size: usize,
+        now_ms: f64,
+    ) -> RouteInput<'a> {
+        RouteInput {
+            id,
+            prompt,
+            block_size,
+            arrival_ms: self.arrival_ms,
+            now_ms,
+            priority: self.priority,
+            strict_priority: self.strict_priority,
+            policy_class: self.policy_class.as_deref(),
+        }
+    }
+
     pub(super) fn of(turn: &Turn, arrival_ms: f64) -> Self {
         Self {
             arrival_ms,

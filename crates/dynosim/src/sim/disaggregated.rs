@@ -39,7 +39,7 @@ use crate::report::record::TerminalStatus;
 use crate::report::{Collector, HandoffStage, RunFacts};
 use crate::router::kv::Placement;
 use crate::router::round_robin::RoundRobin;
-use crate::router::{RouteInput, Routed, Router};
+use crate::router::{Routed, Router};
 use crate::tokens::TokenSeq;
 
 /// Which pool a worker belongs to.
@@ -353,16 +353,9 @@ impl Disaggregated<'_> {
             Stage::Decode => &mut self.decode,
         };
         let block_size = pool.args.block_size.max(1);
-        let routed = pool.router.route(RouteInput {
-            id,
-            prompt,
-            block_size,
-            arrival_ms: hints.arrival_ms,
-            now_ms: self.now_ms,
-            priority: hints.priority,
-            strict_priority: hints.strict_priority,
-            policy_class: hints.policy_class.as_deref(),
-        });
+        let routed = pool
+            .router
+            .route(hints.route_input(id, prompt, block_size, self.now_ms));
         match routed {
             Routed::Placed {
                 target,
