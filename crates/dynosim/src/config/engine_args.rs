@@ -196,7 +196,8 @@ impl EngineArgs {
 
     /// GPUs one worker occupies (`aic_tp_size × dp_size`), for the GPU-hours figures.
     pub fn gpus_per_worker(&self) -> usize {
-        self.aic_tp_size * self.dp_size
+        // Saturating: both are validated only from below, and a count is no reason to panic.
+        self.aic_tp_size.saturating_mul(self.dp_size)
     }
 }
 

@@ -410,7 +410,8 @@ fn load_shard(path: &Path, loaded: &mut Loaded) -> Result<()> {
                 })?
             }
         };
-        let _ = record.schema == Schema::RequestV1;
+        // Deserialising `schema` already refused every other version; v1 is all there is.
+        let Schema::RequestV1 = record.schema;
         match record.event_type.as_str() {
             "request_payload" | "tool_start" => {}
             "request_end" => {
