@@ -501,95 +501,69 @@ const REASONING_PARAMS: &[(&str, Kind)] = &[
     ("thinking_ratio", Kind::Float),
 ];
 
-/// SGLang scheduler settings (`MockEngineArgs(sglang=SglangArgs(...))`); checked when the
-/// engine arguments holding them are built.
-#[pyclass(module = "dynamo.mocker", name = "SglangArgs")]
-#[derive(Clone)]
-pub struct SglangArgs {
-    fields: Map<String, Value>,
+/// Defines one sub-object class of `MockEngineArgs`: its fields as given, checked when the
+/// engine arguments holding it are built; `repr` and pickling as its constructor call.
+macro_rules! sub_object_class {
+    ($(#[$doc:meta])* $name:ident, $params:expr, required = $required:expr) => {
+        $(#[$doc])*
+        #[pyclass(module = "dynamo.mocker")]
+        #[derive(Clone)]
+        pub struct $name {
+            fields: Map<String, Value>,
+        }
+
+        #[pymethods]
+        impl $name {
+            #[new]
+            #[pyo3(signature = (*args, **kwargs))]
+            fn new(
+                args: &Bound<'_, PyTuple>,
+                kwargs: Option<&Bound<'_, PyDict>>,
+            ) -> PyResult<Self> {
+                let fields = sub_object_from_arguments(
+                    stringify!($name),
+                    $params,
+                    $required,
+                    args,
+                    kwargs,
+                )?;
+                Ok(Self { fields })
+            }
+
+            fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+                fields_repr(py, stringify!($name), &self.fields)
+            }
+
+            /// Pickles as the constructor call that rebuilds it.
+            fn __reduce__<'py>(
+                slf: &Bound<'py, Self>,
+            ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+                let arguments = positional_values(slf.py(), $params, &slf.borrow().fields)?;
+                Ok((slf.get_type().into_any(), arguments))
+            }
+        }
+    };
 }
 
-#[pymethods]
-impl SglangArgs {
-    #[new]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn new(args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let fields = sub_object_from_arguments("SglangArgs", SGLANG_PARAMS, false, args, kwargs)?;
-        Ok(Self { fields })
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        fields_repr(py, "SglangArgs", &self.fields)
-    }
-
-    /// Pickles as the constructor call that rebuilds it.
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let arguments = positional_values(slf.py(), SGLANG_PARAMS, &slf.borrow().fields)?;
-        Ok((slf.get_type().into_any(), arguments))
-    }
-}
-
-/// TRT-LLM scheduler settings (`MockEngineArgs(trtllm=TrtllmArgs(...))`).
-#[pyclass(module = "dynamo.mocker", name = "TrtllmArgs")]
-#[derive(Clone)]
-pub struct TrtllmArgs {
-    fields: Map<String, Value>,
-}
-
-#[pymethods]
-impl TrtllmArgs {
-    #[new]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn new(args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let fields = sub_object_from_arguments("TrtllmArgs", TRTLLM_PARAMS, false, args, kwargs)?;
-        Ok(Self { fields })
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        fields_repr(py, "TrtllmArgs", &self.fields)
-    }
-
-    /// Pickles as the constructor call that rebuilds it.
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let arguments = positional_values(slf.py(), TRTLLM_PARAMS, &slf.borrow().fields)?;
-        Ok((slf.get_type().into_any(), arguments))
-    }
-}
-
-/// Thinking-token settings (`MockEngineArgs(reasoning=ReasoningConfig(...))`); no effect on
-/// an offline replay.
-#[pyclass(module = "dynamo.mocker", name = "ReasoningConfig")]
-#[derive(Clone)]
-pub struct ReasoningConfig {
-    fields: Map<String, Value>,
-}
-
-#[pymethods]
-impl ReasoningConfig {
-    #[new]
-    #[pyo3(signature = (*args, **kwargs))]
-    fn new(args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let fields =
-            sub_object_from_arguments("ReasoningConfig", REASONING_PARAMS, true, args, kwargs)?;
-        Ok(Self { fields })
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        fields_repr(py, "ReasoningConfig", &self.fields)
-    }
-
-    /// Pickles as the constructor call that rebuilds it.
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
-        let arguments = positional_values(slf.py(), REASONING_PARAMS, &slf.borrow().fields)?;
-        Ok((slf.get_type().into_any(), arguments))
-    }
-}
+sub_object_class!(
+    /// SGLang scheduler settings (`MockEngineArgs(sglang=SglangArgs(...))`).
+    SglangArgs,
+    SGLANG_PARAMS,
+    required = false
+);
+sub_object_class!(
+    /// TRT-LLM scheduler settings (`MockEngineArgs(trtllm=TrtllmArgs(...))`).
+    TrtllmArgs,
+    TRTLLM_PARAMS,
+    required = false
+);
+sub_object_class!(
+    /// Thinking-token settings (`MockEngineArgs(reasoning=ReasoningConfig(...))`); no effect
+    /// on an offline replay.
+    ReasoningConfig,
+    REASONING_PARAMS,
+    required = true
+);
 
 /// A sub-object's fields as its constructor's positional arguments (`None` where unset).
 fn positional_values<'py>(
