@@ -11,6 +11,7 @@
 
 pub mod aiperf;
 pub mod collector;
+pub mod html;
 pub mod json;
 pub mod record;
 pub mod stats;
