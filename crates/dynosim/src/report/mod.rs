@@ -16,6 +16,7 @@ pub mod json;
 pub mod record;
 pub mod stats;
 pub mod table;
+pub mod timeseries;
 
 pub use collector::{Collector, HandoffStage, LazyRecords, RequestRecord, RunFacts};
 pub use record::TerminalStatus;
