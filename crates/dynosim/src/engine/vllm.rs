@@ -373,6 +373,15 @@ impl VllmScheduler {
         self.pool.num_active()
     }
 
+    pub fn load(&self) -> super::RankLoad {
+        super::RankLoad {
+            waiting: self.waiting.len(),
+            running: self.running.len(),
+            kv_used_tokens: self.pool.num_active() * self.block_size,
+            kv_capacity_tokens: self.pool.capacity() * self.block_size,
+        }
+    }
+
     pub fn run_pass(&mut self, events: &mut Vec<PassEvent>) -> f64 {
         self.run_pass_timed(events).total_ms()
     }
