@@ -212,6 +212,12 @@ fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut
         Ok(cli) => cli,
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
+    if let Some(address) = &cli.ray {
+        return match sweep::run_on_ray(&cli, address) {
+            Ok(code) => code,
+            Err(err) => report_error(prog, &err, &mut command, stderr),
+        };
+    }
     match sweep::run(&cli) {
         Ok(text) => match stdout
             .write_all(text.as_bytes())

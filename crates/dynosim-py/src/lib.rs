@@ -510,6 +510,9 @@ fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run_synthetic_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(main, module)?)?;
     module.add_function(wrap_pyfunction!(sweep::sweep, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_unstored, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_evaluate, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_store, module)?)?;
     module.add_class::<engine_args::MockEngineArgs>()?;
     module.add_class::<engine_args::SglangArgs>()?;
     module.add_class::<engine_args::TrtllmArgs>()?;
