@@ -10,6 +10,7 @@ pub mod compare;
 pub mod live;
 pub mod output;
 pub mod progress;
+pub mod sweep;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -137,6 +138,9 @@ where
     if args.first().is_some_and(|first| first == "compare") {
         return run_compare(prog, &args[1..], stdout, stderr);
     }
+    if args.first().is_some_and(|first| first == "sweep") {
+        return run_sweep(prog, &args[1..], stdout, stderr);
+    }
     let mut command = Cli::command().bin_name(prog).no_binary_name(true);
     let parsed = command
         .try_get_matches_from_mut(args.clone())
@@ -228,6 +232,31 @@ fn run_compare(
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
     match compare::run(&cli) {
+        Ok(text) => match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => 0,
+            Err(_) => 1,
+        },
+        Err(err) => report_error(prog, &err, &mut command, stderr),
+    }
+}
+
+/// `<prog> sweep SPEC --out DIR [--jobs N]`: runs the sweep and prints its summary.
+fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    let bin_name = format!("{prog} sweep");
+    let mut command = sweep::SweepCli::command()
+        .bin_name(&bin_name)
+        .no_binary_name(true);
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| sweep::SweepCli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+    match sweep::run(&cli) {
         Ok(text) => match stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush())

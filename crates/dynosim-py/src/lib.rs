@@ -14,6 +14,7 @@ mod aic;
 mod convert;
 mod engine_args;
 mod router_config;
+mod sweep;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -558,6 +559,7 @@ fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(run_synthetic_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(main, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::sweep, module)?)?;
     module.add_class::<engine_args::MockEngineArgs>()?;
     module.add_class::<engine_args::SglangArgs>()?;
     module.add_class::<engine_args::TrtllmArgs>()?;

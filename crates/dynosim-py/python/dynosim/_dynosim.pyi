@@ -468,3 +468,9 @@ def run_synthetic_trace_replay(
     html_report: Optional[_Path] = None,
 ) -> _Report: ...
 def main(argv: Optional[Sequence[str]] = None, prog: str = "dynosim") -> int: ...
+def sweep(
+    spec: Union[str, os.PathLike[str], Mapping[str, Any]],
+    *,
+    out: Union[str, os.PathLike[str]],
+    jobs: Optional[int] = None,
+) -> Dict[str, Any]: ...
