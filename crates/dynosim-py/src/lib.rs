@@ -141,11 +141,24 @@ fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResu
 }
 
 /// Validates, replays (without the GIL), writes the optional JSONL, and returns the report.
+/// The optional outputs of a replay function: `aiperf_dir=` and `html_report=`, with the name
+/// of the function for the HTML report's configuration table.
+struct ExtraOutputs {
+    function: &'static str,
+    aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
+}
+
 fn replay_to_dict<'py>(
     py: Python<'py>,
     options: ReplayOptions,
-    aiperf_dir: Option<PathBuf>,
+    outputs: ExtraOutputs,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let ExtraOutputs {
+        function,
+        aiperf_dir,
+        html_report,
+    } = outputs;
     let jsonl_path = options.report_jsonl.clone();
     let mut spec = options.into_spec().map_err(to_py_err)?;
     dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
@@ -154,17 +167,34 @@ fn replay_to_dict<'py>(
         dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
         spec.capture_requests = true;
     }
+    // Checked and opened before the run; published only when complete.
+    let html = html_report
+        .as_deref()
+        .map(|path| dynosim_cli::output::PreparedOutput::prepare("HTML report", path))
+        .transpose()
+        .map_err(to_py_err)?;
     let report = run_interruptibly(py, move |cancelled| -> dynosim::Result<Report> {
-        let (report, records) = dynosim_cli::replay_cancellable(&spec, cancelled)?;
+        let observers = dynosim::sim::Observers {
+            timeseries: html.is_some(),
+            progress: None,
+        };
+        let (report, records, series) = dynosim_cli::replay_observed(&spec, cancelled, &observers)?;
         // A run the caller has given up on writes nothing.
         if cancelled.load(Ordering::Relaxed) {
             return Err(dynosim::Error::runtime("replay interrupted"));
         }
+        let records: Vec<_> = records.iter().collect();
         if let Some(path) = jsonl_path {
             dynosim_cli::output::write_jsonl(&path, &records)?;
         }
         if let Some(dir) = aiperf_dir {
             dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
+        }
+        if let (Some(mut html), Some(series)) = (html, series) {
+            let invocation = format!("{function}(...) (Python API)");
+            let page = dynosim_cli::render_html_report(&invocation, &spec, &report, &series);
+            html.write_all(page.as_bytes())?;
+            dynosim_cli::output::commit(vec![html])?;
         }
         Ok(report)
     })?
@@ -260,6 +290,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     benchmark_granularity=None,
     router_seed=None,
     aiperf_dir=None,
+    html_report=None,
 ))]
 #[pyo3(
     text_signature = "(trace_files, *, extra_engine_args=None, prefill_engine_args=None, \
@@ -269,7 +300,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     trace_block_size=None, trace_format='mooncake', trace_shared_prefix_ratio=0.0, \
     trace_num_prefix_groups=0, report_jsonl_path=None, max_sim_time_ms=None, model_name=None, \
     sla_ttft_ms=None, sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, \
-    benchmark_granularity=8, router_seed=0, aiperf_dir=None)"
+    benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None)"
 )]
 #[allow(clippy::too_many_arguments)]
 fn run_trace_replay<'py>(
@@ -301,6 +332,7 @@ fn run_trace_replay<'py>(
     benchmark_granularity: Option<&Bound<'py, PyAny>>,
     router_seed: Option<&Bound<'py, PyAny>>,
     aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
@@ -347,7 +379,15 @@ fn run_trace_replay<'py>(
         ..ReplayOptions::default()
     };
     aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(py, options, aiperf_dir)
+    replay_to_dict(
+        py,
+        options,
+        ExtraOutputs {
+            function: "run_trace_replay",
+            aiperf_dir,
+            html_report,
+        },
+    )
 }
 
 /// Replays a generated workload of identical requests and returns the report dict.
@@ -384,6 +424,7 @@ fn run_trace_replay<'py>(
     benchmark_granularity=None,
     router_seed=None,
     aiperf_dir=None,
+    html_report=None,
 ))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
     extra_engine_args=None, prefill_engine_args=None, decode_engine_args=None, \
@@ -392,7 +433,7 @@ fn run_trace_replay<'py>(
     router_mode='round_robin', arrival_speedup_ratio=1.0, request_rate=None, \
     arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
     num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
-    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None)")]
+    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None)")]
 #[allow(clippy::too_many_arguments)]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
@@ -426,6 +467,7 @@ fn run_synthetic_trace_replay<'py>(
     benchmark_granularity: Option<&Bound<'py, PyAny>>,
     router_seed: Option<&Bound<'py, PyAny>>,
     aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         extra_engine_args: config_text(
@@ -471,7 +513,15 @@ fn run_synthetic_trace_replay<'py>(
         ..ReplayOptions::default()
     };
     aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(py, options, aiperf_dir)
+    replay_to_dict(
+        py,
+        options,
+        ExtraOutputs {
+            function: "run_synthetic_trace_replay",
+            aiperf_dir,
+            html_report,
+        },
+    )
 }
 
 /// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),

@@ -611,18 +611,15 @@ fn fold_token_gaps(
 ) {
     let mut previous: Option<f64> = None;
     for &(time, count) in runs {
-        let mut add_gap = |gap: f64| {
+        if let Some(prev) = previous {
+            let gap = (time - prev).max(0.0);
             itl.add(gap);
             if gap > 0.0 {
                 output_token_throughput_per_user.add(1000.0 / gap);
             }
-        };
-        if let Some(prev) = previous {
-            add_gap((time - prev).max(0.0));
         }
-        for _ in 1..count {
-            add_gap(0.0);
-        }
+        // The run's later tokens follow with no gap (and no throughput sample).
+        itl.add_repeated(0.0, count.saturating_sub(1) as u64);
         previous = Some(time);
     }
 }
