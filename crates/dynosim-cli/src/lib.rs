@@ -18,10 +18,11 @@ use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
+use dynosim::report::RecordSink;
 use dynosim::sim::{Simulated, VirtualClock};
 use dynosim::{LazyRecords, Report, RequestRecord};
 use live::{InterruptGuard, WallClock};
-use output::PreparedOutput;
+use output::{PreparedOutput, RecordStream};
 
 pub use args::Cli;
 
@@ -43,22 +44,29 @@ pub fn replay_with(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, None)?;
     Ok(simulated.into_report(wall_time_ms))
 }
 
 /// Loads and simulates; returns the run and its wall time in ms (the simulation only, not
 /// workload loading, as the reference measures it).
-fn simulate_timed(spec: &ReplaySpec, cancel: &AtomicBool) -> dynosim::Result<(Simulated, f64)> {
+fn simulate_timed(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    records: Option<Box<dyn RecordSink>>,
+) -> dynosim::Result<(Simulated, f64)> {
     // Timing tables (AIC) are built before the workload is read and the clock starts.
     let prepared = dynosim::prepare(spec)?;
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
     let simulated = match spec.replay_mode {
-        ReplayMode::Offline => dynosim::simulate_with(spec, workload, &mut VirtualClock, cancel)?,
+        ReplayMode::Offline => {
+            dynosim::simulate_streaming(spec, workload, &mut VirtualClock, cancel, records)?
+        }
         ReplayMode::Online { speed } => {
-            dynosim::simulate_with(spec, workload, &mut WallClock::start(speed), cancel)?
+            let mut clock = WallClock::start(speed);
+            dynosim::simulate_streaming(spec, workload, &mut clock, cancel, records)?
         }
     };
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
@@ -78,11 +86,13 @@ pub fn replay_cancellable(
 }
 
 /// Like [`replay_with`], with the per-request records built one at a time as they are written.
+/// Given a sink, records go to it while the run goes on, and the returned ones are empty.
 pub fn replay_lazily(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
+    records: Option<Box<dyn RecordSink>>,
 ) -> dynosim::Result<(Report, LazyRecords)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, records)?;
     Ok(simulated.into_report_lazily(wall_time_ms))
 }
 
@@ -216,20 +226,32 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
         spec.capture_requests = true;
     }
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
-    let mut jsonl = jsonl_path
+    let jsonl = jsonl_path
         .as_deref()
         .map(|path| PreparedOutput::prepare("per-request JSONL", path))
         .transpose()?;
     let mut report_file = PreparedOutput::prepare("report JSON", &report_path)?;
+    // Records go to the JSONL file while the run goes on, unless AIPerf's files need them
+    // all at the end (its summary statistics read every record).
+    let (stream, mut jsonl) = match jsonl {
+        Some(output) if cli.aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
+        other => (None, other),
+    };
     // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
     let interrupts =
         matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
-    let (report, records) = replay_lazily(&spec, &AtomicBool::new(false))?;
+    let (report, records) = replay_lazily(
+        &spec,
+        &AtomicBool::new(false),
+        stream.as_ref().map(RecordStream::sink),
+    )?;
     // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
     let interrupted = interrupts
         .as_ref()
         .is_some_and(InterruptGuard::was_interrupted);
-    if let Some(jsonl) = &mut jsonl {
+    if let Some(stream) = stream {
+        jsonl = Some(stream.finish()?);
+    } else if let Some(jsonl) = &mut jsonl {
         output::write_records(jsonl, records.iter())?;
     }
     if let Some(dir) = &cli.aiperf_dir {

@@ -11,13 +11,14 @@
 
 pub mod aiperf;
 pub mod collector;
+pub mod exact;
 pub mod json;
 pub mod record;
 pub mod stats;
 pub mod table;
 
 pub use collector::{Collector, HandoffStage, LazyRecords, RequestRecord, RunFacts};
-pub use record::TerminalStatus;
+pub use record::{RecordSink, TerminalStatus};
 
 /// The report: every key of frontend.md §3.1, in the reference's (Rust dict) key order.
 #[derive(Clone, Debug, Default, PartialEq)]

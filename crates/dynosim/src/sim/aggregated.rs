@@ -37,7 +37,7 @@ pub(super) struct Aggregated<'s> {
 }
 
 impl<'s> Aggregated<'s> {
-    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
+    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver, collector: Collector) -> Self {
         let dp_size = spec.engine.dp_size;
         let router = match spec.router_mode {
             RouterMode::RoundRobin => {
@@ -67,7 +67,7 @@ impl<'s> Aggregated<'s> {
             completions: EventQueue::new(),
             parked: Vec::new(),
             placements: Vec::new(),
-            collector: Collector::new(spec.sla, spec.capture_requests),
+            collector,
             requests: Requests::new(driver),
             release_between_passes_only: single_worker && closed_loop,
             single_worker,

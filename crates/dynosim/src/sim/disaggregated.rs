@@ -138,7 +138,7 @@ pub(super) struct Disaggregated<'s> {
 }
 
 impl<'s> Disaggregated<'s> {
-    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
+    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver, collector: Collector) -> Self {
         let pools = spec.disaggregation.as_ref().expect("a disaggregated spec");
         let prefill_args = &pools.prefill;
         let decode_args = &spec.engine;
@@ -200,7 +200,7 @@ impl<'s> Disaggregated<'s> {
             decode,
             events: EventQueue::new(),
             actions: VecDeque::new(),
-            collector: Collector::new(spec.sla, spec.capture_requests),
+            collector,
             requests: Vec::new(),
             released: Requests::new(driver),
             placements: Vec::new(),

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
-use crate::report::{Collector, LazyRecords, Report, RequestRecord, RunFacts};
+use crate::report::{Collector, LazyRecords, RecordSink, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
@@ -39,14 +39,31 @@ pub fn simulate_with(
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
 ) -> Result<Simulated> {
+    simulate_streaming(spec, workload, clock, cancel, None)
+}
+
+/// [`simulate_with`], handing captured per-request records to `records` as the run settles
+/// them (in record order) instead of keeping them to the end; the finished run then has none
+/// left to give (see `report::collector`).
+pub fn simulate_streaming(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn Clock,
+    cancel: &AtomicBool,
+    records: Option<Box<dyn RecordSink>>,
+) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
+    let mut collector = Collector::new(spec.sla, spec.capture_requests);
+    if let Some(sink) = records {
+        collector.stream_records_to(sink);
+    }
     let (collector, facts) = if spec.disaggregation.is_some() {
-        let mut sim = Disaggregated::new(spec, driver);
+        let mut sim = Disaggregated::new(spec, driver, collector);
         event_loop::run(&mut sim, cap, clock, cancel)?;
         sim.finish()
     } else {
-        let mut sim = Aggregated::new(spec, driver);
+        let mut sim = Aggregated::new(spec, driver, collector);
         event_loop::run(&mut sim, cap, clock, cancel)?;
         sim.finish()
     };
