@@ -21,8 +21,9 @@ use dynosim::config::ReplayOptions;
     disable_version_flag = true,
     color = clap::ColorChoice::Never,
     after_help = "Compare two runs: dynosim compare A B [--json] (each a report JSON or an AIPerf \
-                  run directory; see dynosim compare --help). A trace file named `compare` is \
-                  passed as ./compare."
+                  run directory; see dynosim compare --help). Sweep many runs: dynosim sweep SPEC.yaml \
+                  --out DIR (see dynosim sweep --help). A trace file named `compare` or `sweep` \
+                  is passed as ./compare or ./sweep."
 )]
 pub struct Cli {
     /// Trace file to replay (one file; one or more shards with --trace-format dynamo); omit it for a
@@ -242,6 +243,17 @@ pub struct Cli {
     /// `aiperf plot` (created if missing; dynosim only; default: none)
     #[arg(long, value_name = "DIR")]
     pub aiperf_dir: Option<PathBuf>,
+
+    /// Also write an HTML report: latency distributions, throughput, queue depth, per-worker
+    /// load and KV-cache use over model time, prefix reuse and the configuration, in one file
+    /// that opens with no network (dynosim only; default: none)
+    #[arg(long, value_name = "PATH")]
+    pub html_report: Option<PathBuf>,
+
+    /// Print neither the progress bar (shown on stderr when it is a terminal) nor the summary
+    /// table; errors are still printed (dynosim only)
+    #[arg(long)]
+    pub quiet: bool,
 
     /// Stop the replay once the simulated clock would pass this many seconds, leaving
     /// in-flight requests incomplete (trace-file replay only; default: no cap)

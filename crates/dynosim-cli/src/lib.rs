@@ -9,17 +9,21 @@ pub mod args;
 pub mod compare;
 pub mod live;
 pub mod output;
+pub mod progress;
+pub mod sweep;
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
+use dynosim::report::timeseries::TimeSeries;
 use dynosim::report::RecordSink;
-use dynosim::sim::{Simulated, VirtualClock};
+use dynosim::sim::{Observers, Progress, Simulated, VirtualClock};
 use dynosim::{LazyRecords, Report, RequestRecord};
 use live::{InterruptGuard, WallClock};
 use output::{PreparedOutput, RecordStream};
@@ -44,7 +48,7 @@ pub fn replay_with(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, None)?;
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
     Ok(simulated.into_report(wall_time_ms))
 }
 
@@ -53,6 +57,7 @@ pub fn replay_with(
 fn simulate_timed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
+    observers: &Observers,
     records: Option<Box<dyn RecordSink>>,
 ) -> dynosim::Result<(Simulated, f64)> {
     // Timing tables (AIC) are built before the workload is read and the clock starts.
@@ -61,15 +66,61 @@ fn simulate_timed(
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
     let simulated = match spec.replay_mode {
-        ReplayMode::Offline => {
-            dynosim::simulate_streaming(spec, workload, &mut VirtualClock, cancel, records)?
-        }
-        ReplayMode::Online { speed } => {
-            let mut clock = WallClock::start(speed);
-            dynosim::simulate_streaming(spec, workload, &mut clock, cancel, records)?
-        }
+        ReplayMode::Offline => dynosim::simulate_streaming(
+            spec,
+            workload,
+            &mut VirtualClock,
+            cancel,
+            observers,
+            records,
+        )?,
+        ReplayMode::Online { speed } => dynosim::simulate_streaming(
+            spec,
+            workload,
+            &mut WallClock::start(speed),
+            cancel,
+            observers,
+            records,
+        )?,
     };
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
+}
+
+/// [`replay_lazily`], recording what `observers` ask for: with [`Observers::timeseries`],
+/// the time series of the HTML report come back too.
+pub fn replay_observed(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
+    replay_streaming(spec, cancel, observers, None)
+}
+
+/// [`replay_observed`], handing the per-request records to `records` while the run goes on
+/// (see [`dynosim::simulate_streaming`]); the returned records are then empty.
+pub fn replay_streaming(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
+    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, observers, records)?;
+    let series = simulated.take_timeseries();
+    let (report, records) = simulated.into_report_lazily(wall_time_ms);
+    Ok((report, records, series))
+}
+
+/// The HTML report of a run: `invocation` is the command as the user typed it (shown first
+/// in the page's configuration table).
+pub fn render_html_report(
+    invocation: &str,
+    spec: &ReplaySpec,
+    report: &Report,
+    series: &TimeSeries,
+) -> String {
+    let mut configuration = vec![("command".to_string(), invocation.to_string())];
+    configuration.extend(dynosim::report::html::spec_configuration(spec));
+    dynosim::report::html::render_run_report("dynosim run report", &configuration, report, series)
 }
 
 /// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
@@ -86,13 +137,11 @@ pub fn replay_cancellable(
 }
 
 /// Like [`replay_with`], with the per-request records built one at a time as they are written.
-/// Given a sink, records go to it while the run goes on, and the returned ones are empty.
 pub fn replay_lazily(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
-    records: Option<Box<dyn RecordSink>>,
 ) -> dynosim::Result<(Report, LazyRecords)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, records)?;
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
     Ok(simulated.into_report_lazily(wall_time_ms))
 }
 
@@ -108,27 +157,35 @@ where
     if args.first().is_some_and(|first| first == "compare") {
         return run_compare(prog, &args[1..], stdout, stderr);
     }
+    if args.first().is_some_and(|first| first == "sweep") {
+        return run_sweep(prog, &args[1..], stdout, stderr);
+    }
     let mut command = Cli::command().bin_name(prog).no_binary_name(true);
     let parsed = command
-        .try_get_matches_from_mut(args)
+        .try_get_matches_from_mut(args.clone())
         .and_then(|matches| Cli::from_arg_matches(&matches));
     let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
 
-    match run_parsed(&cli) {
+    let invocation = invocation(prog, &args);
+    match run_parsed(&cli, &invocation) {
         Ok(Finished {
             table,
             report_path,
             interrupted,
         }) => {
-            let printed = write!(
-                stdout,
-                "{table}\nSaved full report to: {}\n",
-                report_path.display()
-            )
-            .and_then(|()| stdout.flush());
+            let printed = if cli.quiet {
+                Ok(())
+            } else {
+                write!(
+                    stdout,
+                    "{table}\nSaved full report to: {}\n",
+                    report_path.display()
+                )
+                .and_then(|()| stdout.flush())
+            };
             if interrupted {
                 let _ = writeln!(
                     stderr,
@@ -205,6 +262,37 @@ fn run_compare(
     }
 }
 
+/// `<prog> sweep SPEC --out DIR [--jobs N]`: runs the sweep and prints its summary.
+fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    let bin_name = format!("{prog} sweep");
+    let mut command = sweep::SweepCli::command()
+        .bin_name(&bin_name)
+        .no_binary_name(true);
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| sweep::SweepCli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+    if let Some(address) = &cli.ray {
+        return match sweep::run_on_ray(&cli, address) {
+            Ok(code) => code,
+            Err(err) => report_error(prog, &err, &mut command, stderr),
+        };
+    }
+    match sweep::run(&cli) {
+        Ok(text) => match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => 0,
+            Err(_) => 1,
+        },
+        Err(err) => report_error(prog, &err, &mut command, stderr),
+    }
+}
+
 /// What a finished command prints.
 struct Finished {
     table: String,
@@ -215,7 +303,7 @@ struct Finished {
 
 /// Validates, checks the outputs, replays and writes them. Every output is resolved and
 /// opened before the simulation, and none is published unless all of them are complete.
-fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
+fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
     let mut spec = options.into_spec()?;
@@ -237,14 +325,30 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
         Some(output) if cli.aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
         other => (None, other),
     };
+    let mut html = cli
+        .html_report
+        .as_deref()
+        .map(|path| PreparedOutput::prepare("HTML report", path))
+        .transpose()?;
     // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
     let interrupts =
         matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
-    let (report, records) = replay_lazily(
-        &spec,
-        &AtomicBool::new(false),
-        stream.as_ref().map(RecordStream::sink),
-    )?;
+    let progress = Arc::new(Progress::new());
+    let observers = Observers {
+        timeseries: html.is_some(),
+        progress: Some(Arc::clone(&progress)),
+    };
+    let bar = if cli.quiet {
+        None
+    } else {
+        progress::ProgressBar::start(progress)
+    };
+    let sink = stream.as_ref().map(RecordStream::sink);
+    let replayed = replay_streaming(&spec, &AtomicBool::new(false), &observers, sink);
+    if let Some(bar) = bar {
+        bar.finish();
+    }
+    let (report, records, series) = replayed?;
     // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
     let interrupted = interrupts
         .as_ref()
@@ -260,13 +364,34 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
         aiperf::write_dir(dir, &report, &built)?;
     }
     drop(records);
+    if let (Some(html), Some(series)) = (&mut html, &series) {
+        html.write_all(render_html_report(invocation, &spec, &report, series).as_bytes())?;
+    }
     report_file.write_all(report.to_json_file_string().as_bytes())?;
-    output::commit(jsonl.into_iter().chain([report_file]).collect())?;
+    output::commit(jsonl.into_iter().chain(html).chain([report_file]).collect())?;
     Ok(Finished {
         table: report.render_table(),
         report_path,
         interrupted,
     })
+}
+
+/// The command line as typed, for the HTML report: arguments that need it are quoted.
+fn invocation(prog: &str, args: &[OsString]) -> String {
+    let mut words = vec![prog.to_string()];
+    for arg in args {
+        let arg = arg.to_string_lossy();
+        let plain = !arg.is_empty()
+            && arg
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_=./:,@+%".contains(c));
+        words.push(if plain {
+            arg.into_owned()
+        } else {
+            format!("'{}'", arg.replace('\'', r"'\''"))
+        });
+    }
+    words.join(" ")
 }
 
 /// Prints a clap outcome: help goes to stdout with exit 0; errors go to stderr as

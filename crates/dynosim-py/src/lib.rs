@@ -14,6 +14,7 @@ mod aic;
 mod convert;
 mod engine_args;
 mod router_config;
+mod sweep;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -141,11 +142,24 @@ fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResu
 }
 
 /// Validates, replays (without the GIL), writes the optional JSONL, and returns the report.
+/// The optional outputs of a replay function: `aiperf_dir=` and `html_report=`, with the name
+/// of the function for the HTML report's configuration table.
+struct ExtraOutputs {
+    function: &'static str,
+    aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
+}
+
 fn replay_to_dict<'py>(
     py: Python<'py>,
     options: ReplayOptions,
-    aiperf_dir: Option<PathBuf>,
+    outputs: ExtraOutputs,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let ExtraOutputs {
+        function,
+        aiperf_dir,
+        html_report,
+    } = outputs;
     let jsonl_path = options.report_jsonl.clone();
     let mut spec = options.into_spec().map_err(to_py_err)?;
     dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
@@ -154,20 +168,30 @@ fn replay_to_dict<'py>(
         dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
         spec.capture_requests = true;
     }
-    // Checked and opened before the run, like the CLI's outputs.
+    // Checked and opened before the run; published only when complete.
     let jsonl = jsonl_path
         .as_deref()
         .map(|path| PreparedOutput::prepare("per-request JSONL", path))
         .transpose()
         .map_err(to_py_err)?;
+    let html = html_report
+        .as_deref()
+        .map(|path| dynosim_cli::output::PreparedOutput::prepare("HTML report", path))
+        .transpose()
+        .map_err(to_py_err)?;
     let report = run_interruptibly(py, move |cancelled| -> dynosim::Result<Report> {
+        let observers = dynosim::sim::Observers {
+            timeseries: html.is_some(),
+            progress: None,
+        };
         // Records go to the JSONL file during the run unless AIPerf's files need them all.
         let (stream, mut jsonl) = match jsonl {
             Some(output) if aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
             other => (None, other),
         };
         let sink = stream.as_ref().map(RecordStream::sink);
-        let (report, records) = dynosim_cli::replay_lazily(&spec, cancelled, sink)?;
+        let (report, records, series) =
+            dynosim_cli::replay_streaming(&spec, cancelled, &observers, sink)?;
         // A run the caller has given up on writes nothing (dropped outputs leave no file).
         if cancelled.load(Ordering::Relaxed) {
             return Err(dynosim::Error::runtime("replay interrupted"));
@@ -181,8 +205,14 @@ fn replay_to_dict<'py>(
             output::commit(vec![jsonl])?;
         }
         if let Some(dir) = aiperf_dir {
-            let built: Vec<_> = records.iter().collect();
-            dynosim_cli::aiperf::write_dir(&dir, &report, &built)?;
+            let records: Vec<_> = records.iter().collect();
+            dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
+        }
+        if let (Some(mut html), Some(series)) = (html, series) {
+            let invocation = format!("{function}(...) (Python API)");
+            let page = dynosim_cli::render_html_report(&invocation, &spec, &report, &series);
+            html.write_all(page.as_bytes())?;
+            dynosim_cli::output::commit(vec![html])?;
         }
         Ok(report)
     })?
@@ -278,6 +308,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     benchmark_granularity=None,
     router_seed=None,
     aiperf_dir=None,
+    html_report=None,
 ))]
 #[pyo3(
     text_signature = "(trace_files, *, extra_engine_args=None, prefill_engine_args=None, \
@@ -287,7 +318,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     trace_block_size=None, trace_format='mooncake', trace_shared_prefix_ratio=0.0, \
     trace_num_prefix_groups=0, report_jsonl_path=None, max_sim_time_ms=None, model_name=None, \
     sla_ttft_ms=None, sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, \
-    benchmark_granularity=8, router_seed=0, aiperf_dir=None)"
+    benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None)"
 )]
 #[allow(clippy::too_many_arguments)]
 fn run_trace_replay<'py>(
@@ -319,6 +350,7 @@ fn run_trace_replay<'py>(
     benchmark_granularity: Option<&Bound<'py, PyAny>>,
     router_seed: Option<&Bound<'py, PyAny>>,
     aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
@@ -365,7 +397,15 @@ fn run_trace_replay<'py>(
         ..ReplayOptions::default()
     };
     aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(py, options, aiperf_dir)
+    replay_to_dict(
+        py,
+        options,
+        ExtraOutputs {
+            function: "run_trace_replay",
+            aiperf_dir,
+            html_report,
+        },
+    )
 }
 
 /// Replays a generated workload of identical requests and returns the report dict.
@@ -402,6 +442,7 @@ fn run_trace_replay<'py>(
     benchmark_granularity=None,
     router_seed=None,
     aiperf_dir=None,
+    html_report=None,
 ))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
     extra_engine_args=None, prefill_engine_args=None, decode_engine_args=None, \
@@ -410,7 +451,7 @@ fn run_trace_replay<'py>(
     router_mode='round_robin', arrival_speedup_ratio=1.0, request_rate=None, \
     arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
     num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
-    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None)")]
+    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None)")]
 #[allow(clippy::too_many_arguments)]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
@@ -444,6 +485,7 @@ fn run_synthetic_trace_replay<'py>(
     benchmark_granularity: Option<&Bound<'py, PyAny>>,
     router_seed: Option<&Bound<'py, PyAny>>,
     aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut options = ReplayOptions {
         extra_engine_args: config_text(
@@ -489,7 +531,15 @@ fn run_synthetic_trace_replay<'py>(
         ..ReplayOptions::default()
     };
     aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(py, options, aiperf_dir)
+    replay_to_dict(
+        py,
+        options,
+        ExtraOutputs {
+            function: "run_synthetic_trace_replay",
+            aiperf_dir,
+            html_report,
+        },
+    )
 }
 
 /// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),
@@ -527,6 +577,10 @@ fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(run_synthetic_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(main, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::sweep, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_unstored, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_evaluate, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_store, module)?)?;
     module.add_class::<engine_args::MockEngineArgs>()?;
     module.add_class::<engine_args::SglangArgs>()?;
     module.add_class::<engine_args::TrtllmArgs>()?;

@@ -495,6 +495,7 @@ fn run_streaming(
         workload,
         &mut dynosim::sim::VirtualClock,
         &std::sync::atomic::AtomicBool::new(false),
+        &dynosim::sim::Observers::default(),
         Some(Box::new(sink.clone())),
     )
     .expect("simulation runs")

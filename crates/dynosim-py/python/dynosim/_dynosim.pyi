@@ -431,6 +431,7 @@ def run_trace_replay(
     benchmark_granularity: int = 8,
     router_seed: int = 0,
     aiperf_dir: Optional[_Path] = None,
+    html_report: Optional[_Path] = None,
 ) -> _Report: ...
 def run_synthetic_trace_replay(
     input_tokens: int,
@@ -464,5 +465,12 @@ def run_synthetic_trace_replay(
     benchmark_granularity: int = 8,
     router_seed: int = 0,
     aiperf_dir: Optional[_Path] = None,
+    html_report: Optional[_Path] = None,
 ) -> _Report: ...
 def main(argv: Optional[Sequence[str]] = None, prog: str = "dynosim") -> int: ...
+def sweep(
+    spec: Union[str, os.PathLike[str], Mapping[str, Any]],
+    *,
+    out: Union[str, os.PathLike[str]],
+    jobs: Optional[int] = None,
+) -> Dict[str, Any]: ...

@@ -12,10 +12,12 @@
 pub mod aiperf;
 pub mod collector;
 pub mod exact;
+pub mod html;
 pub mod json;
 pub mod record;
 pub mod stats;
 pub mod table;
+pub mod timeseries;
 
 pub use collector::{Collector, HandoffStage, LazyRecords, RequestRecord, RunFacts};
 pub use record::{RecordSink, TerminalStatus};

@@ -4,7 +4,7 @@
 
 use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
-use super::event_loop::Topology;
+use super::event_loop::{ProgressPoint, Topology};
 use super::pool::Pool;
 use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
@@ -37,7 +37,7 @@ pub(super) struct Aggregated<'s> {
 }
 
 impl<'s> Aggregated<'s> {
-    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver, collector: Collector) -> Self {
+    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
         let dp_size = spec.engine.dp_size;
         let router = match spec.router_mode {
             RouterMode::RoundRobin => {
@@ -67,7 +67,7 @@ impl<'s> Aggregated<'s> {
             completions: EventQueue::new(),
             parked: Vec::new(),
             placements: Vec::new(),
-            collector,
+            collector: Collector::new(spec.sla, spec.capture_requests),
             requests: Requests::new(driver),
             release_between_passes_only: single_worker && closed_loop,
             single_worker,
@@ -95,6 +95,14 @@ impl<'s> Aggregated<'s> {
 }
 
 impl Topology for Aggregated<'_> {
+    fn collector(&mut self) -> &mut Collector {
+        &mut self.collector
+    }
+
+    fn progress(&self) -> ProgressPoint {
+        self.requests.progress(self.now_ms)
+    }
+
     fn take_arrival(&mut self) -> Option<ReleasedRequest> {
         self.requests
             .release(self.now_ms, self.spec.arrivals, &mut self.collector)
@@ -273,6 +281,10 @@ impl Aggregated<'_> {
         let events = self.pool.end_pass(worker);
         self.pool.apply_pass_end_kv_events(worker);
         self.apply_pass_end(&events);
+        if let Some(series) = self.collector.timeseries_mut() {
+            let load = self.pool.worker_load(worker);
+            series.on_pass_end(self.now_ms, 0, worker, load, &events, true);
+        }
         self.pool.recycle(worker, events);
     }
 

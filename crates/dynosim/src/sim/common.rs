@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 use super::driver::{Driver, Terminal};
+use super::event_loop::ProgressPoint;
 use super::pool::Pool;
 use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
 use crate::engine::RequestId;
@@ -115,6 +116,8 @@ pub(super) struct Requests {
     origins: HashMap<RequestId, RequestOrigin>,
     /// The id the next released request takes.
     next_id: RequestId,
+    /// Requests that ended (completed or not).
+    ended: usize,
 }
 
 impl Requests {
@@ -157,6 +160,16 @@ impl Requests {
             origins: HashMap::new(),
             driver,
             next_id: 0,
+            ended: 0,
+        }
+    }
+
+    /// Where the run is at `now_ms`, for a progress display.
+    pub(super) fn progress(&self, now_ms: f64) -> ProgressPoint {
+        ProgressPoint {
+            model_time_ms: now_ms,
+            ended_requests: self.ended,
+            total_requests: self.driver.total_turns(),
         }
     }
 
@@ -225,6 +238,7 @@ impl Requests {
             .origins
             .remove(&id)
             .expect("a request ends once, while in flight");
+        self.ended += 1;
         let how = Terminal {
             request_id: id,
             output_tokens: origin.generated,

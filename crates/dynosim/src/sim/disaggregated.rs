@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 
 use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
-use super::event_loop::Topology;
+use super::event_loop::{ProgressPoint, Topology};
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
 use super::pool::Pool;
 use crate::config::router_config::PrefillLoadModel;
@@ -138,7 +138,7 @@ pub(super) struct Disaggregated<'s> {
 }
 
 impl<'s> Disaggregated<'s> {
-    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver, collector: Collector) -> Self {
+    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
         let pools = spec.disaggregation.as_ref().expect("a disaggregated spec");
         let prefill_args = &pools.prefill;
         let decode_args = &spec.engine;
@@ -200,7 +200,7 @@ impl<'s> Disaggregated<'s> {
             decode,
             events: EventQueue::new(),
             actions: VecDeque::new(),
-            collector,
+            collector: Collector::new(spec.sla, spec.capture_requests),
             requests: Vec::new(),
             released: Requests::new(driver),
             placements: Vec::new(),
@@ -228,6 +228,14 @@ impl<'s> Disaggregated<'s> {
 
 /// Past the time cap the run stops at once (the default): passes in flight are not finished.
 impl Topology for Disaggregated<'_> {
+    fn collector(&mut self) -> &mut Collector {
+        &mut self.collector
+    }
+
+    fn progress(&self) -> ProgressPoint {
+        self.released.progress(self.now_ms)
+    }
+
     fn take_arrival(&mut self) -> Option<ReleasedRequest> {
         self.released
             .release(self.now_ms, self.spec.arrivals, &mut self.collector)
@@ -747,10 +755,26 @@ impl Disaggregated<'_> {
             Stage::Prefill => self.apply_prefill_pass(&events),
             Stage::Decode => self.apply_decode_pass(&events),
         }
+        if self.collector.timeseries_mut().is_some() {
+            self.record_pass_end(stage, worker, &events);
+        }
         if let Some(reserved) = reserved {
             self.on_destination_reserved(reserved);
         }
         self.pool(stage).recycle(worker, events);
+    }
+
+    /// Feeds the time series (pool 0 prefill, 1 decode): only decode tokens reach users.
+    fn record_pass_end(&mut self, stage: Stage, worker: usize, events: &[PassEvent]) {
+        let load = self.pool(stage).worker_load(worker);
+        let now_ms = self.now_ms;
+        if let Some(series) = self.collector.timeseries_mut() {
+            let (pool, reach_users) = match stage {
+                Stage::Prefill => (0, false),
+                Stage::Decode => (1, true),
+            };
+            series.on_pass_end(now_ms, pool, worker, load, events, reach_users);
+        }
     }
 
     /// A prefill pass ended: finished prefills release their router load, then their sources

@@ -357,11 +357,20 @@ pub struct Driver {
     prompts: PromptMode,
     /// Cumulative prompts: each multi-turn session's history so far (empty otherwise).
     histories: Vec<TokenSeq>,
+    /// Turns in the whole workload (requests to release), for progress displays.
+    total_turns: usize,
 }
 
 impl Driver {
     /// Builds the driver and checks the timestamps the mode needs. Errors are usage errors.
     pub fn new(workload: Workload, mode: ArrivalMode) -> Result<Self> {
+        let total_turns = workload.total_turns();
+        let mut driver = Self::build(workload, mode)?;
+        driver.total_turns = total_turns;
+        Ok(driver)
+    }
+
+    fn build(workload: Workload, mode: ArrivalMode) -> Result<Self> {
         if let Some(source) = workload.synthetic {
             return Self::generated(source, mode);
         }
@@ -397,6 +406,7 @@ impl Driver {
                 graph: Some(state),
                 prompts,
                 histories,
+                total_turns: 0,
             });
         }
         let (delay_divisor, closed_loop, next_session) = match mode {
@@ -477,6 +487,7 @@ impl Driver {
             graph: None,
             prompts,
             histories,
+            total_turns: 0,
         })
     }
 
@@ -559,6 +570,7 @@ impl Driver {
             prompts: PromptMode::Full,
             histories: Vec::new(),
             arrival_start_ms,
+            total_turns: 0,
         })
     }
 
@@ -570,6 +582,11 @@ impl Driver {
     /// The earliest time a not-yet-released turn becomes ready, if any is scheduled.
     pub fn next_ready_ms(&self) -> Option<f64> {
         self.ready.peek().map(|r| r.at_ms)
+    }
+
+    /// Turns in the whole workload: the requests the run will release.
+    pub fn total_turns(&self) -> usize {
+        self.total_turns
     }
 
     /// True when every session has finished.

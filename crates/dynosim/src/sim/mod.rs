@@ -16,15 +16,18 @@ mod handoff;
 mod pool;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
+use crate::report::timeseries::TimeSeries;
 use crate::report::{Collector, LazyRecords, RecordSink, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
 use driver::Driver;
-pub use event_loop::{Clock, RunControl, VirtualClock};
+use event_loop::Topology;
+pub use event_loop::{Clock, Progress, RunControl, VirtualClock};
 
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
@@ -39,32 +42,64 @@ pub fn simulate_with(
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
 ) -> Result<Simulated> {
-    simulate_streaming(spec, workload, clock, cancel, None)
+    simulate_observed(spec, workload, clock, cancel, &Observers::default())
 }
 
-/// [`simulate_with`], handing captured per-request records to `records` as the run settles
-/// them (in record order) instead of keeping them to the end; the finished run then has none
-/// left to give (see `report::collector`).
+/// What a caller watches besides the report: neither changes the run's outcome.
+#[derive(Clone, Debug, Default)]
+pub struct Observers {
+    /// Record the time series of the HTML report ([`Simulated::take_timeseries`]).
+    pub timeseries: bool,
+    /// Publish model time and ended requests here after each batch of events.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// [`simulate_with`], with `observers` recording or publishing what they ask for.
+pub fn simulate_observed(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn Clock,
+    cancel: &AtomicBool,
+    observers: &Observers,
+) -> Result<Simulated> {
+    simulate_streaming(spec, workload, clock, cancel, observers, None)
+}
+
+/// [`simulate_observed`], handing captured per-request records to `records` as the run
+/// settles them (in record order) instead of keeping them to the end; the finished run then
+/// has none left to give (see `report::collector`).
 pub fn simulate_streaming(
     spec: &ReplaySpec,
     workload: Workload,
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
+    observers: &Observers,
     records: Option<Box<dyn RecordSink>>,
 ) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
-    let mut collector = Collector::new(spec.sla, spec.capture_requests);
-    if let Some(sink) = records {
-        collector.stream_records_to(sink);
-    }
+    let progress = observers.progress.as_deref();
     let (collector, facts) = if spec.disaggregation.is_some() {
-        let mut sim = Disaggregated::new(spec, driver, collector);
-        event_loop::run(&mut sim, cap, clock, cancel)?;
+        let mut sim = Disaggregated::new(spec, driver);
+        if observers.timeseries {
+            sim.collector()
+                .record_timeseries(TimeSeries::new(&["prefill", "decode"]));
+        }
+        if let Some(sink) = records {
+            sim.collector().stream_records_to(sink);
+        }
+        event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         sim.finish()
     } else {
-        let mut sim = Aggregated::new(spec, driver, collector);
-        event_loop::run(&mut sim, cap, clock, cancel)?;
+        let mut sim = Aggregated::new(spec, driver);
+        if observers.timeseries {
+            sim.collector()
+                .record_timeseries(TimeSeries::new(&["worker"]));
+        }
+        if let Some(sink) = records {
+            sim.collector().stream_records_to(sink);
+        }
+        event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         sim.finish()
     };
     Ok(Simulated { collector, facts })
@@ -93,6 +128,11 @@ pub struct Simulated {
 }
 
 impl Simulated {
+    /// The time series, when [`Observers::timeseries`] asked for them (once).
+    pub fn take_timeseries(&mut self) -> Option<TimeSeries> {
+        self.collector.take_timeseries()
+    }
+
     /// The report (with `wall_time_ms` as measured by the caller) and the per-request records
     /// (empty unless the spec asked for them), sorted by arrival time.
     pub fn into_report(self, wall_time_ms: f64) -> (Report, Vec<RequestRecord>) {
