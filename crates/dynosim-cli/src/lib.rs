@@ -22,10 +22,11 @@ use std::time::Instant;
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
 use dynosim::report::timeseries::TimeSeries;
+use dynosim::report::RecordSink;
 use dynosim::sim::{Observers, Progress, Simulated, VirtualClock};
 use dynosim::{LazyRecords, Report, RequestRecord};
 use live::{InterruptGuard, WallClock};
-use output::PreparedOutput;
+use output::{PreparedOutput, RecordStream};
 
 pub use args::Cli;
 
@@ -47,7 +48,7 @@ pub fn replay_with(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default())?;
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
     Ok(simulated.into_report(wall_time_ms))
 }
 
@@ -57,6 +58,7 @@ fn simulate_timed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
     observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
 ) -> dynosim::Result<(Simulated, f64)> {
     // Timing tables (AIC) are built before the workload is read and the clock starts.
     let prepared = dynosim::prepare(spec)?;
@@ -64,15 +66,21 @@ fn simulate_timed(
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
     let simulated = match spec.replay_mode {
-        ReplayMode::Offline => {
-            dynosim::simulate_observed(spec, workload, &mut VirtualClock, cancel, observers)?
-        }
-        ReplayMode::Online { speed } => dynosim::simulate_observed(
+        ReplayMode::Offline => dynosim::simulate_streaming(
+            spec,
+            workload,
+            &mut VirtualClock,
+            cancel,
+            observers,
+            records,
+        )?,
+        ReplayMode::Online { speed } => dynosim::simulate_streaming(
             spec,
             workload,
             &mut WallClock::start(speed),
             cancel,
             observers,
+            records,
         )?,
     };
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
@@ -85,7 +93,18 @@ pub fn replay_observed(
     cancel: &AtomicBool,
     observers: &Observers,
 ) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
-    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, observers)?;
+    replay_streaming(spec, cancel, observers, None)
+}
+
+/// [`replay_observed`], handing the per-request records to `records` while the run goes on
+/// (see [`dynosim::simulate_streaming`]); the returned records are then empty.
+pub fn replay_streaming(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
+    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, observers, records)?;
     let series = simulated.take_timeseries();
     let (report, records) = simulated.into_report_lazily(wall_time_ms);
     Ok((report, records, series))
@@ -122,7 +141,7 @@ pub fn replay_lazily(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, LazyRecords)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default())?;
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
     Ok(simulated.into_report_lazily(wall_time_ms))
 }
 
@@ -295,11 +314,17 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
         spec.capture_requests = true;
     }
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
-    let mut jsonl = jsonl_path
+    let jsonl = jsonl_path
         .as_deref()
         .map(|path| PreparedOutput::prepare("per-request JSONL", path))
         .transpose()?;
     let mut report_file = PreparedOutput::prepare("report JSON", &report_path)?;
+    // Records go to the JSONL file while the run goes on, unless AIPerf's files need them
+    // all at the end (its summary statistics read every record).
+    let (stream, mut jsonl) = match jsonl {
+        Some(output) if cli.aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
+        other => (None, other),
+    };
     let mut html = cli
         .html_report
         .as_deref()
@@ -318,7 +343,8 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     } else {
         progress::ProgressBar::start(progress)
     };
-    let replayed = replay_observed(&spec, &AtomicBool::new(false), &observers);
+    let sink = stream.as_ref().map(RecordStream::sink);
+    let replayed = replay_streaming(&spec, &AtomicBool::new(false), &observers, sink);
     if let Some(bar) = bar {
         bar.finish();
     }
@@ -327,7 +353,9 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let interrupted = interrupts
         .as_ref()
         .is_some_and(InterruptGuard::was_interrupted);
-    if let Some(jsonl) = &mut jsonl {
+    if let Some(stream) = stream {
+        jsonl = Some(stream.finish()?);
+    } else if let Some(jsonl) = &mut jsonl {
         output::write_records(jsonl, records.iter())?;
     }
     if let Some(dir) = &cli.aiperf_dir {

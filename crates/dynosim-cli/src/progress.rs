@@ -70,13 +70,17 @@ fn draw_until(progress: &Progress, done: &AtomicBool) {
     if let Ok(style) = style {
         bar.set_style(style);
     }
-    while !done.load(Ordering::Relaxed) {
+    // Drawn at least once, however short the run.
+    loop {
         let total = progress.total_requests();
         if total > 0 {
             bar.set_length(total as u64);
         }
         bar.set_position(progress.ended_requests() as u64);
         bar.set_message(model_time(progress.model_time_ms()));
+        if done.load(Ordering::Relaxed) {
+            break;
+        }
         std::thread::sleep(REFRESH);
     }
     bar.finish_and_clear();

@@ -27,6 +27,7 @@ use dynosim::config::ReplayOptions;
 use dynosim::error::ErrorKind;
 use dynosim::report::Value;
 use dynosim::Report;
+use dynosim_cli::output::{self, PreparedOutput, RecordStream};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
@@ -168,6 +169,11 @@ fn replay_to_dict<'py>(
         spec.capture_requests = true;
     }
     // Checked and opened before the run; published only when complete.
+    let jsonl = jsonl_path
+        .as_deref()
+        .map(|path| PreparedOutput::prepare("per-request JSONL", path))
+        .transpose()
+        .map_err(to_py_err)?;
     let html = html_report
         .as_deref()
         .map(|path| dynosim_cli::output::PreparedOutput::prepare("HTML report", path))
@@ -178,16 +184,28 @@ fn replay_to_dict<'py>(
             timeseries: html.is_some(),
             progress: None,
         };
-        let (report, records, series) = dynosim_cli::replay_observed(&spec, cancelled, &observers)?;
-        // A run the caller has given up on writes nothing.
+        // Records go to the JSONL file during the run unless AIPerf's files need them all.
+        let (stream, mut jsonl) = match jsonl {
+            Some(output) if aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
+            other => (None, other),
+        };
+        let sink = stream.as_ref().map(RecordStream::sink);
+        let (report, records, series) =
+            dynosim_cli::replay_streaming(&spec, cancelled, &observers, sink)?;
+        // A run the caller has given up on writes nothing (dropped outputs leave no file).
         if cancelled.load(Ordering::Relaxed) {
             return Err(dynosim::Error::runtime("replay interrupted"));
         }
-        let records: Vec<_> = records.iter().collect();
-        if let Some(path) = jsonl_path {
-            dynosim_cli::output::write_jsonl(&path, &records)?;
+        if let Some(stream) = stream {
+            jsonl = Some(stream.finish()?);
+        } else if let Some(jsonl) = &mut jsonl {
+            output::write_records(jsonl, records.iter())?;
+        }
+        if let Some(jsonl) = jsonl {
+            output::commit(vec![jsonl])?;
         }
         if let Some(dir) = aiperf_dir {
+            let records: Vec<_> = records.iter().collect();
             dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
         }
         if let (Some(mut html), Some(series)) = (html, series) {

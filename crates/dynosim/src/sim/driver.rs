@@ -288,7 +288,7 @@ fn check_turn_delays(
 enum SessionStore {
     Listed(Vec<Session>),
     Generated {
-        source: SyntheticSessions,
+        source: Box<SyntheticSessions>,
         live: HashMap<usize, Session>,
     },
 }
@@ -502,7 +502,7 @@ impl Driver {
         // Every session has the same turn delays: read them off the first one.
         let delays = turn_delays(&source.clone().next_session().expect("request_count >= 1"));
         let mut sessions = SessionStore::Generated {
-            source,
+            source: Box::new(source),
             live: HashMap::new(),
         };
         let mut ready = BinaryHeap::new();

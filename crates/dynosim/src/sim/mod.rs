@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
 use crate::report::timeseries::TimeSeries;
-use crate::report::{Collector, LazyRecords, Report, RequestRecord, RunFacts};
+use crate::report::{Collector, LazyRecords, RecordSink, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
@@ -62,6 +62,20 @@ pub fn simulate_observed(
     cancel: &AtomicBool,
     observers: &Observers,
 ) -> Result<Simulated> {
+    simulate_streaming(spec, workload, clock, cancel, observers, None)
+}
+
+/// [`simulate_observed`], handing captured per-request records to `records` as the run
+/// settles them (in record order) instead of keeping them to the end; the finished run then
+/// has none left to give (see `report::collector`).
+pub fn simulate_streaming(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn Clock,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
     let progress = observers.progress.as_deref();
@@ -71,6 +85,9 @@ pub fn simulate_observed(
             sim.collector()
                 .record_timeseries(TimeSeries::new(&["prefill", "decode"]));
         }
+        if let Some(sink) = records {
+            sim.collector().stream_records_to(sink);
+        }
         event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         sim.finish()
     } else {
@@ -78,6 +95,9 @@ pub fn simulate_observed(
         if observers.timeseries {
             sim.collector()
                 .record_timeseries(TimeSeries::new(&["worker"]));
+        }
+        if let Some(sink) = records {
+            sim.collector().stream_records_to(sink);
         }
         event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         sim.finish()
