@@ -274,7 +274,7 @@ impl LogSketch {
 /// than `max_bins - 1` below the highest key seen counts in the lowest bucket kept.
 #[derive(Debug)]
 struct KeyCounts {
-    /// `bins[i]` counts key `offset + i`; the first and last bins are never empty.
+    /// `bins[i]` counts key `offset + i`; the last bin (the highest key seen) is never empty.
     bins: Vec<u64>,
     offset: i32,
     count: u64,
@@ -305,10 +305,14 @@ impl KeyCounts {
             let highest = i64::from(self.offset) + len - 1;
             let lowest_kept = highest - self.max_bins as i64 + 1;
             let key = i64::from(key).max(lowest_kept);
-            let grow = (i64::from(self.offset) - key).max(0) as usize;
-            if grow > 0 {
+            if key < i64::from(self.offset) {
+                // Grow downwards with a margin (empty bins below the lowest key change no
+                // rank), so that keys arriving in descending order cost amortised O(1).
+                let margin = (len / 2).max(16);
+                let new_offset = (key - margin).max(lowest_kept);
+                let grow = (i64::from(self.offset) - new_offset) as usize;
                 self.bins.splice(0..0, std::iter::repeat_n(0, grow));
-                self.offset = key as i32;
+                self.offset = new_offset as i32;
             }
             self.bins[(key - i64::from(self.offset)) as usize] += count;
         } else if index >= len {
@@ -517,6 +521,13 @@ mod tests {
         rising.reverse();
         assert_same_quantiles(&rising);
         assert_same_quantiles(&[-3.0, -3.0, -1e-3, 0.0, 2.0, -7.5, 1e-310, 4.0]);
+    }
+
+    #[test]
+    fn sketch_matches_ddsketchy_on_descending_values() {
+        // Each value a bucket below the last: the store grows downwards one key at a time.
+        let values: Vec<f64> = (0..40_000).map(|i| 1e6 * 0.998f64.powi(i)).collect();
+        assert_same_quantiles(&values);
     }
 
     proptest::proptest! {
