@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
+use dynosim::planner::PlannerOutcome;
 use dynosim::sim::{Simulated, VirtualClock};
 use dynosim::{LazyRecords, Report, RequestRecord};
 use live::{InterruptGuard, WallClock};
@@ -82,8 +83,19 @@ pub fn replay_lazily(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, LazyRecords)> {
+    let (report, records, _) = replay_planned(spec, cancel)?;
+    Ok((report, records))
+}
+
+/// [`replay_lazily`], with what the planner did when the spec has one.
+pub fn replay_planned(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, LazyRecords, Option<PlannerOutcome>)> {
     let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
-    Ok(simulated.into_report_lazily(wall_time_ms))
+    let planner = simulated.planner().cloned();
+    let (report, records) = simulated.into_report_lazily(wall_time_ms);
+    Ok((report, records, planner))
 }
 
 /// Runs the command: `args` are the arguments after the program name, `prog` is the name
@@ -112,10 +124,12 @@ where
             table,
             report_path,
             interrupted,
+            planner,
         }) => {
+            let (before, after) = planner_lines(planner.as_ref());
             let printed = write!(
                 stdout,
-                "{table}\nSaved full report to: {}\n",
+                "{before}{table}\nSaved full report to: {}\n{after}",
                 report_path.display()
             )
             .and_then(|()| stdout.flush());
@@ -146,6 +160,22 @@ where
         }
         Err(err) => report_error(prog, &err, &mut command, stderr),
     }
+}
+
+/// What a planner run prints around the table, as the reference does: its scaling events
+/// before, its tick count after.
+fn planner_lines(planner: Option<&PlannerOutcome>) -> (String, String) {
+    let Some(planner) = planner else {
+        return (String::new(), String::new());
+    };
+    let mut before = String::new();
+    if !planner.events.is_empty() {
+        before.push_str("\nScaling events:\n");
+        for event in &planner.events {
+            before.push_str(&format!("  {}\n", event.describe()));
+        }
+    }
+    (before, format!("Planner ticks: {}\n", planner.ticks))
 }
 
 /// Prints a failed command's error (with the usage line for a usage error) and returns its
@@ -201,6 +231,8 @@ struct Finished {
     report_path: PathBuf,
     /// A live run ended by Ctrl-C; its report covers what finished.
     interrupted: bool,
+    /// What the planner did, when there was one.
+    planner: Option<PlannerOutcome>,
 }
 
 /// Validates, checks the outputs, replays and writes them. Every output is resolved and
@@ -224,7 +256,7 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
     // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
     let interrupts =
         matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
-    let (report, records) = replay_lazily(&spec, &AtomicBool::new(false))?;
+    let (report, records, planner) = replay_planned(&spec, &AtomicBool::new(false))?;
     // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
     let interrupted = interrupts
         .as_ref()
@@ -244,6 +276,7 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
         table: report.render_table(),
         report_path,
         interrupted,
+        planner,
     })
 }
 

@@ -14,11 +14,13 @@ pub mod driver;
 pub mod event_loop;
 mod handoff;
 mod pool;
+mod scaling;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
+use crate::planner::{self, PlannerOutcome, ScalingPolicy};
 use crate::report::{Collector, LazyRecords, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
@@ -32,25 +34,59 @@ pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
 }
 
 /// Runs the replay with time from `clock`, until it ends or another thread sets `cancel`
-/// (then the result covers what finished).
+/// (then the result covers what finished). A spec with a planner runs the native planner.
 pub fn simulate_with(
     spec: &ReplaySpec,
     workload: Workload,
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
 ) -> Result<Simulated> {
+    match &spec.planner {
+        Some(planner) => {
+            let mut native = planner::native_for(spec, planner);
+            let mut simulated = simulate_scaled(spec, workload, clock, cancel, Some(&mut native))?;
+            simulated.planner = Some(native.into_outcome());
+            Ok(simulated)
+        }
+        None => simulate_scaled(spec, workload, clock, cancel, None),
+    }
+}
+
+/// [`simulate_with`] with the workers scaled by `policy` at its ticks (any planner: the
+/// native one, or one the caller brings). The outcome's tick count is the loop's; its events
+/// are the policy's to record (the native planner's are filled in by [`simulate_with`]).
+pub fn simulate_scaled<'a>(
+    spec: &'a ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn Clock,
+    cancel: &AtomicBool,
+    policy: Option<&'a mut dyn ScalingPolicy>,
+) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
-    let (collector, facts) = if spec.disaggregation.is_some() {
-        let mut sim = Disaggregated::new(spec, driver);
+    let scaled = policy.is_some();
+    let (collector, facts, ticks) = if spec.disaggregation.is_some() {
+        let mut sim = Disaggregated::new(spec, driver, policy);
         event_loop::run(&mut sim, cap, clock, cancel)?;
-        sim.finish()
+        let ticks = sim.ticks();
+        let (collector, facts) = sim.finish();
+        (collector, facts, ticks)
     } else {
-        let mut sim = Aggregated::new(spec, driver);
+        let mut sim = Aggregated::new(spec, driver, policy);
         event_loop::run(&mut sim, cap, clock, cancel)?;
-        sim.finish()
+        let ticks = sim.ticks();
+        let (collector, facts) = sim.finish();
+        (collector, facts, ticks)
     };
-    Ok(Simulated { collector, facts })
+    let planner = scaled.then(|| PlannerOutcome {
+        events: Vec::new(),
+        ticks,
+    });
+    Ok(Simulated {
+        collector,
+        facts,
+        planner,
+    })
 }
 
 /// [`simulate`], stopping early when another thread sets `cancel` (a front whose user pressed
@@ -73,9 +109,16 @@ pub fn simulate_cancellable(
 pub struct Simulated {
     collector: Collector,
     facts: RunFacts,
+    /// With a planner: its scaling events and ticks.
+    planner: Option<PlannerOutcome>,
 }
 
 impl Simulated {
+    /// The planner's scaling events and tick count, when a planner ran.
+    pub fn planner(&self) -> Option<&PlannerOutcome> {
+        self.planner.as_ref()
+    }
+
     /// The report (with `wall_time_ms` as measured by the caller) and the per-request records
     /// (empty unless the spec asked for them), sorted by arrival time.
     pub fn into_report(self, wall_time_ms: f64) -> (Report, Vec<RequestRecord>) {
