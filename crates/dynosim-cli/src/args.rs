@@ -21,8 +21,9 @@ use dynosim::config::ReplayOptions;
     disable_version_flag = true,
     color = clap::ColorChoice::Never,
     after_help = "Compare two runs: dynosim compare A B [--json] (each a report JSON or an AIPerf \
-                  run directory; see dynosim compare --help). A trace file named `compare` is \
-                  passed as ./compare."
+                  run directory; see dynosim compare --help). Sweep many runs: dynosim sweep SPEC.yaml \
+                  --out DIR (see dynosim sweep --help). A trace file named `compare` or `sweep` \
+                  is passed as ./compare or ./sweep."
 )]
 pub struct Cli {
     /// Trace file to replay (one file; one or more shards with --trace-format dynamo); omit it for a

@@ -9,6 +9,7 @@ pub mod args;
 pub mod compare;
 pub mod live;
 pub mod output;
+pub mod sweep;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -65,6 +66,51 @@ fn simulate_timed(spec: &ReplaySpec, cancel: &AtomicBool) -> dynosim::Result<(Si
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
 }
 
+/// Replays offline with the workers scaled by `policy` (a planner the caller brings: the
+/// Python front's `scaling_policy`), stopping with a runtime error once `cancel` is set.
+/// Returns the report, the records (when the spec asks for them) and what the policy did.
+pub fn replay_scaled_cancellable(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    policy: &mut dyn dynosim::planner::ScalingPolicy,
+) -> dynosim::Result<(Report, Vec<RequestRecord>, PlannerOutcome)> {
+    spec.check_scaling("scaling_policy")?;
+    let prepared = dynosim::prepare(spec)?;
+    let spec = prepared.as_ref();
+    let workload = dynosim::load_workload(spec)?;
+    let started = Instant::now();
+    let observers = dynosim::sim::Observers::default();
+    let mut simulated = dynosim::sim::simulate_scaled(
+        spec,
+        workload,
+        &mut VirtualClock,
+        cancel,
+        &observers,
+        Some(policy),
+    )?;
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(dynosim::Error::runtime("replay interrupted"));
+    }
+    let outcome = simulated.take_planner().unwrap_or_default();
+    let (report, records) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
+    Ok((report, records, outcome))
+}
+
+/// [`replay`] with what the planner did when the spec has one, stopping with a runtime error
+/// once another thread sets `cancel`.
+pub fn replay_planned_cancellable(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, Vec<RequestRecord>, Option<PlannerOutcome>)> {
+    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(dynosim::Error::runtime("replay interrupted"));
+    }
+    let planner = simulated.take_planner();
+    let (report, records) = simulated.into_report(wall_time_ms);
+    Ok((report, records, planner))
+}
+
 /// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
 /// front does on Ctrl-C).
 pub fn replay_cancellable(
@@ -109,6 +155,9 @@ where
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
     if args.first().is_some_and(|first| first == "compare") {
         return run_compare(prog, &args[1..], stdout, stderr);
+    }
+    if args.first().is_some_and(|first| first == "sweep") {
+        return run_sweep(prog, &args[1..], stdout, stderr);
     }
     let mut command = Cli::command().bin_name(prog).no_binary_name(true);
     let parsed = command
@@ -214,6 +263,31 @@ fn run_compare(
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
     match compare::run(&cli) {
+        Ok(text) => match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Ok(()) => 0,
+            Err(_) => 1,
+        },
+        Err(err) => report_error(prog, &err, &mut command, stderr),
+    }
+}
+
+/// `<prog> sweep SPEC --out DIR [--jobs N]`: runs the sweep and prints its summary.
+fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    let bin_name = format!("{prog} sweep");
+    let mut command = sweep::SweepCli::command()
+        .bin_name(&bin_name)
+        .no_binary_name(true);
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| sweep::SweepCli::from_arg_matches(&matches));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+    match sweep::run(&cli) {
         Ok(text) => match stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush())

@@ -81,6 +81,18 @@ pub fn simulate_with(
     sim::simulate_with(spec, workload, clock, cancel)
 }
 
+/// [`simulate_with`], recording or publishing what `observers` ask for (the HTML report's
+/// time series, a progress counter).
+pub fn simulate_observed(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn sim::Clock,
+    cancel: &std::sync::atomic::AtomicBool,
+    observers: &sim::Observers,
+) -> Result<sim::Simulated> {
+    sim::simulate_observed(spec, workload, clock, cancel, observers)
+}
+
 /// [`simulate`], stopping with a runtime error once another thread sets `cancel`.
 pub fn simulate_cancellable(
     spec: &ReplaySpec,

@@ -110,6 +110,18 @@ impl TokenSeq {
         self.push_run(token, 1);
     }
 
+    /// The hash chain at the end of this sequence, to be extended token by token.
+    pub fn tail(&self) -> ChainTail {
+        ChainTail {
+            last: self
+                .runs
+                .last()
+                .map(|run| (run.token, *self.bases.last().expect("bases parallel runs"))),
+            last_len: self.runs.last().map_or(0, |run| u64::from(run.len)),
+            len: self.len(),
+        }
+    }
+
     /// Appends every token of `other`.
     pub fn extend_from(&mut self, other: &TokenSeq) {
         for run in &other.runs {
@@ -169,6 +181,47 @@ impl TokenSeq {
             runs: blocks.runs().collect(),
             len: blocks.len(),
         }
+    }
+}
+
+/// The hash chain at the end of a token sequence, extended one token at a time without storing
+/// tokens: enough to name the blocks a growing sequence fills, as [`TokenSeq`] would after the
+/// same pushes, at no cost per token beyond the hashing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChainTail {
+    /// Token and base of the last run.
+    last: Option<(u64, u64)>,
+    /// Length of the last run.
+    last_len: u64,
+    len: usize,
+}
+
+impl ChainTail {
+    /// Tokens in the sequence so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends one token (merging with the last run when it repeats, as [`TokenSeq::push`]).
+    pub fn push(&mut self, token: u64) {
+        match self.last {
+            Some((last_token, _)) if last_token == token => self.last_len += 1,
+            last => {
+                let before = last.map_or(SEED, |(_, base)| mix(base, self.last_len));
+                self.last = Some((token, mix(before, token)));
+                self.last_len = 1;
+            }
+        }
+        self.len += 1;
+    }
+
+    /// The base of the run holding the last token (`None` when empty).
+    pub fn last_base(&self) -> Option<u64> {
+        self.last.map(|(_, base)| base)
     }
 }
 
@@ -328,6 +381,33 @@ mod tests {
             s.push(t);
         }
         s
+    }
+
+    #[test]
+    fn chain_tail_names_blocks_as_the_pushed_sequence_does() {
+        // Prompts ending in a run (which a pushed token may extend), generated tokens, repeats.
+        let prompts: [&[u64]; 4] = [&[], &[5, 5, 5], &[1, 2, 2, 3], &[generated_token(9, 0)]];
+        let tails: [&[u64]; 3] = [
+            &[3, 3, 4, 5, 5, 5, 5, 6],
+            &[generated_token(9, 0), generated_token(9, 1), 7, 7],
+            &[8; 20],
+        ];
+        for prompt in prompts {
+            for tail_tokens in tails {
+                let mut full = seq(prompt);
+                let mut tail = full.tail();
+                assert_eq!(tail.len(), prompt.len());
+                for &token in tail_tokens {
+                    full.push(token);
+                    tail.push(token);
+                    assert_eq!(tail.len(), full.len());
+                    // The block ending at the last token is named by the tail's base.
+                    let blocks = full.blocks(1);
+                    assert_eq!(Some(blocks.base(blocks.len() - 1)), tail.last_base());
+                    assert_eq!(full.tail(), tail);
+                }
+            }
+        }
     }
 
     fn keys(s: &TokenSeq, block_size: usize) -> Vec<u64> {

@@ -3,12 +3,15 @@
 ``run_trace_replay`` and ``run_synthetic_trace_replay`` take the signatures of
 ``dynamo.replay``'s functions and return the report as a dict; ``main`` runs the
 ``dynosim`` command line (the same parser as the Rust binary) and returns its exit code.
+``sweep(spec, out=DIR)`` runs a sweep (a spec file or dict, as ``dynosim sweep``) and returns
+its outcome as a dict.
 """
 
 from dynosim._dynosim import __version__, run_synthetic_trace_replay, run_trace_replay
 from dynosim._dynosim import main as _main
+from dynosim._dynosim import sweep
 
-__all__ = ["run_trace_replay", "run_synthetic_trace_replay", "main"]
+__all__ = ["run_trace_replay", "run_synthetic_trace_replay", "main", "sweep"]
 
 
 def main(argv=None, prog="dynosim"):

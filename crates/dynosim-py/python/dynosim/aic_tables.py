@@ -8,9 +8,15 @@ package's two calls the engines make:
 * ``predict_prefill_latency(n, e + p, p)`` as ``G[n*e] + L[n] + A(n, e, p)``, where the package's
   per-operation breakdown shows which operations depend only on the batch's new tokens
   ``T = n*e`` (GEMMs, norms, MoE, all-reduce: tabulated exactly for every T), which only on the
-  batch size ``n`` (the logits GEMM: exact for every n), and the rest (attention-like operations,
-  smooth in their arguments: a grid over ``n``, ``e`` and ``p`` interpolated in log space). The
-  operations are classified by evaluating them, not by name, so MoE and MLA models split too.
+  batch size ``n`` (the logits GEMM: exact for every n), and the rest (attention-like operations).
+  The operations are classified by evaluating them, not by name, so MoE and MLA models split too.
+  The rest is not smooth in the prompt length ``s = e + p``: the package's attention estimate
+  jumps by up to 10% where it leaves the sequence lengths its database measured (at 3072, 6144
+  or 16384 depending on the batch size) and bends elsewhere. Those features sit at fixed ``s``,
+  which no grid over ``(e, p)`` can follow, so the rest is factored as
+  ``A(n, e, p) = U(n, e + p) * R(n, e, p)``: ``U(n, s) = A(n, s, 0)`` is tabulated for every
+  ``n`` over a dense ``s`` axis holding both sides of each measured length, and the ratio ``R``,
+  smooth, on a grid over ``n``, ``e`` and ``p``; both are interpolated in log space.
 * ``predict_decode_latency(b, c, 2)`` as an exact row for every batch size ``b`` and a grid of
   context lengths ``c``, interpolated linearly in ``c``.
 
@@ -24,13 +30,14 @@ package version without importing it.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import math
 import os
 import sys
 
-FORMAT = 1
+FORMAT = 2
 PACKAGE = "aiconfigurator-core"
 EXIT_USAGE = 3
 EXIT_MISSING = 4
@@ -80,6 +87,28 @@ def log1p_grid(hi: int, count: int) -> list[int]:
     for i in range(count):
         values.add(int(round(math.expm1(math.log1p(hi) * i / (count - 1)))))
     return sorted(values)
+
+
+# Sequence lengths the perf database measures attention at; its estimate can jump between one
+# of them and the next integer, so the prompt-length axis holds each with both neighbours.
+ATTENTION_LENGTHS = (16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 10240,
+                     12288, 16384, 20480, 24576, 32768, 49152, 65536, 98304, 131072)
+
+
+def sequence_grid(hi: int, count: int) -> list[int]:
+    """Prompt lengths 1..hi: ``count`` log-spaced, plus each measured length with its neighbours."""
+    values = set(log_grid(1, hi, count))
+    values |= {x for length in ATTENTION_LENGTHS for x in (length - 1, length, length + 1) if 1 <= x < hi}
+    return sorted(values)
+
+
+def interpolate_log(axis, values, x):
+    """Linear in (ln x, ln value) between the axis points around x, the end segments extended:
+    exactly what dynosim's lookup computes."""
+    i = min(max(bisect.bisect_right(axis, x) - 1, 0), len(axis) - 2)
+    a, b = math.log(axis[i]), math.log(axis[i + 1])
+    w = (math.log(x) - a) / (b - a)
+    return math.exp(math.log(values[i]) * (1.0 - w) + math.log(values[i + 1]) * w)
 
 
 def batch_grid(hi: int) -> list[int]:
@@ -245,21 +274,26 @@ def build(request):
     def part(ops, names):
         return math.fsum(ms for name, ms in ops.items() if name in names)
 
+    def rest_of(n, e, p):
+        ops = per_op(n, e, p)
+        return math.fsum(ms for name, ms in ops.items() if name not in token_only and name not in batch_only)
+
     tokens = [part(per_op(1, t, 0), token_only) for t in range(1, max_tokens + 1)]
     batch = [part(per_op(n, 1, 0), batch_only) for n in range(1, max_batch + 1)]
     a_n = batch_grid(max_batch)
     a_e = log_grid(1, max_tokens, 56)
-    # The perf database measures attention at these sequence lengths; the prefix axis gets them
-    # too, so that the kinks of the package's interpolation between them fall on grid lines.
-    breakpoints = [16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 10240,
-                   12288, 16384, 20480, 24576, 32768, 49152, 65536, 98304, 131072]
-    a_p = sorted(set(log1p_grid(max_context, 40)) | {b for b in breakpoints if b < max_context})
-    rest = []
-    for n in a_n:
-        for e in a_e:
-            for p in a_p:
-                ops = per_op(n, e, p)
-                rest.append(math.fsum(ms for name, ms in ops.items() if name not in token_only and name not in batch_only))
+    a_p = log1p_grid(max_context, 40)
+    # U(n, s) = A(n, s, 0) for every batch size over prompt lengths to the largest grid point.
+    u_s = sequence_grid(max_tokens + max_context, 192)
+    unprefixed = [[rest_of(n, s, 0) for s in u_s] for n in range(1, max_batch + 1)]
+    rest = [rest_of(n, e, p) for n in a_n for e in a_e for p in a_p]
+    factored = all(v > 0 for row in unprefixed for v in row) and all(v > 0 for v in rest)
+    if factored:
+        # The grid holds R = A / U, U interpolated as the lookup will: exact on grid points.
+        rest = [
+            rest[(i * len(a_e) + j) * len(a_p) + k] / interpolate_log(u_s, unprefixed[n - 1], e + p)
+            for i, n in enumerate(a_n) for j, e in enumerate(a_e) for k, p in enumerate(a_p)
+        ]
     rest_positive = all(v > 0 for v in rest)
 
     # Decode: an exact row per batch size over a context grid.
@@ -270,6 +304,7 @@ def build(request):
         "tokens_ms": tokens,
         "batch_ms": batch,
         "rest": {"n": a_n, "e": a_e, "p": a_p, "ms": rest, "log": rest_positive},
+        "rest_unprefixed": {"sequence": u_s, "ms": [v for row in unprefixed for v in row]} if factored else None,
     }
     result["decode"] = {"context": d_c, "ms": decode}
     return result

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 pub const BUILDER_SOURCE: &str = include_str!("../../../dynosim-py/python/dynosim/aic_tables.py");
 
 /// The table format this code reads (the builder's `FORMAT`).
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// The builder's exit codes.
 const EXIT_USAGE: i32 = 3;

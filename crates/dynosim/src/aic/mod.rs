@@ -80,8 +80,43 @@ pub struct PrefillTables {
     pub tokens_ms: Vec<f64>,
     /// Operations that depend only on the batch size n, for n = 1, 2, …
     pub batch_ms: Vec<f64>,
-    /// Everything else (attention-like), on a grid.
+    /// Everything else (attention-like), on a grid: in ms, or, with `rest_unprefixed`, as a
+    /// ratio to it.
     pub rest: Grid3,
+    /// The rest over a whole prompt of `s` tokens without a cached prefix, `rest(n, s, 0)`.
+    /// The package's attention estimate jumps and bends at fixed prompt lengths `s = e + p`,
+    /// which a grid over `(e, p)` cannot follow; when this is present, `rest(n, e, p)` is
+    /// `rest_unprefixed(n, e + p)` times the grid's smooth ratio.
+    pub rest_unprefixed: Option<SequenceRows>,
+}
+
+/// One row per batch size n = 1, 2, … over prompt lengths, interpolated linearly in
+/// (ln s, ln value); beyond the last row, proportional to the batch size.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct SequenceRows {
+    pub sequence: Vec<f64>,
+    /// Row-major `[n − 1][sequence]`, every value positive.
+    pub ms: Vec<f64>,
+}
+
+impl SequenceRows {
+    fn at(&self, n: usize, s: usize) -> f64 {
+        let width = self.sequence.len();
+        let rows = self.ms.len().checked_div(width).unwrap_or(0);
+        if n == 0 || rows == 0 {
+            return 0.0;
+        }
+        let row = n.min(rows) - 1;
+        let value = |k: usize| self.ms[row * width + k.min(width - 1)];
+        let ms = if width < 2 {
+            value(0)
+        } else {
+            let (k, w) = segment(&self.sequence, s.max(1) as f64, f64::ln);
+            (value(k).ln() * (1.0 - w) + value(k + 1).ln() * w).exp()
+        };
+        // Attention work grows with the batch; past the table, in proportion to it.
+        ms * n.max(rows) as f64 / rows as f64
+    }
 }
 
 /// A grid over batch size `n`, new tokens per request `e` and cached prefix `p`, interpolated
@@ -189,9 +224,12 @@ impl AicTables {
             return 0.0;
         }
         let tables = &self.prefill;
-        exact_or_linear(&tables.tokens_ms, n * e)
-            + exact_or_linear(&tables.batch_ms, n)
-            + tables.rest.at(n as f64, e as f64, p as f64)
+        let rest = tables.rest.at(n as f64, e as f64, p as f64);
+        let rest = match &tables.rest_unprefixed {
+            Some(unprefixed) => rest * unprefixed.at(n, e + p),
+            None => rest,
+        };
+        exact_or_linear(&tables.tokens_ms, n * e) + exact_or_linear(&tables.batch_ms, n) + rest
     }
 
     /// The package's decode latency of one step of `b` requests at context `c` (its
@@ -255,6 +293,7 @@ mod tests {
                 tokens_ms: (1..=100).map(|t| 10.0 + t as f64).collect(),
                 batch_ms: (1..=8).map(|n| n as f64 / 10.0).collect(),
                 rest: grid(true),
+                rest_unprefixed: None,
             },
             decode: DecodeTables {
                 context: vec![1.0, 100.0, 1000.0],
@@ -297,6 +336,48 @@ mod tests {
         // Beyond the token table: the line through T = 50 and T = 100.
         let beyond = t.prefill_ms(1, 150, 0) - 0.1 - 2.0 * 150.0;
         assert!((beyond - 160.0).abs() < 1e-9, "{beyond}");
+    }
+
+    #[test]
+    fn factored_rest_jumps_where_the_prompt_length_does_however_it_splits() {
+        // Rows n = 1, 2: U = n · s below 6144 and n · s / 2 from 6144 on (a jump as the
+        // package's attention estimate has), on an axis holding both sides of the jump.
+        let sequence = vec![1.0, 1024.0, 6143.0, 6144.0, 32768.0];
+        let row = |n: f64| {
+            sequence
+                .iter()
+                .map(move |&s| if s < 6144.0 { n * s } else { n * s / 2.0 })
+        };
+        let mut t = tables();
+        t.prefill.rest = Grid3 {
+            n: vec![1.0, 2.0],
+            e: vec![1.0, 8192.0],
+            p: vec![0.0, 32768.0],
+            ms: vec![0.25; 8],
+            log: true,
+        };
+        t.prefill.rest_unprefixed = Some(SequenceRows {
+            ms: row(1.0).chain(row(2.0)).collect(),
+            sequence,
+        });
+        let rest = |n: usize, e: usize, p: usize| {
+            t.prefill_ms(n, e, p)
+                - exact_or_linear(&t.prefill.tokens_ms, n * e)
+                - exact_or_linear(&t.prefill.batch_ms, n)
+        };
+        for (e, p) in [(6143, 0), (100, 6043), (4000, 2143)] {
+            assert!(
+                (rest(2, e, p) - 0.25 * 2.0 * 6143.0).abs() < 1e-6,
+                "{e} {p}"
+            );
+        }
+        for (e, p) in [(6144, 0), (101, 6043), (4000, 2144)] {
+            assert!((rest(2, e, p) - 0.25 * 6144.0).abs() < 1e-6, "{e} {p}");
+        }
+        // Power laws between the axis points are exact in log space.
+        assert!((rest(1, 50, 450) - 0.25 * 500.0).abs() < 1e-9);
+        // Past the last row, in proportion to the batch size.
+        assert!((rest(6, 50, 450) - 0.25 * 3.0 * 2.0 * 500.0).abs() < 1e-6);
     }
 
     #[test]
@@ -347,6 +428,7 @@ mod tests {
                             ms: rest,
                             log: true,
                         },
+                        rest_unprefixed: None,
                     },
                     decode: DecodeTables {
                         context: vec![1.0, 10.0, 100.0, 1000.0, 10000.0],

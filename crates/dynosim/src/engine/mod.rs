@@ -70,6 +70,19 @@ pub enum DestinationRefused {
     TooLarge,
 }
 
+/// What one rank holds at a moment: for the report's time series.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RankLoad {
+    /// Requests queued and not running (handoffs activated on a decode rank included).
+    pub waiting: usize,
+    /// Requests in the running batch.
+    pub running: usize,
+    /// KV capacity held by requests (cached-but-idle prefixes excluded), in tokens.
+    pub kv_used_tokens: usize,
+    /// The rank's whole KV capacity, in tokens.
+    pub kv_capacity_tokens: usize,
+}
+
 /// One DP rank's scheduler.
 #[derive(Debug)]
 pub enum RankScheduler {
@@ -238,6 +251,14 @@ impl RankScheduler {
         match self {
             RankScheduler::Vllm(s) => s.cancel_destination(id),
             RankScheduler::Sglang(s) => s.cancel_destination(id),
+        }
+    }
+
+    /// Queue, batch and KV use right now.
+    pub fn load(&self) -> RankLoad {
+        match self {
+            RankScheduler::Vllm(s) => s.load(),
+            RankScheduler::Sglang(s) => s.load(),
         }
     }
 

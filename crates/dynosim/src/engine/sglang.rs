@@ -257,6 +257,18 @@ impl SglangScheduler {
         self.waiting.len() + self.running.len() + self.prebuilt_ready.len()
     }
 
+    pub fn load(&self) -> super::RankLoad {
+        let total = self.cache.total_tokens();
+        // Pages neither free nor evictable are held by requests.
+        let idle = self.cache.available_tokens() + self.cache.evictable_tokens();
+        super::RankLoad {
+            waiting: self.waiting.len() + self.prebuilt_ready.len(),
+            running: self.running.len(),
+            kv_used_tokens: total.saturating_sub(idle),
+            kv_capacity_tokens: total,
+        }
+    }
+
     /// Prefill role: frees the KV kept for the handoff of `id` (its full pages stay cached).
     /// False when nothing was held.
     pub fn release_source(&mut self, id: RequestId) -> bool {

@@ -21,7 +21,7 @@ use super::speculative::BurstSampler;
 use super::timing::{DecodeBatch, PassTime, PrefillBatch, TimingModel};
 use super::{DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId};
 use crate::config::{EngineArgs, EngineType, PreemptionMode, WorkerType};
-use crate::tokens::{generated_token, TokenSeq};
+use crate::tokens::{block_key, generated_token, ChainTail};
 
 /// Which admission/preemption policy the shared core follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,9 +44,11 @@ struct Request {
     /// hashable: the prompt's full
     /// blocks, then each later block once it has been filled and computed.
     hashes: Vec<u64>,
-    /// Prompt plus generated tokens, kept only with prefix caching on (to hash generated
-    /// blocks by content, as a later prompt containing them would be hashed).
-    tokens: TokenSeq,
+    /// The hash chain through the prompt and the generated tokens hashed so far, kept only
+    /// with prefix caching on (to hash generated blocks by content, as a later prompt
+    /// containing them would be hashed). Generated tokens are folded in when a block they end
+    /// is hashed, not as they are emitted.
+    chain: ChainTail,
     /// Physical copies held, one per block, from the first block on.
     blocks: Vec<CopyId>,
     /// Tokens the held blocks were allocated for.
@@ -66,6 +68,23 @@ impl Request {
     /// An activated handoff destination: its prompt KV arrived already computed.
     fn prompt_is_prebuilt(&self) -> bool {
         self.num_computed >= self.prompt_len && self.allocated_tokens >= self.prompt_len
+    }
+
+    /// Extends `hashes` with the keys of the blocks up to `blocks` (exclusive) that end in
+    /// generated tokens, folding those tokens into the chain.
+    fn hash_blocks_through(&mut self, blocks: usize, block_size: usize) {
+        debug_assert!(blocks * block_size <= self.len());
+        while self.hashes.len() < blocks {
+            let index = self.hashes.len();
+            let last_token = (index + 1) * block_size - 1;
+            while self.chain.len() <= last_token {
+                let generated = self.chain.len() - self.prompt_len;
+                self.chain
+                    .push(generated_token(self.id as u64, generated as u64));
+            }
+            let base = self.chain.last_base().expect("a hashed block holds tokens");
+            self.hashes.push(block_key(base, index));
+        }
     }
 
     /// Tokens it may still generate before its output length or the model length limit.
@@ -150,6 +169,8 @@ pub struct VllmScheduler {
     capacity_generation: u64,
     /// With a planner: the forward-pass metrics of the last pass (duration left at 0).
     fpm: Option<ForwardPassMetrics>,
+    /// The last pass's scheduled requests, kept for the allocation.
+    scheduled_scratch: Vec<Scheduled>,
 }
 
 /// A handoff destination waiting for KV capacity on a decode worker.
@@ -197,6 +218,7 @@ impl VllmScheduler {
             reserved_destinations: FastMap::default(),
             capacity_generation: 0,
             fpm: None,
+            scheduled_scratch: Vec::new(),
         }
     }
 
@@ -224,12 +246,24 @@ impl VllmScheduler {
                 builder.scheduled_decode(scheduled.sequence_len);
             }
         }
+        // On a decode worker every request is a handoff destination: it counts as queued
+        // decode work of its prompt's size until it runs, whether activated, reserved or still
+        // waiting for KV.
+        let destinations = self.worker_type == WorkerType::Decode;
         for request in &self.waiting {
-            if request.fresh {
+            if destinations {
+                builder.queued_decode(request.prompt_len);
+            } else if request.fresh {
                 builder.queued_prefill(request.prompt_len);
             } else {
                 builder.queued_decode(request.len());
             }
+        }
+        for pending in &self.pending_destinations {
+            builder.queued_decode(pending.request.prompt_len);
+        }
+        for reserved in self.reserved_destinations.values() {
+            builder.queued_decode(reserved.prompt_len);
         }
         builder.finish(0.0)
     }
@@ -250,10 +284,13 @@ impl VllmScheduler {
                 max_output = max_output.min(capacity - prompt_len);
             }
         }
-        let (hashes, tokens) = if self.pool.caching() {
-            (request.prompt.block_keys(self.block_size), request.prompt)
+        let (hashes, chain) = if self.pool.caching() {
+            (
+                request.prompt.block_keys(self.block_size),
+                request.prompt.tail(),
+            )
         } else {
-            (Vec::new(), TokenSeq::new())
+            (Vec::new(), ChainTail::default())
         };
         Request {
             id: request.id,
@@ -261,7 +298,7 @@ impl VllmScheduler {
             max_output,
             generated: 0,
             hashes,
-            tokens,
+            chain,
             blocks: Vec::new(),
             allocated_tokens: 0,
             num_computed: 0,
@@ -423,6 +460,15 @@ impl VllmScheduler {
         self.pool.num_active()
     }
 
+    pub fn load(&self) -> super::RankLoad {
+        super::RankLoad {
+            waiting: self.waiting.len(),
+            running: self.running.len(),
+            kv_used_tokens: self.pool.num_active() * self.block_size,
+            kv_capacity_tokens: self.pool.capacity() * self.block_size,
+        }
+    }
+
     pub fn run_pass(&mut self, events: &mut Vec<PassEvent>) -> f64 {
         self.run_pass_timed(events).total_ms()
     }
@@ -430,7 +476,12 @@ impl VllmScheduler {
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         let mut budget = self.max_batched_tokens;
-        let mut batch = Batch::default();
+        // The pass's accumulators reuse the previous pass's allocation.
+        let mut batch = Batch {
+            scheduled: std::mem::take(&mut self.scheduled_scratch),
+            ..Batch::default()
+        };
+        batch.scheduled.clear();
 
         // (a) Running requests first, in admission order.
         let mut index = 0;
@@ -503,6 +554,7 @@ impl VllmScheduler {
             .iter()
             .filter(|s| s.prompt_after > s.prompt_before || !s.terminal)
             .count();
+        self.scheduled_scratch = batch.scheduled;
         let decode_ms = self.emit_tokens(events);
         PassTime {
             prefill_ms,
@@ -765,8 +817,7 @@ impl VllmScheduler {
             && request.hashes.len() < after / bs
         {
             let index = after / bs - 1;
-            debug_assert_eq!(index + 1, request.tokens.len() / bs);
-            request.tokens.extend_block_hashes(bs, &mut request.hashes);
+            request.hash_blocks_through(index + 1, bs);
             if let (Some(&hash), Some(&copy)) =
                 (request.hashes.get(index), request.blocks.get(index))
             {
@@ -810,27 +861,30 @@ impl VllmScheduler {
     /// A request finished: its blocks are released, or held for the handoff on a prefill
     /// worker. Either way a running slot was freed.
     fn finish_request(&mut self, request: &mut Request) {
-        Self::finish_blocks(
+        finish_request(
             &mut self.pool,
             &mut self.source_holds,
+            &mut self.capacity_generation,
             self.worker_type,
             request,
         );
-        self.capacity_generation += 1;
     }
 
-    fn finish_blocks(
-        pool: &mut BlockPool,
-        source_holds: &mut FastMap<RequestId, Vec<CopyId>>,
-        worker_type: WorkerType,
-        request: &mut Request,
-    ) {
-        if worker_type == WorkerType::Prefill {
-            source_holds.insert(request.id, std::mem::take(&mut request.blocks));
-            request.allocated_tokens = 0;
-        } else {
-            Self::release_blocks(pool, request);
-        }
+    /// Finishes the running requests marked `finished` during the pass's token emission, in
+    /// running order, and drops them from `running`.
+    fn finish_marked(&mut self) {
+        self.running.retain_mut(|request| {
+            if request.finished {
+                finish_request(
+                    &mut self.pool,
+                    &mut self.source_holds,
+                    &mut self.capacity_generation,
+                    self.worker_type,
+                    request,
+                );
+            }
+            !request.finished
+        });
     }
 
     /// Releases every block of `request`, tail first, so that its suffix blocks are evicted
@@ -847,7 +901,6 @@ impl VllmScheduler {
     /// token. Returns the decode part of the pass duration.
     fn emit_tokens(&mut self, events: &mut Vec<PassEvent>) -> f64 {
         let max_model_len = self.max_model_len;
-        let caching = self.pool.caching();
         // Requests already complete after their prefill leave without a token, before the
         // decode time is measured.
         let mut ready = 0usize;
@@ -891,30 +944,20 @@ impl VllmScheduler {
             if request.num_computed < request.len() {
                 continue;
             }
-            if caching {
-                let token = generated_token(request.id as u64, request.generated as u64);
-                request.tokens.push(token);
-            }
             request.generated += 1;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: 1,
             });
             if request.remaining_generation(max_model_len) == 0 {
-                Self::finish_blocks(
-                    &mut self.pool,
-                    &mut self.source_holds,
-                    self.worker_type,
-                    request,
-                );
-                self.capacity_generation += 1;
+                // Released after the loop, in this order: nothing in between touches the pool.
                 request.finished = true;
                 any_finished = true;
                 events.push(PassEvent::Completed { id: request.id });
             }
         }
         if any_finished {
-            self.running.retain(|r| !r.finished);
+            self.finish_marked();
         }
         decode_ms
     }
@@ -998,13 +1041,7 @@ impl VllmScheduler {
                 continue;
             }
             let burst = bursts.next().expect("one burst per ready request");
-            for _ in 0..burst {
-                if caching {
-                    let token = generated_token(request.id as u64, request.generated as u64);
-                    request.tokens.push(token);
-                }
-                request.generated += 1;
-            }
+            request.generated += burst;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: burst,
@@ -1023,23 +1060,19 @@ impl VllmScheduler {
                 Self::promote_full_blocks(&mut self.pool, request, bs);
             }
             if request.remaining_generation(max_model_len) == 0 {
-                Self::finish_blocks(
-                    &mut self.pool,
-                    &mut self.source_holds,
-                    self.worker_type,
-                    request,
-                );
-                self.capacity_generation += 1;
+                // Released after the loop, in this order: the promotions of later requests in
+                // between neither take slots nor depend on idle copies, so the pool ends the
+                // same as if released here.
                 request.finished = true;
                 any_finished = true;
                 events.push(PassEvent::Completed { id: request.id });
             }
         }
+        if any_finished {
+            self.finish_marked();
+        }
         for copy in spare {
             self.pool.release(copy);
-        }
-        if any_finished {
-            self.running.retain(|r| !r.finished);
         }
         decode_ms
     }
@@ -1052,8 +1085,7 @@ impl VllmScheduler {
         if first >= full {
             return;
         }
-        request.tokens.extend_block_hashes(bs, &mut request.hashes);
-        request.hashes.truncate(full);
+        request.hash_blocks_through(full, bs);
         for index in first..full {
             if let (Some(&hash), Some(&copy)) =
                 (request.hashes.get(index), request.blocks.get(index))
@@ -1062,6 +1094,25 @@ impl VllmScheduler {
             }
         }
     }
+}
+
+/// A request finished: its blocks are released, or held for the handoff on a prefill worker.
+/// Either way a running slot was freed. (A free function over the scheduler's parts, so that it
+/// can run while `running` is borrowed.)
+fn finish_request(
+    pool: &mut BlockPool,
+    source_holds: &mut FastMap<RequestId, Vec<CopyId>>,
+    capacity_generation: &mut u64,
+    worker_type: WorkerType,
+    request: &mut Request,
+) {
+    if worker_type == WorkerType::Prefill {
+        source_holds.insert(request.id, std::mem::take(&mut request.blocks));
+        request.allocated_tokens = 0;
+    } else {
+        VllmScheduler::release_blocks(pool, request);
+    }
+    *capacity_generation += 1;
 }
 
 #[cfg(test)]

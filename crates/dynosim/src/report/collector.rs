@@ -9,6 +9,7 @@
 
 use super::record::TerminalStatus;
 use super::stats::{exact_distribution, DistributionStats, StreamingDistribution};
+use super::timeseries::{CompletedRequest, TimeSeries};
 use super::{Report, Value, DISTRIBUTION_KEYS, GOODPUT_KEYS, LEADING_KEYS, SPEED_AND_REUSE_KEYS};
 use crate::config::Sla;
 use crate::engine::RequestId;
@@ -137,6 +138,8 @@ pub struct Collector {
     output_token_throughput_per_user: StreamingDistribution,
     /// Latest terminal time among completed requests.
     duration_ms: f64,
+    /// Recorded only when the caller asked for the time series (the HTML report).
+    timeseries: Option<Box<TimeSeries>>,
 }
 
 impl Collector {
@@ -149,7 +152,24 @@ impl Collector {
             itl: StreamingDistribution::new(),
             output_token_throughput_per_user: StreamingDistribution::new(),
             duration_ms: 0.0,
+            timeseries: None,
         }
+    }
+
+    /// Starts recording `series` (the collector feeds it completions; the simulator, pass
+    /// ends through [`Collector::timeseries_mut`]).
+    pub fn record_timeseries(&mut self, series: TimeSeries) {
+        self.timeseries = Some(Box::new(series));
+    }
+
+    /// The time series being recorded, if any.
+    pub fn timeseries_mut(&mut self) -> Option<&mut TimeSeries> {
+        self.timeseries.as_deref_mut()
+    }
+
+    /// Takes the recorded time series out (before [`Collector::finish`]).
+    pub fn take_timeseries(&mut self) -> Option<TimeSeries> {
+        self.timeseries.take().map(|series| *series)
     }
 
     /// A request arrived (was released to the router) at `at_ms`.
@@ -306,12 +326,21 @@ impl Collector {
         state.terminal = Some((at_ms, status));
         let runs = std::mem::take(&mut state.pending_token_runs);
         if state.is_completed() {
+            let completed = CompletedRequest {
+                ttft_ms: state.ttft_ms(),
+                e2e_ms: state.e2e_ms(),
+                prompt_tokens: state.input_length,
+                reused_prompt_tokens: state.reused_tokens,
+            };
             self.duration_ms = self.duration_ms.max(at_ms);
             fold_token_gaps(
                 &runs,
                 &mut self.itl,
                 &mut self.output_token_throughput_per_user,
             );
+            if let Some(series) = self.timeseries.as_deref_mut() {
+                series.on_completed(at_ms, &completed, &runs);
+            }
         }
     }
 
@@ -582,18 +611,15 @@ fn fold_token_gaps(
 ) {
     let mut previous: Option<f64> = None;
     for &(time, count) in runs {
-        let mut add_gap = |gap: f64| {
+        if let Some(prev) = previous {
+            let gap = (time - prev).max(0.0);
             itl.add(gap);
             if gap > 0.0 {
                 output_token_throughput_per_user.add(1000.0 / gap);
             }
-        };
-        if let Some(prev) = previous {
-            add_gap((time - prev).max(0.0));
         }
-        for _ in 1..count {
-            add_gap(0.0);
-        }
+        // The run's later tokens follow with no gap (and no throughput sample).
+        itl.add_repeated(0.0, count.saturating_sub(1) as u64);
         previous = Some(time);
     }
 }

@@ -11,10 +11,12 @@
 
 pub mod aiperf;
 pub mod collector;
+pub mod html;
 pub mod json;
 pub mod record;
 pub mod stats;
 pub mod table;
+pub mod timeseries;
 
 pub use collector::{Collector, HandoffStage, LazyRecords, RequestRecord, RunFacts};
 pub use record::TerminalStatus;

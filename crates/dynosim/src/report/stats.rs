@@ -1,8 +1,6 @@
 //! The two estimators of the report's distributions (frontend.md §3.4): exact statistics over
 //! per-request values, and streaming statistics (Welford + DDSketch) over per-gap values.
 
-use ddsketchy::DDSketch;
-
 /// Relative accuracy of the streaming percentiles (0.1%), as in the reference.
 const SKETCH_RELATIVE_ACCURACY: f64 = 0.001;
 /// Bin cap of each sketch store, as in the reference.
@@ -83,9 +81,13 @@ pub fn exact_distribution(mut values: Vec<f64>) -> DistributionStats {
 
 /// Streaming statistics: Welford mean and M2, exact min/max, and a DDSketch for the
 /// percentiles, which are therefore bucket representatives (p99 can exceed the max).
+///
+/// Values may come with a count ([`StreamingDistribution::add_repeated`]): every request of a
+/// decode pass sees the same gap, so the sketch bins the value once and adds the count, and
+/// Welford runs its ordinary update `count` times (a closed-form merge would change low bits).
 #[derive(Debug)]
 pub struct StreamingDistribution {
-    sketch: DDSketch,
+    sketch: LogSketch,
     count: u64,
     mean: f64,
     sum_squared_deviations: f64,
@@ -101,10 +103,8 @@ impl Default for StreamingDistribution {
 
 impl StreamingDistribution {
     pub fn new() -> Self {
-        let sketch = DDSketch::with_max_bins(SKETCH_RELATIVE_ACCURACY, SKETCH_MAX_BINS)
-            .expect("the constant sketch configuration is valid");
         Self {
-            sketch,
+            sketch: LogSketch::new(SKETCH_RELATIVE_ACCURACY, SKETCH_MAX_BINS),
             count: 0,
             mean: 0.0,
             sum_squared_deviations: 0.0,
@@ -115,14 +115,23 @@ impl StreamingDistribution {
 
     /// Adds one sample; non-finite samples are dropped.
     pub fn add(&mut self, value: f64) {
-        if !value.is_finite() {
+        self.add_repeated(value, 1);
+    }
+
+    /// Adds `count` samples equal to `value`; exactly what `count` calls of
+    /// [`StreamingDistribution::add`] would do. Non-finite samples are dropped.
+    #[inline]
+    pub fn add_repeated(&mut self, value: f64, count: u64) {
+        if !value.is_finite() || count == 0 {
             return;
         }
-        self.sketch.add(value);
-        self.count += 1;
-        let delta = value - self.mean;
-        self.mean += delta / self.count as f64;
-        self.sum_squared_deviations += delta * (value - self.mean);
+        self.sketch.add(value, count);
+        for _ in 0..count {
+            self.count += 1;
+            let delta = value - self.mean;
+            self.mean += delta / self.count as f64;
+            self.sum_squared_deviations += delta * (value - self.mean);
+        }
         self.min = self.min.min(value);
         self.max = self.max.max(value);
     }
@@ -158,14 +167,183 @@ impl StreamingDistribution {
         } else {
             (rank as f64 + 0.5) / span as f64
         };
-        // The quantile is always within [0, 1], the only error the sketch reports.
-        self.sketch.quantile(quantile).unwrap_or(0.0)
+        if self.count == 1 {
+            // A single sample is returned exactly, not as its bucket's representative.
+            return self.min;
+        }
+        self.sketch.quantile(quantile)
+    }
+}
+
+/// A DDSketch (logarithmic buckets of relative width `alpha`, collapsing its lowest buckets
+/// beyond a bin cap) whose buckets take counts. It maps values to buckets and buckets back to
+/// representatives with the same floating-point formulas as `ddsketchy` 0.1.7, the sketch the
+/// reports were made with (a test holds the two equal); that crate adds one value at a time,
+/// with a logarithm each.
+#[derive(Debug)]
+struct LogSketch {
+    /// `1 / ln(gamma)`, gamma = 1 + 2 alpha / (1 - alpha).
+    inv_ln_gamma: f64,
+    /// The representative of bucket `k` is `exp(k * ln_gamma) * representative_scale`.
+    ln_gamma: f64,
+    representative_scale: f64,
+    /// Magnitudes below this count as zeros.
+    min_indexable: f64,
+    positive: KeyCounts,
+    negative: KeyCounts,
+    zeros: u64,
+    /// Direct-mapped memo of recent `value -> bucket` mappings: the same gap recurs for every
+    /// request of a pass, and a logarithm costs more than the lookup.
+    memo: Box<[(u64, i32); MEMO_SLOTS]>,
+}
+
+const MEMO_SLOTS: usize = 1024;
+
+impl LogSketch {
+    fn new(alpha: f64, max_bins: usize) -> Self {
+        let gamma = 1.0 + (2.0 * alpha) / (1.0 - alpha);
+        let inv_ln_gamma = 1.0 / ((2.0 * alpha) / (1.0 - alpha)).ln_1p();
+        let from_key_range = (f64::from(i32::MIN) / inv_ln_gamma + 1.0).exp();
+        Self {
+            inv_ln_gamma,
+            ln_gamma: inv_ln_gamma.recip(),
+            representative_scale: 2.0 / (1.0 + gamma),
+            min_indexable: from_key_range.max(f64::MIN_POSITIVE * gamma),
+            positive: KeyCounts::new(max_bins),
+            negative: KeyCounts::new(max_bins),
+            zeros: 0,
+            // Bit pattern 0 is the value 0.0, which never reaches the memo.
+            memo: Box::new([(0, 0); MEMO_SLOTS]),
+        }
+    }
+
+    fn count(&self) -> u64 {
+        self.positive.count + self.negative.count + self.zeros
+    }
+
+    /// The bucket of a magnitude at or above `min_indexable`.
+    #[inline]
+    fn key(&mut self, magnitude: f64) -> i32 {
+        let bits = magnitude.to_bits();
+        let slot = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % MEMO_SLOTS;
+        let (memo_bits, memo_key) = self.memo[slot];
+        if memo_bits == bits {
+            return memo_key;
+        }
+        let key = (magnitude.ln() * self.inv_ln_gamma).ceil() as i32;
+        self.memo[slot] = (bits, key);
+        key
+    }
+
+    #[inline]
+    fn add(&mut self, value: f64, count: u64) {
+        if value >= self.min_indexable {
+            let key = self.key(value);
+            self.positive.add(key, count);
+        } else if value <= -self.min_indexable {
+            let key = self.key(-value);
+            self.negative.add(key, count);
+        } else {
+            self.zeros += count;
+        }
+    }
+
+    fn representative(&self, key: i32) -> f64 {
+        (f64::from(key) * self.ln_gamma).exp() * self.representative_scale
+    }
+
+    /// The value at rank `floor(q * (count - 1))` (`q` in [0, 1], at least two samples).
+    fn quantile(&self, q: f64) -> f64 {
+        let total = self.count();
+        if total == 0 {
+            return 0.0;
+        }
+        let rank = (q * (total as f64 - 1.0)) as u64;
+        let negatives = self.negative.count;
+        if rank < negatives {
+            -self.representative(self.negative.key_at_rank(negatives - 1 - rank))
+        } else if rank < negatives + self.zeros {
+            0.0
+        } else {
+            self.representative(self.positive.key_at_rank(rank - negatives - self.zeros))
+        }
+    }
+}
+
+/// Counts per bucket key over a contiguous key range of at most `max_bins` keys; a key more
+/// than `max_bins - 1` below the highest key seen counts in the lowest bucket kept.
+#[derive(Debug)]
+struct KeyCounts {
+    /// `bins[i]` counts key `offset + i`; the first and last bins are never empty.
+    bins: Vec<u64>,
+    offset: i32,
+    count: u64,
+    max_bins: usize,
+}
+
+impl KeyCounts {
+    fn new(max_bins: usize) -> Self {
+        Self {
+            bins: Vec::new(),
+            offset: 0,
+            count: 0,
+            max_bins: max_bins.max(1),
+        }
+    }
+
+    #[inline]
+    fn add(&mut self, key: i32, count: u64) {
+        self.count += count;
+        if self.bins.is_empty() {
+            self.offset = key;
+            self.bins.push(count);
+            return;
+        }
+        let len = self.bins.len() as i64;
+        let index = i64::from(key) - i64::from(self.offset);
+        if index < 0 {
+            let highest = i64::from(self.offset) + len - 1;
+            let lowest_kept = highest - self.max_bins as i64 + 1;
+            let key = i64::from(key).max(lowest_kept);
+            let grow = (i64::from(self.offset) - key).max(0) as usize;
+            if grow > 0 {
+                self.bins.splice(0..0, std::iter::repeat_n(0, grow));
+                self.offset = key as i32;
+            }
+            self.bins[(key - i64::from(self.offset)) as usize] += count;
+        } else if index >= len {
+            self.bins.resize(index as usize + 1, 0);
+            *self.bins.last_mut().expect("just grown") += count;
+            let excess = self.bins.len().saturating_sub(self.max_bins);
+            if excess > 0 {
+                let folded: u64 = self.bins[..excess].iter().sum();
+                self.bins.drain(..excess);
+                self.bins[0] += folded;
+                self.offset += excess as i32;
+            }
+        } else {
+            self.bins[index as usize] += count;
+        }
+    }
+
+    /// The key holding the sample of 0-based `rank` in key order (`rank < count`).
+    fn key_at_rank(&self, rank: u64) -> i32 {
+        let mut seen = 0u64;
+        for (i, &bin) in self.bins.iter().enumerate() {
+            seen += bin;
+            if seen > rank {
+                return self.offset + i as i32;
+            }
+        }
+        self.offset + self.bins.len() as i32 - 1
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::Just;
+    use proptest::strategy::Strategy;
 
     #[test]
     fn rounded_rank_rounds_half_away_from_zero() {
@@ -273,5 +451,88 @@ mod tests {
         assert_eq!(stats.median, 0.0); // rank round(1.5) = 2 -> still a zero
         assert!((stats.p99 - 10.0).abs() <= 0.01);
         assert_eq!(stats.mean, 2.5);
+    }
+
+    /// The sketch the reports were defined with, fed one value at a time.
+    fn reference_sketch(values: &[f64]) -> ddsketchy::DDSketch {
+        let mut sketch =
+            ddsketchy::DDSketch::with_max_bins(SKETCH_RELATIVE_ACCURACY, SKETCH_MAX_BINS).unwrap();
+        for &v in values {
+            sketch.add(v);
+        }
+        sketch
+    }
+
+    fn assert_same_quantiles(values: &[f64]) {
+        let reference = reference_sketch(values);
+        let mut ours = StreamingDistribution::new();
+        // Feed runs of equal values with a count, as the collector does.
+        let mut i = 0;
+        while i < values.len() {
+            let run = values[i..].iter().take_while(|v| **v == values[i]).count();
+            ours.add_repeated(values[i], run as u64);
+            i += run;
+        }
+        assert_eq!(ours.sketch.count(), reference.count());
+        if reference.count() < 2 {
+            return;
+        }
+        for step in 0..=200 {
+            let q = f64::from(step) / 200.0;
+            let expected = reference.quantile(q).unwrap();
+            let got = ours.sketch.quantile(q);
+            assert_eq!(
+                got.to_bits(),
+                expected.to_bits(),
+                "q {q}: {got} vs {expected}"
+            );
+        }
+    }
+
+    #[test]
+    fn sketch_matches_ddsketchy_on_typical_gaps() {
+        let mut values = Vec::new();
+        for i in 0..5_000u32 {
+            let x = f64::from(i);
+            values.push(if i % 7 == 0 {
+                0.0
+            } else {
+                5.0 + (x * 0.37).sin() * 4.0
+            });
+            if i % 11 == 0 {
+                values.extend(std::iter::repeat_n(12.5 + x / 1e3, (i % 5) as usize));
+            }
+        }
+        assert_same_quantiles(&values);
+    }
+
+    #[test]
+    fn sketch_matches_ddsketchy_when_it_collapses_low_buckets() {
+        // A range wider than the bin cap (gamma^32768 ~ 3e28) folds the lowest keys, whether
+        // the low values come first or last.
+        let wide = [1e-25, 3e-20, 1.0, 2.0, 1e10, 5e12, 1e-30, 7e-22, 4.0];
+        assert_same_quantiles(&wide);
+        let mut rising: Vec<f64> = (0..60).map(|e| 10f64.powi(e - 30)).collect();
+        assert_same_quantiles(&rising);
+        rising.reverse();
+        assert_same_quantiles(&rising);
+        assert_same_quantiles(&[-3.0, -3.0, -1e-3, 0.0, 2.0, -7.5, 1e-310, 4.0]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sketch_matches_ddsketchy(
+            values in proptest::collection::vec(
+                proptest::prop_oneof![
+                    Just(0.0),
+                    0.0f64..1e4,
+                    1e-12f64..1e-3,
+                    (-40i32..40).prop_map(|e| 10f64.powi(e)),
+                ],
+                0..400,
+            )
+        ) {
+            assert_same_quantiles(&values);
+        }
     }
 }

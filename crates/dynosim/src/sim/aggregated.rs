@@ -8,14 +8,14 @@
 
 use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
-use super::event_loop::Topology;
+use super::event_loop::{ProgressPoint, Topology};
 use super::pool::Pool;
 use super::scaling::Scaling;
 use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
 use crate::engine::{EngineRequest, PassEvent, RequestId};
 use crate::error::{Error, Result};
-use crate::planner::{ScalingPolicy, ScalingSnapshot};
+use crate::planner::{PlannerOutcome, ScalingPolicy, ScalingSnapshot};
 use crate::report::{Collector, RunFacts};
 use crate::router::kv::Placement;
 use crate::router::round_robin::RoundRobin;
@@ -89,13 +89,17 @@ impl<'s> Aggregated<'s> {
             release_between_passes_only: single_worker && closed_loop,
             single_worker,
             past_cap_stop_ms: None,
-            scaling: policy.map(Scaling::new),
+            scaling: policy.map(|policy| Scaling::new(policy, false)),
         }
     }
 
-    /// Scaling ticks the policy was called for.
-    pub(super) fn ticks(&self) -> u64 {
-        self.scaling.as_ref().map_or(0, Scaling::ticks)
+    /// Scaling ticks the policy was called for, and the changes it asked for.
+    pub(super) fn planner_outcome(&mut self) -> Option<PlannerOutcome> {
+        let scaling = self.scaling.as_mut()?;
+        Some(PlannerOutcome {
+            events: scaling.take_events(),
+            ticks: scaling.ticks(),
+        })
     }
 
     pub(super) fn finish(self) -> (Collector, RunFacts) {
@@ -123,6 +127,14 @@ impl Topology for Aggregated<'_> {
             Some(scaling) => scaling.start(self.now_ms).map(|()| true),
             None => Ok(false),
         }
+    }
+
+    fn collector(&mut self) -> &mut Collector {
+        &mut self.collector
+    }
+
+    fn progress(&self) -> ProgressPoint {
+        self.requests.progress(self.now_ms)
     }
 
     fn take_arrival(&mut self) -> Option<ReleasedRequest> {
@@ -344,6 +356,10 @@ impl Aggregated<'_> {
         }
         self.pool.apply_pass_end_kv_events(worker);
         self.apply_pass_end(&events);
+        if let Some(series) = self.collector.timeseries_mut() {
+            let load = self.pool.worker_load(worker);
+            series.on_pass_end(self.now_ms, 0, worker, load, &events, true);
+        }
         self.pool.recycle(worker, events);
     }
 

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 use super::driver::{Driver, Terminal};
+use super::event_loop::ProgressPoint;
 use super::pool::Pool;
 use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
 use crate::engine::RequestId;
@@ -112,6 +113,8 @@ pub(super) struct Requests {
     driver: Driver,
     origins: Vec<RequestOrigin>,
     in_flight: usize,
+    /// Requests that ended (completed or not).
+    ended: usize,
 }
 
 impl Requests {
@@ -154,6 +157,16 @@ impl Requests {
             origins: Vec::with_capacity(driver.total_turns()),
             driver,
             in_flight: 0,
+            ended: 0,
+        }
+    }
+
+    /// Where the run is at `now_ms`, for a progress display.
+    pub(super) fn progress(&self, now_ms: f64) -> ProgressPoint {
+        ProgressPoint {
+            model_time_ms: now_ms,
+            ended_requests: self.ended,
+            total_requests: self.driver.total_turns(),
         }
     }
 
@@ -214,6 +227,7 @@ impl Requests {
     pub(super) fn on_ended(&mut self, id: RequestId, now_ms: f64, completed: bool) {
         let origin = self.origins[id];
         self.in_flight -= 1;
+        self.ended += 1;
         let how = Terminal {
             request_id: id,
             output_tokens: origin.generated,

@@ -28,7 +28,7 @@ use std::collections::VecDeque;
 
 use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
-use super::event_loop::Topology;
+use super::event_loop::{ProgressPoint, Topology};
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
 use super::pool::Pool;
 use super::scaling::Scaling;
@@ -38,7 +38,7 @@ use crate::config::{
 };
 use crate::engine::{DestinationRefused, DestinationReserved, EngineRequest, PassEvent, RequestId};
 use crate::error::{Error, Result};
-use crate::planner::{ScalingPolicy, ScalingSnapshot};
+use crate::planner::{PlannerOutcome, ScalingPolicy, ScalingSnapshot};
 use crate::report::record::TerminalStatus;
 use crate::report::{Collector, HandoffStage, RunFacts};
 use crate::router::kv::Placement;
@@ -219,13 +219,17 @@ impl<'s> Disaggregated<'s> {
             requests: Vec::with_capacity(driver.total_turns()),
             released: Requests::new(driver),
             placements: Vec::new(),
-            scaling: policy.map(Scaling::new),
+            scaling: policy.map(|policy| Scaling::new(policy, true)),
         }
     }
 
-    /// Scaling ticks the policy was called for.
-    pub(super) fn ticks(&self) -> u64 {
-        self.scaling.as_ref().map_or(0, Scaling::ticks)
+    /// Scaling ticks the policy was called for, and the changes it asked for.
+    pub(super) fn planner_outcome(&mut self) -> Option<PlannerOutcome> {
+        let scaling = self.scaling.as_mut()?;
+        Some(PlannerOutcome {
+            events: scaling.take_events(),
+            ticks: scaling.ticks(),
+        })
     }
 
     /// Runs the scaling tick due now, if any and the workload is not done. Whether one ran.
@@ -278,6 +282,14 @@ impl<'s> Disaggregated<'s> {
 
 /// Past the time cap the run stops at once (the default): passes in flight are not finished.
 impl Topology for Disaggregated<'_> {
+    fn collector(&mut self) -> &mut Collector {
+        &mut self.collector
+    }
+
+    fn progress(&self) -> ProgressPoint {
+        self.released.progress(self.now_ms)
+    }
+
     fn take_arrival(&mut self) -> Option<ReleasedRequest> {
         let arrival =
             self.released
@@ -828,10 +840,26 @@ impl Disaggregated<'_> {
             Stage::Prefill => self.apply_prefill_pass(&events),
             Stage::Decode => self.apply_decode_pass(&events),
         }
+        if self.collector.timeseries_mut().is_some() {
+            self.record_pass_end(stage, worker, &events);
+        }
         if let Some(reserved) = reserved {
             self.on_destination_reserved(reserved);
         }
         self.pool(stage).recycle(worker, events);
+    }
+
+    /// Feeds the time series (pool 0 prefill, 1 decode): only decode tokens reach users.
+    fn record_pass_end(&mut self, stage: Stage, worker: usize, events: &[PassEvent]) {
+        let load = self.pool(stage).worker_load(worker);
+        let now_ms = self.now_ms;
+        if let Some(series) = self.collector.timeseries_mut() {
+            let (pool, reach_users) = match stage {
+                Stage::Prefill => (0, false),
+                Stage::Decode => (1, true),
+            };
+            series.on_pass_end(now_ms, pool, worker, load, events, reach_users);
+        }
     }
 
     /// A prefill pass ended: finished prefills release their router load, then their sources

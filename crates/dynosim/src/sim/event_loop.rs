@@ -14,12 +14,16 @@
 //!   across threads) and may set from another thread (or a signal handler's watcher); the loop
 //!   reads it between event batches. A cancelled run stops where it is and its report covers
 //!   what finished.
+//! - The progress seam: a [`Progress`] the caller shares with a watcher thread; the loop
+//!   publishes model time and ended requests into it after each batch of events (plain
+//!   atomic stores; the core reads no clock: the watcher decides when to look).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::common::ReleasedRequest;
 use crate::error::{Error, Result};
+use crate::report::Collector;
 
 /// When model time may advance.
 pub trait Clock {
@@ -63,6 +67,54 @@ impl RunControl {
     }
 }
 
+/// Where a run is, as the loop last published it: for a progress display on another thread.
+/// Share it in an `Arc`; reads are independent atomic loads (each value is current, the three
+/// together may straddle one batch of events).
+#[derive(Debug, Default)]
+pub struct Progress {
+    model_time_ms_bits: AtomicU64,
+    ended_requests: AtomicUsize,
+    total_requests: AtomicUsize,
+}
+
+impl Progress {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Model time reached, in ms.
+    pub fn model_time_ms(&self) -> f64 {
+        f64::from_bits(self.model_time_ms_bits.load(Ordering::Relaxed))
+    }
+
+    /// Requests that ended (completed, rejected or failed).
+    pub fn ended_requests(&self) -> usize {
+        self.ended_requests.load(Ordering::Relaxed)
+    }
+
+    /// Requests the workload holds (0 until the run starts).
+    pub fn total_requests(&self) -> usize {
+        self.total_requests.load(Ordering::Relaxed)
+    }
+
+    fn publish(&self, point: ProgressPoint) {
+        self.model_time_ms_bits
+            .store(point.model_time_ms.to_bits(), Ordering::Relaxed);
+        self.ended_requests
+            .store(point.ended_requests, Ordering::Relaxed);
+        self.total_requests
+            .store(point.total_requests, Ordering::Relaxed);
+    }
+}
+
+/// A topology's progress at one moment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct ProgressPoint {
+    pub(super) model_time_ms: f64,
+    pub(super) ended_requests: usize,
+    pub(super) total_requests: usize,
+}
+
 fn is_set(cancel: &AtomicBool) -> bool {
     cancel.load(Ordering::SeqCst)
 }
@@ -77,6 +129,10 @@ pub(super) trait Topology {
     fn is_done(&self) -> bool;
     /// Moves the current time forward to `t_ms`.
     fn advance_to(&mut self, t_ms: f64);
+    /// The collector of the run (to attach optional recorders before it starts).
+    fn collector(&mut self) -> &mut Collector;
+    /// Model time and ended requests now.
+    fn progress(&self) -> ProgressPoint;
     /// The error when work remains but nothing can happen any more.
     fn dead_end(&self) -> Error;
     /// The next turn ready now, taken from the driver and recorded as a request.
@@ -107,16 +163,23 @@ pub(super) trait Topology {
 }
 
 /// Runs `topology` to the end (or to the cap, or until cancelled).
-pub(super) fn run(
-    topology: &mut impl Topology,
+pub(super) fn run<T: Topology>(
+    topology: &mut T,
     max_sim_time_ms: Option<f64>,
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
+    progress: Option<&Progress>,
 ) -> Result<()> {
+    let publish = |topology: &T| {
+        if let Some(progress) = progress {
+            progress.publish(topology.progress());
+        }
+    };
     topology.settle()?;
     if topology.start_ticks()? {
         topology.settle()?;
     }
+    publish(topology);
     while !topology.is_done() && !is_set(cancel) {
         let Some(next_ms) = topology.next_event_ms() else {
             return Err(topology.dead_end());
@@ -132,6 +195,7 @@ pub(super) fn run(
         }
         topology.advance_to(next_ms);
         topology.settle()?;
+        publish(topology);
     }
     Ok(())
 }

@@ -17,16 +17,19 @@ mod pool;
 mod scaling;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
 use crate::planner::{self, PlannerOutcome, ScalingPolicy};
+use crate::report::timeseries::TimeSeries;
 use crate::report::{Collector, LazyRecords, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
 use driver::Driver;
-pub use event_loop::{Clock, RunControl, VirtualClock};
+use event_loop::Topology;
+pub use event_loop::{Clock, Progress, RunControl, VirtualClock};
 
 /// Runs the whole replay in virtual time.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
@@ -41,47 +44,74 @@ pub fn simulate_with(
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
 ) -> Result<Simulated> {
+    simulate_observed(spec, workload, clock, cancel, &Observers::default())
+}
+
+/// What a caller watches besides the report: neither changes the run's outcome.
+#[derive(Clone, Debug, Default)]
+pub struct Observers {
+    /// Record the time series of the HTML report ([`Simulated::take_timeseries`]).
+    pub timeseries: bool,
+    /// Publish model time and ended requests here after each batch of events.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// [`simulate_with`], with `observers` recording or publishing what they ask for. A spec with
+/// a planner runs the native planner.
+pub fn simulate_observed(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn Clock,
+    cancel: &AtomicBool,
+    observers: &Observers,
+) -> Result<Simulated> {
     match &spec.planner {
         Some(planner) => {
             let mut native = planner::native_for(spec, planner);
-            let mut simulated = simulate_scaled(spec, workload, clock, cancel, Some(&mut native))?;
-            simulated.planner = Some(native.into_outcome());
+            let simulated =
+                simulate_scaled(spec, workload, clock, cancel, observers, Some(&mut native))?;
+            debug_assert_eq!(simulated.planner.as_ref(), Some(native.outcome()));
             Ok(simulated)
         }
-        None => simulate_scaled(spec, workload, clock, cancel, None),
+        None => simulate_scaled(spec, workload, clock, cancel, observers, None),
     }
 }
 
-/// [`simulate_with`] with the workers scaled by `policy` at its ticks (any planner: the
-/// native one, or one the caller brings). The outcome's tick count is the loop's; its events
-/// are the policy's to record (the native planner's are filled in by [`simulate_with`]).
+/// [`simulate_observed`] with the workers scaled by `policy` at its ticks (any planner: the
+/// native one, or one the caller brings). The outcome counts the policy's ticks and lists
+/// every change of a worker count it asked for.
 pub fn simulate_scaled<'a>(
     spec: &'a ReplaySpec,
     workload: Workload,
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
+    observers: &Observers,
     policy: Option<&'a mut dyn ScalingPolicy>,
 ) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
-    let scaled = policy.is_some();
-    let (collector, facts, ticks) = if spec.disaggregation.is_some() {
+    let progress = observers.progress.as_deref();
+    let (collector, facts, planner) = if spec.disaggregation.is_some() {
         let mut sim = Disaggregated::new(spec, driver, policy);
-        event_loop::run(&mut sim, cap, clock, cancel)?;
-        let ticks = sim.ticks();
+        if observers.timeseries {
+            sim.collector()
+                .record_timeseries(TimeSeries::new(&["prefill", "decode"]));
+        }
+        event_loop::run(&mut sim, cap, clock, cancel, progress)?;
+        let planner = sim.planner_outcome();
         let (collector, facts) = sim.finish();
-        (collector, facts, ticks)
+        (collector, facts, planner)
     } else {
         let mut sim = Aggregated::new(spec, driver, policy);
-        event_loop::run(&mut sim, cap, clock, cancel)?;
-        let ticks = sim.ticks();
+        if observers.timeseries {
+            sim.collector()
+                .record_timeseries(TimeSeries::new(&["worker"]));
+        }
+        event_loop::run(&mut sim, cap, clock, cancel, progress)?;
+        let planner = sim.planner_outcome();
         let (collector, facts) = sim.finish();
-        (collector, facts, ticks)
+        (collector, facts, planner)
     };
-    let planner = scaled.then(|| PlannerOutcome {
-        events: Vec::new(),
-        ticks,
-    });
     Ok(Simulated {
         collector,
         facts,
@@ -117,6 +147,16 @@ impl Simulated {
     /// The planner's scaling events and tick count, when a planner ran.
     pub fn planner(&self) -> Option<&PlannerOutcome> {
         self.planner.as_ref()
+    }
+
+    /// Takes the planner's outcome out (see [`Simulated::planner`]).
+    pub fn take_planner(&mut self) -> Option<PlannerOutcome> {
+        self.planner.take()
+    }
+
+    /// The time series, when [`Observers::timeseries`] asked for them (once).
+    pub fn take_timeseries(&mut self) -> Option<TimeSeries> {
+        self.collector.take_timeseries()
     }
 
     /// The report (with `wall_time_ms` as measured by the caller) and the per-request records

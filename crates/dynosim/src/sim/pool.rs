@@ -28,7 +28,7 @@ use super::scaling::FpmBuffer;
 use crate::config::EngineArgs;
 use crate::engine::fpm::ForwardPassMetrics;
 use crate::engine::kv::KvEvent;
-use crate::engine::{EngineRequest, PassEvent, RankScheduler, RequestId};
+use crate::engine::{EngineRequest, PassEvent, RankLoad, RankScheduler, RequestId};
 use crate::planner::PoolWorkers;
 use crate::router::Router;
 
@@ -299,6 +299,19 @@ impl Pool {
 
     pub(super) fn is_busy(&self, worker: usize) -> bool {
         self.workers[worker].busy
+    }
+
+    /// What `worker`'s ranks hold together (for the report's time series).
+    pub(super) fn worker_load(&self, worker: usize) -> RankLoad {
+        self.ranks(worker).map(|s| self.schedulers[s].load()).fold(
+            RankLoad::default(),
+            |sum, rank| RankLoad {
+                waiting: sum.waiting + rank.waiting,
+                running: sum.running + rank.running,
+                kv_used_tokens: sum.kv_used_tokens + rank.kv_used_tokens,
+                kv_capacity_tokens: sum.kv_capacity_tokens + rank.kv_capacity_tokens,
+            },
+        )
     }
 
     /// Serving (active or draining), idle, not stalled, and some rank has work.

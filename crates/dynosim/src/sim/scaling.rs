@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::engine::fpm::ForwardPassMetrics;
 use crate::engine::{PassEvent, RequestId};
 use crate::error::Result;
-use crate::planner::{ScalingDecision, ScalingPolicy, ScalingSnapshot, TrafficStats};
+use crate::planner::{ScalingDecision, ScalingEvent, ScalingPolicy, ScalingSnapshot, TrafficStats};
 
 /// Idle ranks publish an all-zero metric once per this many ms.
 const IDLE_FPM_INTERVAL_MS: f64 = 1000.0;
@@ -210,19 +210,30 @@ impl Traffic {
 /// The policy driving a run and its tick.
 pub(super) struct Scaling<'p> {
     policy: &'p mut dyn ScalingPolicy,
+    /// Prefill and decode pools (else one pool of aggregated workers).
+    disaggregated: bool,
     next_tick_ms: Option<f64>,
     pub(super) traffic: Traffic,
     ticks: u64,
+    /// Every change of a pool's non-draining worker count the policy asked for.
+    events: Vec<ScalingEvent>,
 }
 
 impl<'p> Scaling<'p> {
-    pub(super) fn new(policy: &'p mut dyn ScalingPolicy) -> Self {
+    pub(super) fn new(policy: &'p mut dyn ScalingPolicy, disaggregated: bool) -> Self {
         Self {
             policy,
+            disaggregated,
             next_tick_ms: None,
             traffic: Traffic::default(),
             ticks: 0,
+            events: Vec::new(),
         }
+    }
+
+    /// The changes the policy asked for, as scaling events.
+    pub(super) fn take_events(&mut self) -> Vec<ScalingEvent> {
+        std::mem::take(&mut self.events)
     }
 
     /// Seeds the first tick, once time 0 has settled.
@@ -248,6 +259,35 @@ impl<'p> Scaling<'p> {
         self.next_tick_ms = None;
         let decision = self.policy.on_tick(&snapshot)?;
         self.ticks += 1;
+        let at_s = now_ms / 1000.0;
+        let mut record = |component, target: Option<usize>, current: usize| {
+            if let Some(to) = target.filter(|&to| to != current) {
+                self.events.push(ScalingEvent {
+                    at_s,
+                    component,
+                    from: current,
+                    to,
+                });
+            }
+        };
+        if self.disaggregated {
+            record(
+                "prefill",
+                decision.target_prefill,
+                snapshot.prefill.non_draining(),
+            );
+            record(
+                "decode",
+                decision.target_decode,
+                snapshot.decode.non_draining(),
+            );
+        } else {
+            record(
+                "agg",
+                decision.target_decode,
+                snapshot.decode.non_draining(),
+            );
+        }
         self.next_tick_ms = decision
             .next_tick_ms
             .filter(|at| at.is_finite() && *at > now_ms);

@@ -307,6 +307,7 @@ fn linear_aic_tables() -> crate::aic::AicTables {
                 ms: vec![0.0],
                 log: false,
             },
+            rest_unprefixed: None,
         },
         decode: DecodeTables {
             context: vec![1.0],

@@ -1,0 +1,131 @@
+//! `dynosim sweep SPEC.yaml --out DIR`: many runs of one workload over a grid of settings
+//! (see the `dynosim-sweep` crate); prints where the tables are and the best candidates.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::Parser;
+use dynosim::Result;
+use dynosim_sweep::{AnySpec, RunOptions, SweepSpec};
+use serde_json::Value;
+
+/// Runs a sweep: every candidate of SPEC (a YAML file with base: and grid:) in parallel, the
+/// results stored in DIR as they finish (a rerun skips stored candidates), then results.csv,
+/// pareto.csv and best.json (the best candidate per objective, with its dynosim command line).
+/// SPEC may also be a replay_optimize ReplayOptimizeSpec (engine:, hardware:, workload:,
+/// camelCase): it is searched with the reference's coordinate descent and written as
+/// evaluated.csv, feasible.csv and result.json.
+#[derive(Parser, Debug)]
+#[command(
+    name = "sweep",
+    disable_version_flag = true,
+    color = clap::ColorChoice::Never
+)]
+pub struct SweepCli {
+    /// The sweep spec (YAML): base:, grid:, and optionally budget:, sla:, objectives:, search:
+    #[arg(value_name = "SPEC")]
+    pub spec: PathBuf,
+    /// Output directory (created if missing; holds the result store between runs)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Candidates run at once (default: one per core)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+}
+
+/// Runs the sweep and returns the summary to print.
+pub fn run(cli: &SweepCli) -> Result<String> {
+    let options = RunOptions {
+        jobs: cli.jobs.map(usize::from),
+        progress: true,
+        cancel: None,
+    };
+    match AnySpec::from_file(&cli.spec)? {
+        AnySpec::Sweep(spec) => run_sweep(&spec, cli, &options),
+        AnySpec::Optimize(spec) => {
+            let result = dynosim_sweep::optimize::run(&spec, &cli.out, &options)?;
+            Ok(optimize_summary(&result, cli))
+        }
+    }
+}
+
+/// The summary of a ReplayOptimizeSpec search: each result's best feasible and infeasible
+/// states with their command lines.
+fn optimize_summary(result: &Value, cli: &SweepCli) -> String {
+    let mut text = String::new();
+    let mut describe = |label: &str, result: &Value| {
+        let _ = writeln!(
+            text,
+            "{label}{} states evaluated, {} feasible",
+            result["evaluations"], result["feasible"]
+        );
+        for key in ["best_feasible", "best_infeasible"] {
+            match result[key].as_object() {
+                Some(record) => {
+                    let _ = writeln!(
+                        text,
+                        "{key}: {} GPUs, {} output tok/s, violation {}\n  {}",
+                        record["total_gpus_used"],
+                        record["output_throughput_tok_s"],
+                        record["violation_penalty"],
+                        record["command"].as_str().unwrap_or_default()
+                    );
+                }
+                None => {
+                    let _ = writeln!(text, "{key}: none");
+                }
+            }
+        }
+    };
+    if result.get("agg_result").is_some() {
+        describe("agg: ", &result["agg_result"]);
+        describe("disagg: ", &result["disagg_result"]);
+        let _ = writeln!(text, "chosen mode: {}", result["chosen_mode"]);
+    } else {
+        describe("", result);
+    }
+    let _ = writeln!(text, "Wrote {}", cli.out.join("result.json").display());
+    text
+}
+
+fn run_sweep(spec: &SweepSpec, cli: &SweepCli, options: &RunOptions) -> Result<String> {
+    let spec = spec.clone();
+    let outcome = dynosim_sweep::run(&spec, &cli.out, options)?;
+    let failed = outcome
+        .rows
+        .iter()
+        .filter(|row| !row.error.is_empty())
+        .count();
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{} candidates: {} run, {} from the store, {} failed; {} over the GPU budget skipped",
+        outcome.rows.len(),
+        outcome.evaluated,
+        outcome.stored,
+        failed,
+        outcome.over_budget
+    );
+    let best = dynosim_sweep::table::best_json(&spec, &outcome.rows, outcome.over_budget);
+    if let Some(best) = best["best"].as_object() {
+        for (objective, entry) in best {
+            match entry.get("command").and_then(|command| command.as_str()) {
+                Some(command) => {
+                    let _ = writeln!(
+                        text,
+                        "best {objective}: {} ({})\n  {command}",
+                        entry["candidate"].as_str().unwrap_or_default(),
+                        entry["value"]
+                    );
+                }
+                None => {
+                    let _ = writeln!(text, "best {objective}: no feasible candidate");
+                }
+            }
+        }
+    }
+    for file in &outcome.files {
+        let _ = writeln!(text, "Wrote {}", file.display());
+    }
+    Ok(text)
+}

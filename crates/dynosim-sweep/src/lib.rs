@@ -1,0 +1,498 @@
+//! Sweeps: many dynosim replays of one workload over a grid of settings, with a GPU budget,
+//! SLAs, objectives and the Pareto front of output tokens/s per GPU against tokens/s per user.
+//!
+//! Lives above the pure core: it reads files, runs candidates on a thread pool (rayon) and
+//! writes the result store and tables. The CLI (`dynosim sweep SPEC --out DIR`) and the Python
+//! front (`dynosim.sweep(spec, out=...)`) both call [`run`].
+//!
+//! INTERFACE
+//! - [`SweepSpec`] (`spec.rs`): the checked spec; bad specs are usage errors naming the spec
+//!   and key.
+//! - [`candidates`]: the spec's candidates (grid order; seeded sampling), each with its hash.
+//! - [`run`]: evaluates every candidate not already stored in `DIR/journal.jsonl` and writes
+//!   `results.csv`, `pareto.csv` and `best.json`; returns the rows and counts.
+//! - [`settings::Settings`]: the one mapping from a candidate's settings to `ReplayOptions`
+//!   and to the `dynosim` command line.
+//!
+//! Flow per candidate: settings -> `ReplayOptions` -> `into_spec` (a usage error becomes the
+//! row's `error`) -> GPUs (over the budget: skipped, not run) -> the workload, read once per
+//! distinct workload and shared -> `prepare` -> `simulate` -> the report's keys.
+
+pub mod descent;
+pub mod objectives;
+pub mod optimize;
+pub mod settings;
+pub mod spec;
+pub mod store;
+pub mod table;
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::IsTerminal;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use dynosim::config::spelling::python_message;
+use dynosim::config::{ArrivalMode, ReplaySpec};
+use dynosim::report::Value as ReportValue;
+use dynosim::{Error, Report, Result, Workload};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rayon::prelude::*;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+pub use settings::Settings;
+pub use spec::{Strategy, SweepSpec};
+pub use table::Row;
+
+use store::{Journal, Stored};
+
+/// A spec of either kind: the sweep's own (`base:`/`grid:`) or the reference's
+/// `ReplayOptimizeSpec` (`engine:`/`hardware:`/`workload:`, camelCase).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnySpec {
+    Sweep(SweepSpec),
+    Optimize(Box<optimize::OptimizeSpec>),
+}
+
+impl AnySpec {
+    /// Reads a spec file (YAML or JSON); relative trace paths are taken from its directory.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| Error::usage(format!("cannot read sweep spec {name}: {err}")))?;
+        let mut value: Value = serde_yaml_ng::from_str(&text)
+            .map_err(|err| Error::usage(format!("{name}: invalid YAML: {err}")))?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if optimize::OptimizeSpec::detect(&value) {
+            if let Some(Value::String(trace)) = value.pointer_mut("/workload/traceFile") {
+                *trace = spec::join_relative(dir, trace);
+            }
+        }
+        let mut spec = Self::from_value(&name, &value)?;
+        if let AnySpec::Sweep(sweep) = &mut spec {
+            sweep.resolve_trace_paths(dir);
+        }
+        Ok(spec)
+    }
+
+    /// Checks a spec given as a value; `name` is used in messages.
+    pub fn from_value(name: &str, value: &Value) -> Result<Self> {
+        if optimize::OptimizeSpec::detect(value) {
+            optimize::OptimizeSpec::from_value(name, value)
+                .map(|spec| AnySpec::Optimize(Box::new(spec)))
+        } else {
+            SweepSpec::from_value(name, value).map(AnySpec::Sweep)
+        }
+    }
+}
+
+/// Report keys that measure the simulator itself (its wall time and speed): the only cells
+/// that differ between two sweeps of the same spec.
+pub const SIMULATOR_SPEED_KEYS: [&str; 3] = [
+    "wall_time_ms",
+    "processed_tokens_per_s",
+    "processed_output_tokens_per_s",
+];
+
+/// A candidate to evaluate: its resolved settings and their hash.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    pub hash: String,
+    pub settings: Settings,
+}
+
+/// The hash that keys a candidate in the store: the resolved settings (object keys sorted, so
+/// their order in the spec does not matter) and the simulator's version.
+pub fn candidate_hash(settings: &Settings) -> String {
+    let canonical = serde_json::json!({
+        "dynosim": env!("CARGO_PKG_VERSION"),
+        "settings": canonical(&Value::Object(settings.values.clone())),
+    });
+    let digest = Sha256::digest(canonical.to_string().as_bytes());
+    digest[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let sorted: BTreeMap<&String, Value> = map
+                .iter()
+                .map(|(key, value)| (key, canonical(value)))
+                .collect();
+            Value::Object(
+                sorted
+                    .into_iter()
+                    .map(|(key, value)| (key.clone(), value))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The spec's candidates in table order: each grid's cartesian product (first key outermost),
+/// grids one after another, repeats (same hash) dropped; then, for `strategy: random`, a
+/// seeded sample kept in that order.
+pub fn candidates(spec: &SweepSpec) -> Vec<Candidate> {
+    let mut all = Vec::new();
+    let mut seen = HashSet::new();
+    for grid in &spec.grids {
+        let sizes: Vec<usize> = grid.axes.iter().map(|(_, values)| values.len()).collect();
+        let mut digits = vec![0usize; sizes.len()];
+        loop {
+            let mut settings = spec.base.clone();
+            // Whole values first, then dotted keys into them, whatever their order in the spec.
+            for pass_dotted in [false, true] {
+                for ((key, values), &digit) in grid.axes.iter().zip(&digits) {
+                    if key.contains('.') == pass_dotted {
+                        settings.set(key, values[digit].clone());
+                    }
+                }
+            }
+            let hash = candidate_hash(&settings);
+            if seen.insert(hash.clone()) {
+                all.push(Candidate { hash, settings });
+            }
+            // Next combination, the last key fastest.
+            let mut position = sizes.len();
+            loop {
+                if position == 0 {
+                    break;
+                }
+                position -= 1;
+                digits[position] += 1;
+                if digits[position] < sizes[position] {
+                    break;
+                }
+                digits[position] = 0;
+            }
+            if digits.iter().all(|&digit| digit == 0) {
+                break;
+            }
+        }
+    }
+    match spec.strategy {
+        Strategy::Grid => all,
+        Strategy::Random { samples, seed } => {
+            if samples >= all.len() {
+                return all;
+            }
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut picked = rand::seq::index::sample(&mut rng, all.len(), samples).into_vec();
+            picked.sort_unstable();
+            picked.into_iter().map(|index| all[index].clone()).collect()
+        }
+    }
+}
+
+/// How to run a sweep.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Threads running candidates (default: one per core).
+    pub jobs: Option<usize>,
+    /// Draw a progress bar on stderr (only when stderr is a terminal).
+    pub progress: bool,
+    /// Once set (by another thread), candidates not yet started are not run and the call
+    /// fails with "sweep interrupted"; the ones finished are stored.
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// What a sweep did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// One per candidate within the budget, in candidate order.
+    pub rows: Vec<Row>,
+    /// Candidates simulated (or rejected) in this call.
+    pub evaluated: usize,
+    /// Candidates whose outcome came from the store.
+    pub stored: usize,
+    /// Candidates skipped because they use more GPUs than the budget.
+    pub over_budget: usize,
+    /// The files written.
+    pub files: Vec<PathBuf>,
+}
+
+/// A candidate that passed validation and the budget, waiting for its run.
+struct Pending {
+    index: usize,
+    spec: ReplaySpec,
+    gpus: u64,
+    workload: usize,
+}
+
+/// GPUs of a deployment, as the report counts them (`aic_tp_size × dp_size` per worker).
+pub fn gpus_of(spec: &ReplaySpec) -> u64 {
+    let per_pool =
+        |workers: usize, per_worker: usize| (workers as u64).saturating_mul(per_worker as u64);
+    let decode = per_pool(spec.num_workers, spec.engine.gpus_per_worker());
+    match &spec.disaggregation {
+        Some(prefill) => decode.saturating_add(per_pool(
+            prefill.num_prefill_workers,
+            prefill.prefill.gpus_per_worker(),
+        )),
+        None => decode,
+    }
+}
+
+/// What decides the workload a spec loads (runs that agree on it share one read).
+fn workload_key(spec: &ReplaySpec) -> String {
+    format!(
+        "{:?}|{}|{}",
+        spec.workload,
+        spec.disaggregation.is_some(),
+        matches!(spec.arrivals, ArrivalMode::Concurrency { .. })
+    )
+}
+
+fn report_map(report: &Report) -> Map<String, Value> {
+    report
+        .entries
+        .iter()
+        .map(|(key, value)| {
+            let json = match *value {
+                ReportValue::Int(int) => Value::from(int),
+                ReportValue::Float(float) => serde_json::Number::from_f64(float)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null),
+            };
+            ((*key).to_owned(), json)
+        })
+        .collect()
+}
+
+/// Runs one validated candidate on a shared workload; errors (and panics) become its error.
+fn simulate_one(
+    spec: &ReplaySpec,
+    workload: &Workload,
+) -> std::result::Result<Map<String, Value>, String> {
+    let ran = catch_unwind(AssertUnwindSafe(|| -> Result<Report> {
+        let prepared = dynosim::prepare(spec)?;
+        let started = Instant::now();
+        let simulated = dynosim::simulate(prepared.as_ref(), workload.clone())?;
+        let (report, _) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
+        Ok(report)
+    }));
+    match ran {
+        Ok(Ok(report)) => Ok(report_map(&report)),
+        Ok(Err(err)) => Err(python_message(&err)),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(format!(
+                "internal error while simulating this candidate: {what}"
+            ))
+        }
+    }
+}
+
+/// Evaluates the spec's candidates into `out` (created if missing): stored candidates are
+/// taken from the journal, the others run on `options.jobs` threads and are stored as they
+/// finish; then the tables are written.
+pub fn run(spec: &SweepSpec, out: &Path, options: &RunOptions) -> Result<Outcome> {
+    let mut evaluator = Evaluator::open(out, options, spec.gpu_budget)?;
+    let candidates = candidates(spec);
+    let rows: Vec<Row> = evaluator
+        .evaluate(&candidates)?
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, row)| row.map(|row| Row { index, ..row }))
+        .collect();
+    let files = table::write_outputs(spec, &rows, evaluator.over_budget, out)?;
+    Ok(Outcome {
+        rows,
+        evaluated: evaluator.evaluated,
+        stored: evaluator.stored,
+        over_budget: evaluator.over_budget,
+        files,
+    })
+}
+
+/// Evaluates candidates against one output directory's store: each candidate is validated,
+/// checked against the GPU budget, taken from the store or run (in parallel), and stored.
+/// Workloads are read once per distinct workload and shared by every later call.
+pub struct Evaluator {
+    journal: Journal,
+    pool: rayon::ThreadPool,
+    budget: Option<u64>,
+    progress: bool,
+    cancel: Option<Arc<AtomicBool>>,
+    workload_keys: Vec<String>,
+    workloads: Vec<std::result::Result<Arc<Workload>, String>>,
+    /// Candidates simulated (or rejected) so far.
+    pub evaluated: usize,
+    /// Candidates taken from the store so far.
+    pub stored: usize,
+    /// Candidates skipped for the budget so far.
+    pub over_budget: usize,
+}
+
+impl Evaluator {
+    /// Opens (creating) `out` and its store.
+    pub fn open(out: &Path, options: &RunOptions, budget: Option<u64>) -> Result<Self> {
+        if out.exists() && !out.is_dir() {
+            return Err(Error::usage(format!(
+                "--out: {} exists and is not a directory",
+                out.display()
+            )));
+        }
+        std::fs::create_dir_all(out)
+            .map_err(|err| Error::runtime(format!("cannot create {}: {err}", out.display())))?;
+        let journal = Journal::open(out)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.jobs.unwrap_or(0))
+            .build()
+            .map_err(|err| Error::runtime(format!("cannot start the sweep's threads: {err}")))?;
+        Ok(Evaluator {
+            journal,
+            pool,
+            budget,
+            progress: options.progress,
+            cancel: options.cancel.clone(),
+            workload_keys: Vec::new(),
+            workloads: Vec::new(),
+            evaluated: 0,
+            stored: 0,
+            over_budget: 0,
+        })
+    }
+
+    /// The workload of a spec, read on first use.
+    fn workload_of(&mut self, spec: &ReplaySpec) -> usize {
+        let key = workload_key(spec);
+        if let Some(position) = self.workload_keys.iter().position(|known| *known == key) {
+            return position;
+        }
+        self.workload_keys.push(key);
+        self.workloads.push(
+            dynosim::load_workload(spec)
+                .map(Arc::new)
+                .map_err(|err| python_message(&err)),
+        );
+        self.workloads.len() - 1
+    }
+
+    /// One row per candidate, in order (`index` is the position in `candidates`); `None` for
+    /// a candidate over the GPU budget.
+    pub fn evaluate(&mut self, candidates: &[Candidate]) -> Result<Vec<Option<Row>>> {
+        let mut rows: Vec<Option<Row>> = vec![None; candidates.len()];
+        let mut pending = Vec::new();
+        for (index, candidate) in candidates.iter().enumerate() {
+            let row = |stored: &Stored| Row {
+                index,
+                candidate: candidate.hash.clone(),
+                settings: candidate.settings.clone(),
+                gpus: stored.gpus,
+                error: stored.error.clone(),
+                report: stored.report.clone(),
+            };
+            let validated = candidate
+                .settings
+                .to_options()
+                .and_then(|options| options.into_spec().map_err(|err| python_message(&err)));
+            let gpus = validated.as_ref().ok().map(gpus_of);
+            if let (Some(gpus), Some(budget)) = (gpus, self.budget) {
+                if gpus > budget {
+                    self.over_budget += 1;
+                    continue;
+                }
+            }
+            if let Some(stored) = self.journal.stored(&candidate.hash) {
+                self.stored += 1;
+                rows[index] = Some(row(stored));
+                continue;
+            }
+            match validated {
+                Err(error) => {
+                    let outcome = Stored {
+                        gpus: None,
+                        error,
+                        report: Map::new(),
+                    };
+                    self.journal
+                        .append(&candidate.hash, &candidate.settings.values, &outcome)?;
+                    self.evaluated += 1;
+                    rows[index] = Some(row(&outcome));
+                }
+                Ok(replay_spec) => {
+                    let workload = self.workload_of(&replay_spec);
+                    pending.push(Pending {
+                        index,
+                        spec: replay_spec,
+                        gpus: gpus.unwrap_or(0),
+                        workload,
+                    });
+                }
+            }
+        }
+
+        let progress = progress_bar(self.progress, pending.len());
+        let (journal, workloads) = (&self.journal, &self.workloads);
+        let cancel = self.cancel.as_deref();
+        let finished: Vec<(usize, Stored)> = self.pool.install(|| {
+            pending
+                .par_iter()
+                .map(|job| {
+                    if cancel.is_some_and(|cancel| cancel.load(Ordering::Relaxed)) {
+                        return Err(Error::runtime("sweep interrupted"));
+                    }
+                    let result = match &workloads[job.workload] {
+                        Ok(workload) => simulate_one(&job.spec, workload),
+                        Err(error) => Err(error.clone()),
+                    };
+                    let (report, error) = match result {
+                        Ok(report) => (report, String::new()),
+                        Err(error) => (Map::new(), error),
+                    };
+                    let outcome = Stored {
+                        gpus: Some(job.gpus),
+                        error,
+                        report,
+                    };
+                    let candidate = &candidates[job.index];
+                    let appended =
+                        journal.append(&candidate.hash, &candidate.settings.values, &outcome);
+                    progress.inc(1);
+                    appended.map(|()| (job.index, outcome))
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
+        progress.finish_and_clear();
+        self.evaluated += finished.len();
+        for (index, outcome) in finished {
+            let candidate = &candidates[index];
+            rows[index] = Some(Row {
+                index,
+                candidate: candidate.hash.clone(),
+                settings: candidate.settings.clone(),
+                gpus: outcome.gpus,
+                error: outcome.error,
+                report: outcome.report,
+            });
+        }
+        Ok(rows)
+    }
+}
+
+fn progress_bar(wanted: bool, total: usize) -> indicatif::ProgressBar {
+    if !wanted || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "sweep {bar:40} {pos}/{len} candidates, {elapsed} elapsed, eta {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}

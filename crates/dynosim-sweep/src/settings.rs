@@ -1,0 +1,456 @@
+//! One run's settings, named like the Python API's keyword arguments, and the one mapping from
+//! them to [`ReplayOptions`] (what the candidate runs) and to `dynosim` flags (the command line
+//! that reproduces it).
+//!
+//! INTERFACE
+//! - [`Settings`]: a resolved candidate, setting name -> JSON value (objects for the engine
+//!   arguments and router config). [`Settings::to_options`] fills `ReplayOptions`;
+//!   [`Settings::command_line`] gives the `dynosim` command line of the same run.
+//! - [`check_value`] types one value of a setting (a top-level name or a dotted
+//!   `extra_engine_args.*` / `prefill_engine_args.*` / `decode_engine_args.*` /
+//!   `router_config.*` key) as the spec is read, so a bad spec fails before any run.
+//!
+//! The aggregated and disaggregated engine arguments and the router config are JSON objects
+//! handed to the same parsers the CLI's JSON flags use; the AIC settings use the flat `aic_*`
+//! names of the CLI (the Python API groups them in `aic_perf_config`).
+
+use std::path::PathBuf;
+
+use dynosim::config::{engine_args, router_config, ReplayOptions};
+use serde_json::{Map, Value};
+
+/// How a setting's JSON value is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Int,
+    OptInt,
+    Float,
+    OptFloat,
+    Text,
+    OptText,
+    /// A JSON object handed to a parser (engine arguments, router config); `null` unsets it.
+    Object,
+    /// Trace file(s): a path, or a list of paths (`trace_files`).
+    Paths,
+}
+
+/// Declares the settings (name and kind) in the order the command line lists them, and the
+/// assignment of each to its `ReplayOptions` field, so the two cannot drift apart.
+macro_rules! settings_table {
+    ($($name:ident: $kind:ident,)*) => {
+        /// Every setting a sweep accepts, with its kind, in command-line order.
+        const SETTINGS: &[(&str, Kind)] = &[$((stringify!($name), Kind::$kind)),*];
+
+        /// Assigns one (already type-checked) setting to its option field.
+        fn assign(options: &mut ReplayOptions, name: &str, value: &Value) -> Result<(), String> {
+            match name {
+                $(stringify!($name) => options.$name = read::$kind(value)?,)*
+                "trace_file" => options.trace_files = read::Paths(value)?,
+                _ => return Err(unknown_setting_message(name)),
+            }
+            Ok(())
+        }
+    };
+}
+
+settings_table! {
+    trace_files: Paths,
+    trace_format: Text,
+    trace_block_size: OptInt,
+    trace_shared_prefix_ratio: Float,
+    trace_num_prefix_groups: Int,
+    arrival_speedup_ratio: Float,
+    input_tokens: OptInt,
+    output_tokens: OptInt,
+    request_count: OptInt,
+    request_rate: OptFloat,
+    arrival_interval_ms: OptFloat,
+    arrival_seed: Int,
+    turns_per_session: Int,
+    shared_prefix_ratio: Float,
+    num_prefix_groups: Int,
+    inter_turn_delay_ms: Float,
+    replay_concurrency: OptInt,
+    extra_engine_args: Object,
+    prefill_engine_args: Object,
+    decode_engine_args: Object,
+    num_workers: Int,
+    num_prefill_workers: Int,
+    num_decode_workers: Int,
+    router_mode: Text,
+    router_config: Object,
+    router_seed: Int,
+    model_name: OptText,
+    sla_ttft_ms: OptFloat,
+    sla_itl_ms: OptFloat,
+    sla_e2e_ms: OptFloat,
+    aic_backend: OptText,
+    aic_system: OptText,
+    aic_model_path: OptText,
+    aic_backend_version: OptText,
+    aic_tp_size: OptInt,
+    aic_moe_tp_size: OptInt,
+    aic_moe_ep_size: OptInt,
+    aic_attention_dp_size: OptInt,
+    aic_gemm_dtype: OptText,
+    aic_moe_dtype: OptText,
+    aic_fmha_dtype: OptText,
+    aic_kv_cache_dtype: OptText,
+    aic_comm_dtype: OptText,
+    aic_nextn: OptInt,
+    aic_nextn_accept_rates: OptText,
+}
+
+/// The settings holding JSON objects, with the key types their parser accepts.
+const OBJECT_SETTINGS: &[(&str, &[(&str, &str)])] = &[
+    ("extra_engine_args", engine_args::ACCEPTED_KEY_TYPES),
+    ("prefill_engine_args", engine_args::ACCEPTED_KEY_TYPES),
+    ("decode_engine_args", engine_args::ACCEPTED_KEY_TYPES),
+    ("router_config", router_config::ACCEPTED_KEY_TYPES),
+];
+
+fn kind_of(name: &str) -> Option<Kind> {
+    if name == "trace_file" {
+        return Some(Kind::Paths);
+    }
+    SETTINGS
+        .iter()
+        .find(|(setting, _)| *setting == name)
+        .map(|&(_, kind)| kind)
+}
+
+fn unknown_setting_message(name: &str) -> String {
+    let names: Vec<&str> = std::iter::once("trace_file")
+        .chain(SETTINGS.iter().map(|(setting, _)| *setting))
+        .collect();
+    format!(
+        "unknown setting '{name}'; expected one of: {}, or a dotted key into \
+         extra_engine_args, prefill_engine_args, decode_engine_args or router_config",
+        names.join(", ")
+    )
+}
+
+/// Readers from a JSON value to an option field's type, one per [`Kind`] (named like it, so
+/// the table above can name them).
+#[allow(non_snake_case)]
+mod read {
+    use super::*;
+
+    pub fn Int(value: &Value) -> Result<i64, String> {
+        value
+            .as_i64()
+            .ok_or_else(|| format!("expected an integer, got {value}"))
+    }
+
+    pub fn OptInt(value: &Value) -> Result<Option<i64>, String> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        Int(value).map(Some)
+    }
+
+    pub fn Float(value: &Value) -> Result<f64, String> {
+        value
+            .as_f64()
+            .ok_or_else(|| format!("expected a number, got {value}"))
+    }
+
+    pub fn OptFloat(value: &Value) -> Result<Option<f64>, String> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        Float(value).map(Some)
+    }
+
+    pub fn Text(value: &Value) -> Result<String, String> {
+        value
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("expected a string, got {value}"))
+    }
+
+    pub fn OptText(value: &Value) -> Result<Option<String>, String> {
+        if value.is_null() {
+            return Ok(None);
+        }
+        Text(value).map(Some)
+    }
+
+    pub fn Object(value: &Value) -> Result<Option<String>, String> {
+        match value {
+            Value::Null => Ok(None),
+            Value::Object(_) => Ok(Some(value.to_string())),
+            _ => Err(format!("expected a mapping, got {value}")),
+        }
+    }
+
+    pub fn Paths(value: &Value) -> Result<Vec<PathBuf>, String> {
+        match value {
+            Value::Null => Ok(Vec::new()),
+            Value::String(path) => Ok(vec![PathBuf::from(path)]),
+            Value::Array(items) => items
+                .iter()
+                .map(|item| {
+                    item.as_str()
+                        .map(PathBuf::from)
+                        .ok_or_else(|| format!("expected a path, got {item}"))
+                })
+                .collect(),
+            _ => Err(format!("expected a path or a list of paths, got {value}")),
+        }
+    }
+}
+
+/// Checks that `key` names a setting (or a key of an object setting) and that `value` has its
+/// type. Messages name what is wrong, not where: the caller prefixes the spec file and key.
+pub fn check_value(key: &str, value: &Value) -> Result<(), String> {
+    if let Some((object, field)) = key.split_once('.') {
+        let Some(&(_, key_types)) = OBJECT_SETTINGS.iter().find(|(name, _)| *name == object) else {
+            return Err(format!(
+                "'{object}' holds no nested settings; dotted keys go into extra_engine_args, \
+                 prefill_engine_args, decode_engine_args or router_config"
+            ));
+        };
+        let Some(&(_, type_name)) = key_types.iter().find(|(name, _)| *name == field) else {
+            let names: Vec<&str> = key_types.iter().map(|(name, _)| *name).collect();
+            return Err(format!(
+                "unknown {object} key '{field}'; expected one of: {}",
+                names.join(", ")
+            ));
+        };
+        return check_json_type(type_name, value);
+    }
+    let kind = kind_of(key).ok_or_else(|| unknown_setting_message(key))?;
+    let mut scratch = ReplayOptions::default();
+    assign(&mut scratch, key, value)?;
+    if kind == Kind::Object {
+        if let Value::Object(object) = value {
+            for (field, field_value) in object {
+                check_value(&format!("{key}.{field}"), field_value)
+                    .map_err(|message| format!("{field}: {message}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks a nested value against the Rust type its parser reads it as (as named in the
+/// parsers' key tables); types this cannot judge (enums, nested objects) are left to the
+/// parser, whose message then becomes the candidate's error.
+fn check_json_type(type_name: &str, value: &Value) -> Result<(), String> {
+    if let Some(inner) = type_name
+        .strip_prefix("Option<")
+        .and_then(|rest| rest.strip_suffix('>'))
+    {
+        return if value.is_null() {
+            Ok(())
+        } else {
+            check_json_type(inner, value)
+        };
+    }
+    let fits = match type_name {
+        "usize" | "u64" | "u32" | "u16" => value.as_u64().is_some(),
+        "f64" => value.is_number(),
+        "bool" => value.is_boolean(),
+        "String" | "PathBuf" => value.is_string(),
+        _ => true,
+    };
+    if fits {
+        Ok(())
+    } else {
+        let expected = match type_name {
+            "usize" | "u64" | "u32" | "u16" => "a non-negative integer",
+            "f64" => "a number",
+            "bool" => "true or false",
+            _ => "a string",
+        };
+        Err(format!("expected {expected}, got {value}"))
+    }
+}
+
+/// A candidate's resolved settings: the base with the candidate's values applied.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    pub values: Map<String, Value>,
+}
+
+impl Settings {
+    /// Applies one value: a dotted key sets a key of its object setting (created if unset).
+    pub fn set(&mut self, key: &str, value: Value) {
+        match key.split_once('.') {
+            Some((object, field)) => {
+                let slot = self
+                    .values
+                    .entry(object.to_owned())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !slot.is_object() {
+                    *slot = Value::Object(Map::new());
+                }
+                if let Value::Object(map) = slot {
+                    map.insert(field.to_owned(), value);
+                }
+            }
+            None => {
+                self.values.insert(key.to_owned(), value);
+            }
+        }
+    }
+
+    /// The value of a key (dotted keys look into their object), if set.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        match key.split_once('.') {
+            Some((object, field)) => self.values.get(object)?.get(field),
+            None => self.values.get(key),
+        }
+    }
+
+    /// The replay options of this candidate (validated later by `ReplayOptions::into_spec`).
+    pub fn to_options(&self) -> Result<ReplayOptions, String> {
+        let mut options = ReplayOptions::default();
+        for (name, value) in &self.values {
+            assign(&mut options, name, value).map_err(|message| format!("{name}: {message}"))?;
+        }
+        Ok(options)
+    }
+
+    /// The `dynosim` command line that runs this candidate alone (shell-quoted), in the
+    /// settings' table order; unset optional settings are left out.
+    pub fn command_line(&self) -> String {
+        let mut words: Vec<String> = vec!["dynosim".into()];
+        for path in self.trace_paths() {
+            words.push(path);
+        }
+        for (name, kind) in SETTINGS {
+            if *kind == Kind::Paths {
+                continue;
+            }
+            let Some(value) = self.values.get(*name) else {
+                continue;
+            };
+            let text = match value {
+                Value::Null => continue,
+                Value::String(text) => text.clone(),
+                Value::Number(number) => match number.as_i64() {
+                    Some(int) => int.to_string(),
+                    // Rust's shortest round-trip form, which the CLI's float parser reads back
+                    // to the same value.
+                    None => number.as_f64().unwrap_or(f64::NAN).to_string(),
+                },
+                other => other.to_string(),
+            };
+            words.push(format!("--{}", name.replace('_', "-")));
+            words.push(text);
+        }
+        shell_words::join(words)
+    }
+
+    fn trace_paths(&self) -> Vec<String> {
+        let mut paths = Vec::new();
+        for name in ["trace_file", "trace_files"] {
+            if let Some(Ok(files)) = self.values.get(name).map(read::Paths) {
+                paths.extend(files.iter().map(|path| path.display().to_string()));
+            }
+        }
+        paths
+    }
+}
+
+/// Every flag the command lines may use (for tests that check them against the CLI).
+pub fn flag_names() -> Vec<String> {
+    SETTINGS
+        .iter()
+        .filter(|(_, kind)| *kind != Kind::Paths)
+        .map(|(name, _)| format!("--{}", name.replace('_', "-")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn settings(value: Value) -> Settings {
+        Settings {
+            values: value.as_object().unwrap().clone(),
+        }
+    }
+
+    #[test]
+    fn every_setting_fills_its_option() {
+        let candidate = settings(json!({
+            "trace_file": "t.jsonl",
+            "num_workers": 3,
+            "arrival_speedup_ratio": 2,
+            "router_mode": "kv_router",
+            "extra_engine_args": {"block_size": 16},
+            "aic_tp_size": 2,
+            "request_rate": null,
+        }));
+        let options = candidate.to_options().unwrap();
+        assert_eq!(options.trace_files, vec![PathBuf::from("t.jsonl")]);
+        assert_eq!(options.num_workers, 3);
+        assert_eq!(options.arrival_speedup_ratio, 2.0);
+        assert_eq!(options.router_mode, "kv_router");
+        assert_eq!(
+            options.extra_engine_args.as_deref(),
+            Some(r#"{"block_size":16}"#)
+        );
+        assert_eq!(options.aic_tp_size, Some(2));
+        assert_eq!(options.request_rate, None);
+    }
+
+    #[test]
+    fn dotted_keys_set_object_fields() {
+        let mut candidate = settings(json!({"extra_engine_args": {"block_size": 16}}));
+        candidate.set("extra_engine_args.max_num_seqs", json!(8));
+        candidate.set("router_config.overlap_score_credit", json!(0.5));
+        assert_eq!(
+            candidate.values["extra_engine_args"],
+            json!({"block_size": 16, "max_num_seqs": 8})
+        );
+        assert_eq!(
+            candidate.get("router_config.overlap_score_credit"),
+            Some(&json!(0.5))
+        );
+    }
+
+    #[test]
+    fn command_line_quotes_and_orders_flags() {
+        let candidate = settings(json!({
+            "num_workers": 2,
+            "extra_engine_args": {"block_size": 16},
+            "trace_file": "my trace.jsonl",
+            "shared_prefix_ratio": 0.1,
+            "model_name": null,
+        }));
+        assert_eq!(
+            candidate.command_line(),
+            "dynosim 'my trace.jsonl' --shared-prefix-ratio 0.1 --extra-engine-args \
+             '{\"block_size\":16}' --num-workers 2"
+        );
+    }
+
+    #[test]
+    fn bad_values_and_keys_are_named() {
+        assert_eq!(
+            check_value("num_workers", &json!("two")).unwrap_err(),
+            "expected an integer, got \"two\""
+        );
+        assert!(check_value("num_wrokers", &json!(1))
+            .unwrap_err()
+            .starts_with("unknown setting 'num_wrokers'"));
+        assert!(check_value("extra_engine_args.max_num_sqs", &json!(1))
+            .unwrap_err()
+            .starts_with("unknown extra_engine_args key 'max_num_sqs'"));
+        assert_eq!(
+            check_value("extra_engine_args.max_num_seqs", &json!(-1)).unwrap_err(),
+            "expected a non-negative integer, got -1"
+        );
+        assert_eq!(
+            check_value("extra_engine_args", &json!({"block_size": "x"})).unwrap_err(),
+            "block_size: expected a non-negative integer, got \"x\""
+        );
+        assert!(check_value("router_config.overlap_score_credit", &json!(1)).is_ok());
+        assert!(check_value("router_config.overlap_score_weight", &json!(null)).is_ok());
+    }
+}

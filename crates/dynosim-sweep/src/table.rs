@@ -1,0 +1,204 @@
+//! The sweep's rows and the files written from them: `results.csv`, `pareto.csv`, `best.json`.
+//!
+//! INTERFACE
+//! - [`Row`]: one candidate's outcome (hash, settings, GPUs, error, report keys).
+//! - [`write_outputs`]: writes the three files into the output directory, each replaced
+//!   atomically (temporary file, then rename), so a reader never sees half a table.
+//!
+//! Columns: `candidate`, one per swept key (named as in the spec), `gpus`, `feasible` (the
+//! spec's SLAs; empty for a failed row), `error` (empty when it ran), then every report key in
+//! the report's order. Rows are in candidate order (the grid's order), so the same spec gives
+//! byte-identical tables, `wall_time_ms` (the simulator's own speed) apart.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use dynosim::report::key_order;
+use dynosim::{Error, Result};
+use serde_json::{json, Map, Value};
+
+use crate::objectives::{best_row, feasible, pareto_front};
+use crate::settings::Settings;
+use crate::spec::SweepSpec;
+
+/// One candidate's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// Position in the sweep's candidate list (the table's order).
+    pub index: usize,
+    /// Hash of the candidate's resolved settings (see [`crate::candidate_hash`]).
+    pub candidate: String,
+    pub settings: Settings,
+    /// GPUs the deployment uses (workers × `aic_tp_size` × `dp_size`, summed over pools);
+    /// `None` when its settings were rejected.
+    pub gpus: Option<u64>,
+    /// Empty when it ran; otherwise why it did not.
+    pub error: String,
+    /// The report's keys and values (empty for a failed row).
+    pub report: Map<String, Value>,
+}
+
+impl Row {
+    /// A report key's value as a float.
+    pub fn metric(&self, key: &str) -> Option<f64> {
+        self.report.get(key)?.as_f64()
+    }
+}
+
+/// The text of one cell: strings bare, numbers in their shortest exact form, objects as JSON.
+pub fn cell(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Number(number)) => match number.as_i64() {
+            Some(int) => int.to_string(),
+            None => number.as_f64().unwrap_or(f64::NAN).to_string(),
+        },
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The report columns of a table: the report's key order, with the goodput keys when any row
+/// has them.
+fn report_columns(rows: &[Row]) -> Vec<&'static str> {
+    let with_goodput = rows
+        .iter()
+        .any(|row| row.report.contains_key("goodput_completed_requests"));
+    key_order(with_goodput)
+}
+
+/// Header and cells of the table for `rows`.
+pub fn table(spec: &SweepSpec, rows: &[Row]) -> (Vec<String>, Vec<Vec<String>>) {
+    let swept = spec.swept_keys();
+    let report_keys = report_columns(rows);
+    let mut header = vec!["candidate".to_owned()];
+    header.extend(swept.iter().cloned());
+    header.extend(["gpus", "feasible", "error"].map(String::from));
+    header.extend(report_keys.iter().map(|key| (*key).to_owned()));
+    let cells = rows
+        .iter()
+        .map(|row| {
+            let mut line = vec![row.candidate.clone()];
+            line.extend(swept.iter().map(|key| cell(row.settings.get(key))));
+            line.push(row.gpus.map(|gpus| gpus.to_string()).unwrap_or_default());
+            line.push(if row.error.is_empty() {
+                feasible(row, &spec.sla).to_string()
+            } else {
+                String::new()
+            });
+            line.push(row.error.clone());
+            line.extend(report_keys.iter().map(|key| cell(row.report.get(*key))));
+            line
+        })
+        .collect();
+    (header, cells)
+}
+
+fn csv_text(header: &[String], cells: &[Vec<String>]) -> Result<Vec<u8>> {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let fail = |err: csv::Error| Error::runtime(format!("cannot format the table: {err}"));
+    writer.write_record(header).map_err(fail)?;
+    for line in cells {
+        writer.write_record(line).map_err(fail)?;
+    }
+    writer
+        .into_inner()
+        .map_err(|err| Error::runtime(format!("cannot format the table: {err}")))
+}
+
+/// `best.json`: the spec's SLAs, counts, the best feasible row per objective (with the
+/// `dynosim` command line that reproduces it), and the Pareto front's candidates.
+pub fn best_json(spec: &SweepSpec, rows: &[Row], over_budget: usize) -> Value {
+    let mut best = Map::new();
+    for &objective in &spec.objectives {
+        let entry = match best_row(rows, &spec.sla, objective) {
+            Some(row) => {
+                let swept: Map<String, Value> = spec
+                    .swept_keys()
+                    .into_iter()
+                    .map(|key| {
+                        let value = row.settings.get(&key).cloned().unwrap_or(Value::Null);
+                        (key, value)
+                    })
+                    .collect();
+                json!({
+                    "candidate": row.candidate,
+                    "value": objective.value(row),
+                    "gpus": row.gpus,
+                    "swept": swept,
+                    "command": row.settings.command_line(),
+                    "settings": row.settings.values,
+                    "report": row.report,
+                })
+            }
+            None => Value::Null,
+        };
+        best.insert(objective.name().to_owned(), entry);
+    }
+    let sla: Map<String, Value> = spec
+        .sla
+        .iter()
+        .map(|bound| (bound.metric.clone(), json!(bound.limit)))
+        .collect();
+    json!({
+        "spec": spec.name,
+        "candidates": rows.len(),
+        "over_budget_skipped": over_budget,
+        "gpu_budget": spec.gpu_budget,
+        "failed": rows.iter().filter(|row| !row.error.is_empty()).count(),
+        "feasible": rows.iter().filter(|row| feasible(row, &spec.sla)).count(),
+        "sla": sla,
+        "best": best,
+        "pareto": pareto_front(rows)
+            .into_iter()
+            .map(|index| rows[index].candidate.clone())
+            .collect::<Vec<_>>(),
+    })
+}
+
+/// Writes `results.csv`, `pareto.csv` and `best.json` into `dir`; returns their paths.
+pub fn write_outputs(
+    spec: &SweepSpec,
+    rows: &[Row],
+    over_budget: usize,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    let (header, cells) = table(spec, rows);
+    let front: Vec<Vec<String>> = pareto_front(rows)
+        .into_iter()
+        .map(|index| cells[index].clone())
+        .collect();
+    let mut best = serde_json::to_string_pretty(&best_json(spec, rows, over_budget))
+        .map_err(|err| Error::runtime(format!("cannot format best.json: {err}")))?;
+    best.push('\n');
+    let files = [
+        ("results.csv", csv_text(&header, &cells)?),
+        ("pareto.csv", csv_text(&header, &front)?),
+        ("best.json", best.into_bytes()),
+    ];
+    let mut written = Vec::new();
+    for (name, bytes) in files {
+        let path = dir.join(name);
+        write_atomically(&path, &bytes)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Writes a file through a temporary file beside it and a rename.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = path.with_file_name(format!(".{name}.tmp"));
+    let fail =
+        |err: std::io::Error| Error::runtime(format!("cannot write {}: {err}", path.display()));
+    let result = std::fs::File::create(&temporary)
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
+        .and_then(|()| std::fs::rename(&temporary, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result.map_err(fail)
+}

@@ -1,0 +1,315 @@
+//! Sweeps run through the library: resume without recomputing, the same table whatever the
+//! thread count, seeded sampling, errors as rows, and the Pareto front's definition.
+
+use std::fs;
+use std::path::Path;
+
+use dynosim_sweep::objectives::pareto_front;
+use dynosim_sweep::store::JOURNAL_FILE;
+use dynosim_sweep::{
+    candidates, run, Row, RunOptions, Settings, Strategy, SweepSpec, SIMULATOR_SPEED_KEYS,
+};
+use proptest::prelude::*;
+use serde_json::{json, Map, Value};
+
+fn spec(value: Value) -> SweepSpec {
+    SweepSpec::from_value("spec", &value).unwrap()
+}
+
+fn small_spec() -> SweepSpec {
+    spec(json!({
+        "base": {
+            "input_tokens": 512, "output_tokens": 32, "request_count": 24,
+            "replay_concurrency": 8, "shared_prefix_ratio": 0.5, "num_prefix_groups": 3,
+            "extra_engine_args": {"num_gpu_blocks": 120, "block_size": 64},
+        },
+        "grid": {
+            "num_workers": [1, 2, 3],
+            "router_mode": ["round_robin", "kv_router"],
+            "extra_engine_args.max_num_seqs": [4, 16],
+        },
+    }))
+}
+
+fn jobs(count: usize) -> RunOptions {
+    RunOptions {
+        jobs: Some(count),
+        progress: false,
+        cancel: None,
+    }
+}
+
+/// A table with the simulator-speed columns blanked (they measure this machine, not the run).
+fn comparable_table(path: &Path) -> String {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    let mut lines = vec![header.join(",")];
+    for record in reader.records() {
+        let record = record.unwrap();
+        let cells: Vec<&str> = header
+            .iter()
+            .zip(record.iter())
+            .map(|(column, cell)| {
+                if SIMULATOR_SPEED_KEYS.contains(&column.as_str()) {
+                    "-"
+                } else {
+                    cell
+                }
+            })
+            .collect();
+        lines.push(cells.join(","));
+    }
+    lines.join("\n")
+}
+
+#[test]
+fn the_table_does_not_depend_on_the_thread_count() {
+    let spec = small_spec();
+    let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let serial = run(&spec, one.path(), &jobs(1)).unwrap();
+    let parallel = run(&spec, two.path(), &jobs(2)).unwrap();
+    assert_eq!(serial.rows.len(), 12);
+    assert_eq!((serial.evaluated, parallel.evaluated), (12, 12));
+    // kv_router with one worker is rejected by the replay: its rows carry the message.
+    let failed: Vec<&Row> = serial
+        .rows
+        .iter()
+        .filter(|row| !row.error.is_empty())
+        .collect();
+    assert_eq!(failed.len(), 2);
+    assert!(
+        failed[0]
+            .error
+            .contains("kv_router with more than one worker"),
+        "{}",
+        failed[0].error
+    );
+    for name in ["results.csv", "pareto.csv"] {
+        assert_eq!(
+            comparable_table(&one.path().join(name)),
+            comparable_table(&two.path().join(name)),
+            "{name}"
+        );
+    }
+    let strip = |dir: &Path| {
+        let mut best: Value =
+            serde_json::from_str(&fs::read_to_string(dir.join("best.json")).unwrap()).unwrap();
+        for entry in best["best"].as_object_mut().unwrap().values_mut() {
+            if let Some(report) = entry.get_mut("report").and_then(Value::as_object_mut) {
+                for key in SIMULATOR_SPEED_KEYS {
+                    report.remove(key);
+                }
+            }
+        }
+        best
+    };
+    assert_eq!(strip(one.path()), strip(two.path()));
+}
+
+#[test]
+fn a_restarted_sweep_recomputes_no_stored_row() {
+    let spec = small_spec();
+    let dir = tempfile::tempdir().unwrap();
+    let first = run(&spec, dir.path(), &jobs(2)).unwrap();
+    let full_table = comparable_table(&dir.path().join("results.csv"));
+    // Keep half the journal and cut the next line short, as a run killed mid-write leaves it.
+    let journal = dir.path().join(JOURNAL_FILE);
+    let text = fs::read_to_string(&journal).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let kept = lines.len() / 2;
+    let mut cut = lines[..kept].join("\n");
+    cut.push('\n');
+    cut.push_str(&lines[kept][..lines[kept].len() / 2]);
+    fs::write(&journal, cut).unwrap();
+    fs::remove_file(dir.path().join("results.csv")).unwrap();
+
+    let resumed = run(&spec, dir.path(), &jobs(2)).unwrap();
+    assert_eq!(resumed.stored, kept);
+    assert_eq!(resumed.evaluated, first.rows.len() - kept);
+    assert_eq!(
+        comparable_table(&dir.path().join("results.csv")),
+        full_table
+    );
+    // Stored rows are taken as stored: their wall times are the first run's.
+    let stored_hashes: Vec<String> = lines[..kept]
+        .iter()
+        .map(|line| {
+            serde_json::from_str::<Value>(line).unwrap()["candidate"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    for row in &resumed.rows {
+        if stored_hashes.contains(&row.candidate) {
+            let before = first
+                .rows
+                .iter()
+                .find(|old| old.candidate == row.candidate)
+                .unwrap();
+            assert_eq!(row.report, before.report);
+        }
+    }
+    // A third run finds everything stored.
+    let again = run(&spec, dir.path(), &jobs(2)).unwrap();
+    assert_eq!((again.stored, again.evaluated), (first.rows.len(), 0));
+}
+
+#[test]
+fn an_extended_grid_runs_only_the_new_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut narrow = small_spec();
+    narrow.grids[0].axes[0].1 = vec![json!(2)];
+    let first = run(&narrow, dir.path(), &jobs(2)).unwrap();
+    assert_eq!(first.evaluated, 4);
+    let extended = run(&small_spec(), dir.path(), &jobs(2)).unwrap();
+    assert_eq!((extended.stored, extended.evaluated), (4, 8));
+}
+
+#[test]
+fn the_budget_skips_candidates_and_counts_gpus_like_the_report() {
+    let mut spec = small_spec();
+    spec.grids[0].axes.push((
+        "extra_engine_args.aic_tp_size".into(),
+        vec![json!(1), json!(2)],
+    ));
+    spec.gpu_budget = Some(4);
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run(&spec, dir.path(), &jobs(2)).unwrap();
+    // 24 candidates; tp 2 with 3 workers (6 GPUs) is over: 4 of them.
+    assert_eq!(outcome.over_budget, 4);
+    assert_eq!(outcome.rows.len(), 20);
+    for row in outcome.rows.iter().filter(|row| row.error.is_empty()) {
+        let per_worker = row.metric("decode_gpus_per_worker").unwrap() as u64;
+        let workers = row.settings.get("num_workers").unwrap().as_u64().unwrap();
+        assert_eq!(row.gpus, Some(per_worker * workers));
+        assert!(row.gpus.unwrap() <= 4);
+    }
+}
+
+#[test]
+fn a_missing_trace_fails_its_rows_not_the_sweep() {
+    let spec = spec(json!({
+        "base": {"trace_file": "/nonexistent/trace.jsonl"},
+        "grid": {"num_workers": [1, 2]},
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run(&spec, dir.path(), &jobs(2)).unwrap();
+    assert_eq!(outcome.rows.len(), 2);
+    for row in &outcome.rows {
+        assert!(
+            row.error.contains("/nonexistent/trace.jsonl"),
+            "{}",
+            row.error
+        );
+    }
+}
+
+#[test]
+fn random_sampling_is_seeded_and_keeps_grid_order() {
+    let mut spec = small_spec();
+    let all = candidates(&spec);
+    spec.strategy = Strategy::Random {
+        samples: 5,
+        seed: 11,
+    };
+    let drawn = candidates(&spec);
+    assert_eq!(drawn.len(), 5);
+    assert_eq!(drawn, candidates(&spec));
+    let positions: Vec<usize> = drawn
+        .iter()
+        .map(|candidate| all.iter().position(|other| other == candidate).unwrap())
+        .collect();
+    assert!(
+        positions.windows(2).all(|pair| pair[0] < pair[1]),
+        "{positions:?}"
+    );
+    spec.strategy = Strategy::Random {
+        samples: 5,
+        seed: 12,
+    };
+    assert_ne!(candidates(&spec), drawn);
+}
+
+#[test]
+fn hashes_ignore_key_order_but_not_values() {
+    let a = Settings {
+        values:
+            json!({"num_workers": 2, "extra_engine_args": {"block_size": 16, "num_gpu_blocks": 9}})
+                .as_object()
+                .unwrap()
+                .clone(),
+    };
+    let b = Settings {
+        values:
+            json!({"extra_engine_args": {"num_gpu_blocks": 9, "block_size": 16}, "num_workers": 2})
+                .as_object()
+                .unwrap()
+                .clone(),
+    };
+    assert_eq!(
+        dynosim_sweep::candidate_hash(&a),
+        dynosim_sweep::candidate_hash(&b)
+    );
+    let mut c = b.clone();
+    c.set("extra_engine_args.block_size", json!(32));
+    assert_ne!(
+        dynosim_sweep::candidate_hash(&a),
+        dynosim_sweep::candidate_hash(&c)
+    );
+}
+
+fn row_at(index: usize, gpus: u64, throughput: f64, per_user: f64, error: bool) -> Row {
+    let mut report = Map::new();
+    report.insert("output_throughput_tok_s".into(), json!(throughput));
+    report.insert(
+        "mean_output_token_throughput_per_user".into(),
+        json!(per_user),
+    );
+    Row {
+        index,
+        candidate: format!("c{index}"),
+        settings: Settings { values: Map::new() },
+        gpus: Some(gpus),
+        error: if error {
+            "failed".into()
+        } else {
+            String::new()
+        },
+        report,
+    }
+}
+
+proptest! {
+    /// The front holds exactly the rows that ran and that no other such row dominates.
+    #[test]
+    fn the_pareto_front_is_exactly_the_non_dominated_rows(
+        points in prop::collection::vec((1u64..4, 0u32..6, 0u32..6, prop::bool::weighted(0.1)), 0..40)
+    ) {
+        let rows: Vec<Row> = points
+            .iter()
+            .enumerate()
+            .map(|(index, &(gpus, throughput, per_user, error))| {
+                row_at(index, gpus, f64::from(throughput) * gpus as f64, f64::from(per_user), error)
+            })
+            .collect();
+        let point = |row: &Row| {
+            (row.metric("output_throughput_tok_s").unwrap() / row.gpus.unwrap() as f64,
+             row.metric("mean_output_token_throughput_per_user").unwrap())
+        };
+        let expected: Vec<usize> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, row)| row.error.is_empty())
+            .filter(|(_, row)| {
+                let (x, y) = point(row);
+                !rows.iter().filter(|other| other.error.is_empty()).any(|other| {
+                    let (ox, oy) = point(other);
+                    ox >= x && oy >= y && (ox > x || oy > y)
+                })
+            })
+            .map(|(index, _)| index)
+            .collect();
+        prop_assert_eq!(pareto_front(&rows), expected);
+    }
+}
