@@ -250,6 +250,17 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub aiperf_dir: Option<PathBuf>,
 
+    /// Also write an HTML report: latency distributions, throughput, queue depth, per-worker
+    /// load and KV-cache use over model time, prefix reuse and the configuration, in one file
+    /// that opens with no network (dynosim only; default: none)
+    #[arg(long, value_name = "PATH")]
+    pub html_report: Option<PathBuf>,
+
+    /// Print neither the progress bar (shown on stderr when it is a terminal) nor the summary
+    /// table; errors are still printed (dynosim only)
+    #[arg(long)]
+    pub quiet: bool,
+
     /// Stop the replay once the simulated clock would pass this many seconds, leaving
     /// in-flight requests incomplete (trace-file replay only; default: no cap)
     #[arg(long, value_name = "FLOAT", value_parser = parse_float)]

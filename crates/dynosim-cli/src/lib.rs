@@ -9,21 +9,25 @@ pub mod args;
 pub mod compare;
 pub mod live;
 pub mod output;
+pub mod progress;
 pub mod sweep;
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
 use dynosim::planner::PlannerOutcome;
-use dynosim::sim::{Simulated, VirtualClock};
+use dynosim::report::timeseries::TimeSeries;
+use dynosim::report::RecordSink;
+use dynosim::sim::{Observers, Progress, Simulated, VirtualClock};
 use dynosim::{LazyRecords, Report, RequestRecord};
 use live::{InterruptGuard, WallClock};
-use output::PreparedOutput;
+use output::{PreparedOutput, RecordStream};
 
 pub use args::Cli;
 
@@ -45,23 +49,40 @@ pub fn replay_with(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
     Ok(simulated.into_report(wall_time_ms))
 }
 
 /// Loads and simulates; returns the run and its wall time in ms (the simulation only, not
 /// workload loading, as the reference measures it).
-fn simulate_timed(spec: &ReplaySpec, cancel: &AtomicBool) -> dynosim::Result<(Simulated, f64)> {
+fn simulate_timed(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+) -> dynosim::Result<(Simulated, f64)> {
     // Timing tables (AIC) are built before the workload is read and the clock starts.
     let prepared = dynosim::prepare(spec)?;
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
     let simulated = match spec.replay_mode {
-        ReplayMode::Offline => dynosim::simulate_with(spec, workload, &mut VirtualClock, cancel)?,
-        ReplayMode::Online { speed } => {
-            dynosim::simulate_with(spec, workload, &mut WallClock::start(speed), cancel)?
-        }
+        ReplayMode::Offline => dynosim::simulate_streaming(
+            spec,
+            workload,
+            &mut VirtualClock,
+            cancel,
+            observers,
+            records,
+        )?,
+        ReplayMode::Online { speed } => dynosim::simulate_streaming(
+            spec,
+            workload,
+            &mut WallClock::start(speed),
+            cancel,
+            observers,
+            records,
+        )?,
     };
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
 }
@@ -86,6 +107,7 @@ pub fn replay_scaled_cancellable(
         &mut VirtualClock,
         cancel,
         &observers,
+        None,
         Some(policy),
     )?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
@@ -102,13 +124,67 @@ pub fn replay_planned_cancellable(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>, Option<PlannerOutcome>)> {
-    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
+    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(dynosim::Error::runtime("replay interrupted"));
     }
     let planner = simulated.take_planner();
     let (report, records) = simulated.into_report(wall_time_ms);
     Ok((report, records, planner))
+}
+
+/// [`replay_lazily`], recording what `observers` ask for: with [`Observers::timeseries`],
+/// the time series of the HTML report come back too.
+pub fn replay_observed(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
+    replay_streaming(spec, cancel, observers, None)
+}
+
+/// [`replay_observed`], handing the per-request records to `records` while the run goes on
+/// (see [`dynosim::simulate_streaming`]); the returned records are then empty.
+pub fn replay_streaming(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
+    let (report, records, series, _) = replay_streaming_planned(spec, cancel, observers, records)?;
+    Ok((report, records, series))
+}
+
+/// [`replay_streaming`], with what the planner did when the spec has one.
+pub fn replay_streaming_planned(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+) -> dynosim::Result<(
+    Report,
+    LazyRecords,
+    Option<TimeSeries>,
+    Option<PlannerOutcome>,
+)> {
+    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, observers, records)?;
+    let series = simulated.take_timeseries();
+    let planner = simulated.take_planner();
+    let (report, records) = simulated.into_report_lazily(wall_time_ms);
+    Ok((report, records, series, planner))
+}
+
+/// The HTML report of a run: `invocation` is the command as the user typed it (shown first
+/// in the page's configuration table).
+pub fn render_html_report(
+    invocation: &str,
+    spec: &ReplaySpec,
+    report: &Report,
+    series: &TimeSeries,
+) -> String {
+    let mut configuration = vec![("command".to_string(), invocation.to_string())];
+    configuration.extend(dynosim::report::html::spec_configuration(spec));
+    dynosim::report::html::render_run_report("dynosim run report", &configuration, report, series)
 }
 
 /// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
@@ -129,19 +205,8 @@ pub fn replay_lazily(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, LazyRecords)> {
-    let (report, records, _) = replay_planned(spec, cancel)?;
-    Ok((report, records))
-}
-
-/// [`replay_lazily`], with what the planner did when the spec has one.
-pub fn replay_planned(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-) -> dynosim::Result<(Report, LazyRecords, Option<PlannerOutcome>)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel)?;
-    let planner = simulated.planner().cloned();
-    let (report, records) = simulated.into_report_lazily(wall_time_ms);
-    Ok((report, records, planner))
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
+    Ok(simulated.into_report_lazily(wall_time_ms))
 }
 
 /// Runs the command: `args` are the arguments after the program name, `prog` is the name
@@ -161,27 +226,32 @@ where
     }
     let mut command = Cli::command().bin_name(prog).no_binary_name(true);
     let parsed = command
-        .try_get_matches_from_mut(args)
+        .try_get_matches_from_mut(args.clone())
         .and_then(|matches| Cli::from_arg_matches(&matches));
     let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
 
-    match run_parsed(&cli) {
+    let invocation = invocation(prog, &args);
+    match run_parsed(&cli, &invocation) {
         Ok(Finished {
             table,
             report_path,
             interrupted,
             planner,
         }) => {
-            let (before, after) = planner_lines(planner.as_ref());
-            let printed = write!(
-                stdout,
-                "{before}{table}\nSaved full report to: {}\n{after}",
-                report_path.display()
-            )
-            .and_then(|()| stdout.flush());
+            let printed = if cli.quiet {
+                Ok(())
+            } else {
+                let (before, after) = planner_lines(planner.as_ref());
+                write!(
+                    stdout,
+                    "{before}{table}\nSaved full report to: {}\n{after}",
+                    report_path.display()
+                )
+                .and_then(|()| stdout.flush())
+            };
             if interrupted {
                 let _ = writeln!(
                     stderr,
@@ -287,6 +357,12 @@ fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut
         Ok(cli) => cli,
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
+    if let Some(address) = &cli.ray {
+        return match sweep::run_on_ray(&cli, address) {
+            Ok(code) => code,
+            Err(err) => report_error(prog, &err, &mut command, stderr),
+        };
+    }
     match sweep::run(&cli) {
         Ok(text) => match stdout
             .write_all(text.as_bytes())
@@ -311,7 +387,7 @@ struct Finished {
 
 /// Validates, checks the outputs, replays and writes them. Every output is resolved and
 /// opened before the simulation, and none is published unless all of them are complete.
-fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
+fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
     let mut spec = options.into_spec()?;
@@ -322,20 +398,48 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
         spec.capture_requests = true;
     }
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
-    let mut jsonl = jsonl_path
+    let jsonl = jsonl_path
         .as_deref()
         .map(|path| PreparedOutput::prepare("per-request JSONL", path))
         .transpose()?;
     let mut report_file = PreparedOutput::prepare("report JSON", &report_path)?;
+    // Records go to the JSONL file while the run goes on, unless AIPerf's files need them
+    // all at the end (its summary statistics read every record).
+    let (stream, mut jsonl) = match jsonl {
+        Some(output) if cli.aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
+        other => (None, other),
+    };
+    let mut html = cli
+        .html_report
+        .as_deref()
+        .map(|path| PreparedOutput::prepare("HTML report", path))
+        .transpose()?;
     // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
     let interrupts =
         matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
-    let (report, records, planner) = replay_planned(&spec, &AtomicBool::new(false))?;
+    let progress = Arc::new(Progress::new());
+    let observers = Observers {
+        timeseries: html.is_some(),
+        progress: Some(Arc::clone(&progress)),
+    };
+    let bar = if cli.quiet {
+        None
+    } else {
+        progress::ProgressBar::start(progress)
+    };
+    let sink = stream.as_ref().map(RecordStream::sink);
+    let replayed = replay_streaming_planned(&spec, &AtomicBool::new(false), &observers, sink);
+    if let Some(bar) = bar {
+        bar.finish();
+    }
+    let (report, records, series, planner) = replayed?;
     // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
     let interrupted = interrupts
         .as_ref()
         .is_some_and(InterruptGuard::was_interrupted);
-    if let Some(jsonl) = &mut jsonl {
+    if let Some(stream) = stream {
+        jsonl = Some(stream.finish()?);
+    } else if let Some(jsonl) = &mut jsonl {
         output::write_records(jsonl, records.iter())?;
     }
     if let Some(dir) = &cli.aiperf_dir {
@@ -344,14 +448,35 @@ fn run_parsed(cli: &Cli) -> dynosim::Result<Finished> {
         aiperf::write_dir(dir, &report, &built)?;
     }
     drop(records);
+    if let (Some(html), Some(series)) = (&mut html, &series) {
+        html.write_all(render_html_report(invocation, &spec, &report, series).as_bytes())?;
+    }
     report_file.write_all(report.to_json_file_string().as_bytes())?;
-    output::commit(jsonl.into_iter().chain([report_file]).collect())?;
+    output::commit(jsonl.into_iter().chain(html).chain([report_file]).collect())?;
     Ok(Finished {
         table: report.render_table(),
         report_path,
         interrupted,
         planner,
     })
+}
+
+/// The command line as typed, for the HTML report: arguments that need it are quoted.
+fn invocation(prog: &str, args: &[OsString]) -> String {
+    let mut words = vec![prog.to_string()];
+    for arg in args {
+        let arg = arg.to_string_lossy();
+        let plain = !arg.is_empty()
+            && arg
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_=./:,@+%".contains(c));
+        words.push(if plain {
+            arg.into_owned()
+        } else {
+            format!("'{}'", arg.replace('\'', r"'\''"))
+        });
+    }
+    words.join(" ")
 }
 
 /// Prints a clap outcome: help goes to stdout with exit 0; errors go to stderr as

@@ -3,12 +3,12 @@
 fn main() {
     dynosim_cli::output::install_interrupt_cleanup();
     let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
+    // Not locked for the whole run: the progress bar's thread writes to stderr meanwhile.
     let code = dynosim_cli::run(
         "dynosim",
         std::env::args_os().skip(1),
         &mut stdout.lock(),
-        &mut stderr.lock(),
+        &mut std::io::stderr(),
     );
     std::process::exit(code);
 }

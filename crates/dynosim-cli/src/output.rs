@@ -19,7 +19,9 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
+use dynosim::report::RecordSink;
 use dynosim::{Error, RequestRecord, Result};
 
 /// Stem of the default report file name; the local time `%Y%m%d_%H%M%S` and `.json` follow.
@@ -88,6 +90,63 @@ pub fn write_records<R: std::borrow::Borrow<RequestRecord>>(
         output.write_all(line.as_bytes())?;
     }
     Ok(())
+}
+
+/// A prepared JSONL output that records are written to while the run goes on: the
+/// simulator's [`RecordSink`] end ([`RecordStream::sink`]) writes each record as it comes; the
+/// first write error is kept and the rest skipped, and [`RecordStream::finish`] gives the
+/// output back (to publish with [`commit`]) or that error.
+pub struct RecordStream {
+    shared: Arc<Mutex<StreamState>>,
+}
+
+struct StreamState {
+    output: PreparedOutput,
+    failed: Option<Error>,
+}
+
+struct StreamSink(Arc<Mutex<StreamState>>);
+
+impl RecordSink for StreamSink {
+    fn accept(&mut self, record: RequestRecord) {
+        // A poisoned lock means a writer panicked: nothing more can be written anyway.
+        let Ok(mut state) = self.0.lock() else {
+            return;
+        };
+        if state.failed.is_none() {
+            if let Err(err) = write_records(&mut state.output, [record]) {
+                state.failed = Some(err);
+            }
+        }
+    }
+}
+
+impl RecordStream {
+    pub fn new(output: PreparedOutput) -> Self {
+        Self {
+            shared: Arc::new(Mutex::new(StreamState {
+                output,
+                failed: None,
+            })),
+        }
+    }
+
+    /// The end the simulator writes to.
+    pub fn sink(&self) -> Box<dyn RecordSink> {
+        Box::new(StreamSink(Arc::clone(&self.shared)))
+    }
+
+    /// The output with every record written, once the run (and its sink) is over.
+    pub fn finish(self) -> Result<PreparedOutput> {
+        let state = Arc::try_unwrap(self.shared)
+            .map_err(|_| Error::runtime("the per-request records are still being written"))?
+            .into_inner()
+            .map_err(|_| Error::runtime("writing the per-request records failed"))?;
+        match state.failed {
+            Some(err) => Err(err),
+            None => Ok(state.output),
+        }
+    }
 }
 
 /// Writes the per-request records to `path` in one go (prepare, write, commit).

@@ -11,7 +11,8 @@ use serde_json::Value;
 
 /// Runs a sweep: every candidate of SPEC (a YAML file with base: and grid:) in parallel, the
 /// results stored in DIR as they finish (a rerun skips stored candidates), then results.csv,
-/// pareto.csv and best.json (the best candidate per objective, with its dynosim command line).
+/// pareto.csv, best.json (the best candidate per objective, with its dynosim command line) and
+/// report.html.
 /// SPEC may also be a replay_optimize ReplayOptimizeSpec (engine:, hardware:, workload:,
 /// camelCase): it is searched with the reference's coordinate descent and written as
 /// evaluated.csv, feasible.csv and result.json.
@@ -31,6 +32,55 @@ pub struct SweepCli {
     /// Candidates run at once (default: one per core)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
+    /// Run the candidates on a Ray cluster: `local` starts one for this sweep, anything else is
+    /// a running cluster's address. Needs Python with dynosim and ray (`pip install
+    /// 'dynosim[ray]'`): $DYNOSIM_RAY_PYTHON, else python3
+    #[arg(long, value_name = "ADDRESS")]
+    pub ray: Option<String>,
+}
+
+/// `--ray`: the sweep runs in Python (`python -m dynosim._ray`), which drives Ray and this
+/// same sweep code; its output passes through. Returns the exit code.
+pub fn run_on_ray(cli: &SweepCli, address: &str) -> Result<i32> {
+    let python = std::env::var("DYNOSIM_RAY_PYTHON")
+        .ok()
+        .filter(|python| !python.is_empty())
+        .unwrap_or_else(|| "python3".to_owned());
+    // A missing package gets one clear message instead of a Python traceback.
+    let probe = std::process::Command::new(&python)
+        .args(["-c", "import dynosim._ray, ray"])
+        .output()
+        .map_err(|err| {
+            dynosim::Error::runtime(format!(
+                "--ray: cannot run {python} (set DYNOSIM_RAY_PYTHON to a Python with dynosim \
+                 and ray installed): {err}"
+            ))
+        })?;
+    if !probe.status.success() {
+        let stderr = String::from_utf8_lossy(&probe.stderr);
+        let reason = stderr.lines().last().unwrap_or("import failed");
+        return Err(dynosim::Error::runtime(format!(
+            "--ray: {python} cannot import dynosim and ray ({reason}); install them with \
+             pip install 'dynosim[ray]', or set DYNOSIM_RAY_PYTHON to a Python that has them"
+        )));
+    }
+    let mut command = std::process::Command::new(&python);
+    command
+        .args(["-m", "dynosim._ray"])
+        .arg(&cli.spec)
+        .arg("--out")
+        .arg(&cli.out)
+        .args(["--ray", address]);
+    if let Some(jobs) = cli.jobs {
+        command.args(["--jobs", &jobs.to_string()]);
+    }
+    let status = command.status().map_err(|err| {
+        dynosim::Error::runtime(format!(
+            "--ray: cannot run {python} (set DYNOSIM_RAY_PYTHON to a Python with dynosim and \
+             ray installed): {err}"
+        ))
+    })?;
+    Ok(status.code().unwrap_or(1))
 }
 
 /// Runs the sweep and returns the summary to print.

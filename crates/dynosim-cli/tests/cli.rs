@@ -141,7 +141,13 @@ const REFERENCE_FLAGS: [&str; 51] = [
 ];
 
 /// Flags the reference does not have; each is described in docs/differences.md.
-const DYNOSIM_ONLY_FLAGS: [&str; 3] = ["--router-seed", "--online-speed", "--aiperf-dir"];
+const DYNOSIM_ONLY_FLAGS: [&str; 5] = [
+    "--router-seed",
+    "--online-speed",
+    "--aiperf-dir",
+    "--html-report",
+    "--quiet",
+];
 
 /// The long flags that `--help` lists as options, one per option line, in order.
 fn help_flags(help: &str) -> Vec<String> {
@@ -234,6 +240,8 @@ fn help_exits_zero_and_lists_every_flag() {
         "--sla-itl-ms",
         "--sla-e2e-ms",
         "--router-seed",
+        "--html-report",
+        "--quiet",
     ] {
         assert!(
             listed_set.contains(&flag.to_string()),

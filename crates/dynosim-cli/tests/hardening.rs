@@ -573,8 +573,8 @@ fn a_billion_requests_is_a_usage_error_not_an_abort() {
     assert_eq!(code, Some(2), "{line}");
     assert!(
         line.starts_with(
-            "dynosim: error: request_count 1000000000000: not enough memory for 1000000000000 \
-             sessions of 1 turn(s)"
+            "dynosim: error: request_count 1000000000000: 1000000000000 requests, more than the \
+             4294967296 one synthetic run can hold"
         ),
         "{line}"
     );

@@ -159,6 +159,29 @@ grid:
 }
 
 #[test]
+fn aggregated_and_disaggregated_rows_in_one_sweep_equal_single_runs() {
+    // The second grid unsets the base's aggregated engine arguments and gives both pools'.
+    check_rows_equal_single_runs(
+        "base:
+  input_tokens: 512
+  output_tokens: 64
+  request_count: 64
+  replay_concurrency: 16
+  extra_engine_args: {num_gpu_blocks: 160, block_size: 64}
+grid:
+  - num_workers: [2, 4]
+  - extra_engine_args: [null]
+    prefill_engine_args: [{num_gpu_blocks: 160, block_size: 64, worker_type: prefill}]
+    decode_engine_args: [{num_gpu_blocks: 160, block_size: 64, worker_type: decode}]
+    num_prefill_workers: [1, 2]
+    num_decode_workers: [1, 2]
+    router_mode: [round_robin, kv_router]
+",
+        8,
+    );
+}
+
+#[test]
 fn best_json_command_lines_reproduce_their_rows() {
     let dir = TempDir::new().unwrap();
     write_spec(
@@ -267,4 +290,22 @@ fn every_command_line_flag_exists() {
     for flag in dynosim_sweep::settings::flag_names() {
         assert!(longs.contains(&flag), "{flag} is not a dynosim flag");
     }
+}
+
+#[test]
+fn ray_without_a_python_that_has_it_is_a_clear_error() {
+    let dir = TempDir::new().unwrap();
+    write_spec(dir.path(), "base: {}\ngrid: {num_workers: [1]}\n");
+    let output = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+        .args(["sweep", "spec.yaml", "--out", "out", "--ray", "local"])
+        .env("DYNOSIM_RAY_PYTHON", "/nonexistent/python")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("dynosim: error: --ray: cannot run /nonexistent/python"),
+        "{stderr}"
+    );
 }

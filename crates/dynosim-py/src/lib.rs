@@ -28,6 +28,7 @@ use dynosim::config::ReplayOptions;
 use dynosim::error::ErrorKind;
 use dynosim::report::Value;
 use dynosim::Report;
+use dynosim_cli::output::{self, PreparedOutput, RecordStream};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
@@ -146,14 +147,19 @@ fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResu
 fn replay_to_dict<'py>(
     py: Python<'py>,
     options: ReplayOptions,
-    aiperf_dir: Option<PathBuf>,
+    outputs: ExtraOutputs,
     scaling_policy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let scaling_policy = scaling_policy.filter(|policy| !policy.is_none());
     if scaling_policy.is_some() || options.planner_config.is_some() {
-        return planned_replay(py, options, aiperf_dir, scaling_policy);
+        if outputs.html_report.is_some() {
+            return Err(PyValueError::new_err(
+                "html_report is not supported with a planner yet",
+            ));
+        }
+        return planned_replay(py, options, outputs.aiperf_dir, scaling_policy);
     }
-    replay_report_dict(py, options, aiperf_dir).map(Bound::into_any)
+    replay_report_dict(py, options, outputs).map(Bound::into_any)
 }
 
 /// A replay scaled by the native planner (`planner_config`) or by the caller's policy.
@@ -210,12 +216,26 @@ fn planned_replay<'py>(
     planner::planner_report(py, trace_report, &outcome, policy_object.as_ref())
 }
 
-/// The plain replay: the report dict.
+/// The optional outputs of a replay function: `aiperf_dir=` and `html_report=`, with the name
+/// of the function for the HTML report's configuration table.
+struct ExtraOutputs {
+    function: &'static str,
+    aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
+}
+
+/// The plain replay: validates, replays (without the GIL), writes the optional outputs, and
+/// returns the report dict.
 fn replay_report_dict<'py>(
     py: Python<'py>,
     options: ReplayOptions,
-    aiperf_dir: Option<PathBuf>,
+    outputs: ExtraOutputs,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let ExtraOutputs {
+        function,
+        aiperf_dir,
+        html_report,
+    } = outputs;
     let jsonl_path = options.report_jsonl.clone();
     let mut spec = options.into_spec().map_err(to_py_err)?;
     dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
@@ -224,17 +244,51 @@ fn replay_report_dict<'py>(
         dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
         spec.capture_requests = true;
     }
+    // Checked and opened before the run; published only when complete.
+    let jsonl = jsonl_path
+        .as_deref()
+        .map(|path| PreparedOutput::prepare("per-request JSONL", path))
+        .transpose()
+        .map_err(to_py_err)?;
+    let html = html_report
+        .as_deref()
+        .map(|path| dynosim_cli::output::PreparedOutput::prepare("HTML report", path))
+        .transpose()
+        .map_err(to_py_err)?;
     let report = run_interruptibly(py, move |cancelled| -> dynosim::Result<Report> {
-        let (report, records) = dynosim_cli::replay_cancellable(&spec, cancelled)?;
-        // A run the caller has given up on writes nothing.
+        let observers = dynosim::sim::Observers {
+            timeseries: html.is_some(),
+            progress: None,
+        };
+        // Records go to the JSONL file during the run unless AIPerf's files need them all.
+        let (stream, mut jsonl) = match jsonl {
+            Some(output) if aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
+            other => (None, other),
+        };
+        let sink = stream.as_ref().map(RecordStream::sink);
+        let (report, records, series) =
+            dynosim_cli::replay_streaming(&spec, cancelled, &observers, sink)?;
+        // A run the caller has given up on writes nothing (dropped outputs leave no file).
         if cancelled.load(Ordering::Relaxed) {
             return Err(dynosim::Error::runtime("replay interrupted"));
         }
-        if let Some(path) = jsonl_path {
-            dynosim_cli::output::write_jsonl(&path, &records)?;
+        if let Some(stream) = stream {
+            jsonl = Some(stream.finish()?);
+        } else if let Some(jsonl) = &mut jsonl {
+            output::write_records(jsonl, records.iter())?;
+        }
+        if let Some(jsonl) = jsonl {
+            output::commit(vec![jsonl])?;
         }
         if let Some(dir) = aiperf_dir {
+            let records: Vec<_> = records.iter().collect();
             dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
+        }
+        if let (Some(mut html), Some(series)) = (html, series) {
+            let invocation = format!("{function}(...) (Python API)");
+            let page = dynosim_cli::render_html_report(&invocation, &spec, &report, &series);
+            html.write_all(page.as_bytes())?;
+            dynosim_cli::output::commit(vec![html])?;
         }
         Ok(report)
     })?
@@ -330,6 +384,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     benchmark_granularity=None,
     router_seed=None,
     aiperf_dir=None,
+    html_report=None,
     scaling_policy=None,
 ))]
 #[pyo3(
@@ -340,7 +395,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     trace_block_size=None, trace_format='mooncake', trace_shared_prefix_ratio=0.0, \
     trace_num_prefix_groups=0, report_jsonl_path=None, max_sim_time_ms=None, model_name=None, \
     sla_ttft_ms=None, sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, \
-    benchmark_granularity=8, router_seed=0, aiperf_dir=None, scaling_policy=None)"
+    benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None, scaling_policy=None)"
 )]
 #[allow(clippy::too_many_arguments)]
 fn run_trace_replay<'py>(
@@ -372,6 +427,7 @@ fn run_trace_replay<'py>(
     benchmark_granularity: Option<&Bound<'py, PyAny>>,
     router_seed: Option<&Bound<'py, PyAny>>,
     aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
     scaling_policy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut options = ReplayOptions {
@@ -419,7 +475,16 @@ fn run_trace_replay<'py>(
         ..ReplayOptions::default()
     };
     aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(py, options, aiperf_dir, scaling_policy)
+    replay_to_dict(
+        py,
+        options,
+        ExtraOutputs {
+            function: "run_trace_replay",
+            aiperf_dir,
+            html_report,
+        },
+        scaling_policy,
+    )
 }
 
 /// Replays a generated workload of identical requests and returns the report dict.
@@ -456,6 +521,7 @@ fn run_trace_replay<'py>(
     benchmark_granularity=None,
     router_seed=None,
     aiperf_dir=None,
+    html_report=None,
     scaling_policy=None,
 ))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
@@ -465,7 +531,7 @@ fn run_trace_replay<'py>(
     router_mode='round_robin', arrival_speedup_ratio=1.0, request_rate=None, \
     arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
     num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
-    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None, scaling_policy=None)")]
+    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None, scaling_policy=None)")]
 #[allow(clippy::too_many_arguments)]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
@@ -499,6 +565,7 @@ fn run_synthetic_trace_replay<'py>(
     benchmark_granularity: Option<&Bound<'py, PyAny>>,
     router_seed: Option<&Bound<'py, PyAny>>,
     aiperf_dir: Option<PathBuf>,
+    html_report: Option<PathBuf>,
     scaling_policy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mut options = ReplayOptions {
@@ -545,7 +612,16 @@ fn run_synthetic_trace_replay<'py>(
         ..ReplayOptions::default()
     };
     aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(py, options, aiperf_dir, scaling_policy)
+    replay_to_dict(
+        py,
+        options,
+        ExtraOutputs {
+            function: "run_synthetic_trace_replay",
+            aiperf_dir,
+            html_report,
+        },
+        scaling_policy,
+    )
 }
 
 /// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),
@@ -584,6 +660,9 @@ fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run_synthetic_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(main, module)?)?;
     module.add_function(wrap_pyfunction!(sweep::sweep, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_unstored, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_evaluate, module)?)?;
+    module.add_function(wrap_pyfunction!(sweep::_sweep_store, module)?)?;
     module.add_class::<engine_args::MockEngineArgs>()?;
     module.add_class::<engine_args::SglangArgs>()?;
     module.add_class::<engine_args::TrtllmArgs>()?;

@@ -129,3 +129,103 @@ pub fn sweep<'py>(
     .map_err(to_py_err)?;
     py.import("json")?.call_method1("loads", (text,))
 }
+
+/// The sweep spec behind a Ray sweep (a `ReplayOptimizeSpec` searches stage by stage and runs
+/// in-process only).
+fn sweep_spec_of(spec: &Bound<'_, PyAny>) -> PyResult<dynosim_sweep::SweepSpec> {
+    match read_spec(spec)? {
+        AnySpec::Sweep(sweep) => Ok(sweep),
+        AnySpec::Optimize(_) => Err(pyo3::exceptions::PyValueError::new_err(
+            "ray: a ReplayOptimizeSpec is searched stage by stage in-process; run it without ray",
+        )),
+    }
+}
+
+/// For a Ray sweep's driver: the candidates of `spec` that still need a simulation in `out`
+/// (rejected ones are stored with their error on the way), as JSON `[{hash, settings}]`.
+#[pyfunction]
+pub fn _sweep_unstored(py: Python<'_>, spec: &Bound<'_, PyAny>, out: PathBuf) -> PyResult<String> {
+    let spec = sweep_spec_of(spec)?;
+    py.detach(move || -> dynosim::Result<String> {
+        let mut evaluator =
+            dynosim_sweep::Evaluator::open(&out, &RunOptions::default(), spec.gpu_budget)?;
+        let pending = evaluator.unstored(&dynosim_sweep::candidates(&spec))?;
+        let listed: Vec<Value> = pending
+            .into_iter()
+            .map(|candidate| json!({"hash": candidate.hash, "settings": candidate.settings.values}))
+            .collect();
+        Ok(Value::Array(listed).to_string())
+    })
+    .map_err(to_py_err)
+}
+
+fn batch_of(text: &str) -> dynosim::Result<Vec<dynosim_sweep::Candidate>> {
+    let bad = || dynosim::Error::runtime("a sweep batch is not a list of {hash, settings}");
+    let value: Value = serde_json::from_str(text).map_err(|_| bad())?;
+    value
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|item| {
+            Ok(dynosim_sweep::Candidate {
+                hash: item["hash"].as_str().ok_or_else(bad)?.to_owned(),
+                settings: dynosim_sweep::Settings {
+                    values: item["settings"].as_object().ok_or_else(bad)?.clone(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// For a Ray task: simulates a batch (JSON `[{hash, settings}]`) on every core of this node
+/// and returns the outcomes as JSON `[{hash, settings, gpus, error, report}]`.
+#[pyfunction]
+pub fn _sweep_evaluate(py: Python<'_>, batch: String) -> PyResult<String> {
+    py.detach(move || -> dynosim::Result<String> {
+        let candidates = batch_of(&batch)?;
+        let mut evaluator = dynosim_sweep::Evaluator::detached(&RunOptions::default())?;
+        let rows = evaluator.evaluate(&candidates)?;
+        let outcomes: Vec<Value> = candidates
+            .iter()
+            .zip(rows)
+            .filter_map(|(candidate, row)| {
+                let row = row?;
+                Some(json!({
+                    "hash": candidate.hash,
+                    "settings": candidate.settings.values,
+                    "gpus": row.gpus,
+                    "error": row.error,
+                    "report": row.report,
+                }))
+            })
+            .collect();
+        Ok(Value::Array(outcomes).to_string())
+    })
+    .map_err(to_py_err)
+}
+
+/// For a Ray sweep's driver: stores a batch's outcomes (from [`_sweep_evaluate`]) in `out`.
+#[pyfunction]
+pub fn _sweep_store(py: Python<'_>, out: PathBuf, outcomes: String) -> PyResult<()> {
+    py.detach(move || -> dynosim::Result<()> {
+        let bad = || dynosim::Error::runtime("sweep outcomes are not a list of outcomes");
+        let value: Value = serde_json::from_str(&outcomes).map_err(|_| bad())?;
+        let evaluator = dynosim_sweep::Evaluator::open(&out, &RunOptions::default(), None)?;
+        for item in value.as_array().ok_or_else(bad)? {
+            let candidate = dynosim_sweep::Candidate {
+                hash: item["hash"].as_str().ok_or_else(bad)?.to_owned(),
+                settings: dynosim_sweep::Settings {
+                    values: item["settings"].as_object().ok_or_else(bad)?.clone(),
+                },
+            };
+            let outcome = dynosim_sweep::Stored {
+                gpus: item["gpus"].as_u64(),
+                error: item["error"].as_str().ok_or_else(bad)?.to_owned(),
+                report: item["report"].as_object().ok_or_else(bad)?.clone(),
+            };
+            evaluator.store(&candidate, &outcome)?;
+        }
+        Ok(())
+    })
+    .map_err(to_py_err)
+}

@@ -10,7 +10,7 @@
 //!   and key.
 //! - [`candidates`]: the spec's candidates (grid order; seeded sampling), each with its hash.
 //! - [`run`]: evaluates every candidate not already stored in `DIR/journal.jsonl` and writes
-//!   `results.csv`, `pareto.csv` and `best.json`; returns the rows and counts.
+//!   `results.csv`, `pareto.csv`, `best.json` and `report.html`; returns the rows and counts.
 //! - [`settings::Settings`]: the one mapping from a candidate's settings to `ReplayOptions`
 //!   and to the `dynosim` command line.
 //!
@@ -19,6 +19,7 @@
 //! distinct workload and shared -> `prepare` -> `simulate` -> the report's keys.
 
 pub mod descent;
+pub mod html;
 pub mod objectives;
 pub mod optimize;
 pub mod settings;
@@ -48,7 +49,8 @@ pub use settings::Settings;
 pub use spec::{Strategy, SweepSpec};
 pub use table::Row;
 
-use store::{Journal, Stored};
+use store::Journal;
+pub use store::Stored;
 
 /// A spec of either kind: the sweep's own (`base:`/`grid:`) or the reference's
 /// `ReplayOptimizeSpec` (`engine:`/`hardware:`/`workload:`, camelCase).
@@ -322,7 +324,8 @@ pub fn run(spec: &SweepSpec, out: &Path, options: &RunOptions) -> Result<Outcome
 /// checked against the GPU budget, taken from the store or run (in parallel), and stored.
 /// Workloads are read once per distinct workload and shared by every later call.
 pub struct Evaluator {
-    journal: Journal,
+    /// `None` for a detached evaluator (a remote task's), which stores nothing.
+    journal: Option<Journal>,
     pool: rayon::ThreadPool,
     budget: Option<u64>,
     progress: bool,
@@ -348,7 +351,21 @@ impl Evaluator {
         }
         std::fs::create_dir_all(out)
             .map_err(|err| Error::runtime(format!("cannot create {}: {err}", out.display())))?;
-        let journal = Journal::open(out)?;
+        let journal = Some(Journal::open(out)?);
+        Self::with_journal(journal, options, budget)
+    }
+
+    /// An evaluator that stores nothing (for candidates evaluated on behalf of another
+    /// process, which stores the outcomes).
+    pub fn detached(options: &RunOptions) -> Result<Self> {
+        Self::with_journal(None, options, None)
+    }
+
+    fn with_journal(
+        journal: Option<Journal>,
+        options: &RunOptions,
+        budget: Option<u64>,
+    ) -> Result<Self> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.jobs.unwrap_or(0))
             .build()
@@ -382,9 +399,33 @@ impl Evaluator {
         self.workloads.len() - 1
     }
 
+    /// Stores one candidate's outcome (computed elsewhere, e.g. by a Ray task).
+    pub fn store(&self, candidate: &Candidate, outcome: &Stored) -> Result<()> {
+        match &self.journal {
+            Some(journal) => journal.append(&candidate.hash, &candidate.settings.values, outcome),
+            None => Ok(()),
+        }
+    }
+
+    /// The candidates that still need a simulation: within the budget, valid (rejected ones
+    /// are stored with their error on the way) and not stored.
+    pub fn unstored(&mut self, candidates: &[Candidate]) -> Result<Vec<Candidate>> {
+        let (_, pending) = self.prepare(candidates)?;
+        Ok(pending
+            .iter()
+            .map(|job| candidates[job.index].clone())
+            .collect())
+    }
+
     /// One row per candidate, in order (`index` is the position in `candidates`); `None` for
     /// a candidate over the GPU budget.
     pub fn evaluate(&mut self, candidates: &[Candidate]) -> Result<Vec<Option<Row>>> {
+        let (rows, pending) = self.prepare(candidates)?;
+        self.execute(candidates, rows, pending)
+    }
+
+    /// Settles what needs no simulation (over budget, stored, rejected) and lists the rest.
+    fn prepare(&mut self, candidates: &[Candidate]) -> Result<(Vec<Option<Row>>, Vec<Pending>)> {
         let mut rows: Vec<Option<Row>> = vec![None; candidates.len()];
         let mut pending = Vec::new();
         for (index, candidate) in candidates.iter().enumerate() {
@@ -407,7 +448,11 @@ impl Evaluator {
                     continue;
                 }
             }
-            if let Some(stored) = self.journal.stored(&candidate.hash) {
+            if let Some(stored) = self
+                .journal
+                .as_ref()
+                .and_then(|journal| journal.stored(&candidate.hash))
+            {
                 self.stored += 1;
                 rows[index] = Some(row(stored));
                 continue;
@@ -419,8 +464,7 @@ impl Evaluator {
                         error,
                         report: Map::new(),
                     };
-                    self.journal
-                        .append(&candidate.hash, &candidate.settings.values, &outcome)?;
+                    self.store(candidate, &outcome)?;
                     self.evaluated += 1;
                     rows[index] = Some(row(&outcome));
                 }
@@ -436,8 +480,18 @@ impl Evaluator {
             }
         }
 
+        Ok((rows, pending))
+    }
+
+    /// Simulates the pending candidates in parallel, storing each as it finishes.
+    fn execute(
+        &mut self,
+        candidates: &[Candidate],
+        mut rows: Vec<Option<Row>>,
+        pending: Vec<Pending>,
+    ) -> Result<Vec<Option<Row>>> {
         let progress = progress_bar(self.progress, pending.len());
-        let (journal, workloads) = (&self.journal, &self.workloads);
+        let (this, workloads) = (&*self, &self.workloads);
         let cancel = self.cancel.as_deref();
         let finished: Vec<(usize, Stored)> = self.pool.install(|| {
             pending
@@ -460,8 +514,7 @@ impl Evaluator {
                         report,
                     };
                     let candidate = &candidates[job.index];
-                    let appended =
-                        journal.append(&candidate.hash, &candidate.settings.values, &outcome);
+                    let appended = this.store(candidate, &outcome);
                     progress.inc(1);
                     appended.map(|()| (job.index, outcome))
                 })

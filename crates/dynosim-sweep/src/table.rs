@@ -1,8 +1,9 @@
-//! The sweep's rows and the files written from them: `results.csv`, `pareto.csv`, `best.json`.
+//! The sweep's rows and the files written from them: `results.csv`, `pareto.csv`, `best.json`
+//! (and `report.html`, from [`crate::html`]).
 //!
 //! INTERFACE
 //! - [`Row`]: one candidate's outcome (hash, settings, GPUs, error, report keys).
-//! - [`write_outputs`]: writes the three files into the output directory, each replaced
+//! - [`write_outputs`]: writes the four files into the output directory, each replaced
 //!   atomically (temporary file, then rename), so a reader never sees half a table.
 //!
 //! Columns: `candidate`, one per swept key (named as in the spec), `gpus`, `feasible` (the
@@ -156,7 +157,8 @@ pub fn best_json(spec: &SweepSpec, rows: &[Row], over_budget: usize) -> Value {
     })
 }
 
-/// Writes `results.csv`, `pareto.csv` and `best.json` into `dir`; returns their paths.
+/// Writes `results.csv`, `pareto.csv`, `best.json` and `report.html` into `dir`; returns
+/// their paths.
 pub fn write_outputs(
     spec: &SweepSpec,
     rows: &[Row],
@@ -175,6 +177,10 @@ pub fn write_outputs(
         ("results.csv", csv_text(&header, &cells)?),
         ("pareto.csv", csv_text(&header, &front)?),
         ("best.json", best.into_bytes()),
+        (
+            "report.html",
+            crate::html::report_html(spec, rows, over_budget).into_bytes(),
+        ),
     ];
     let mut written = Vec::new();
     for (name, bytes) in files {

@@ -93,6 +93,19 @@ pub fn simulate_observed(
     sim::simulate_observed(spec, workload, clock, cancel, observers)
 }
 
+/// [`simulate_observed`], handing captured per-request records to `records` as the run
+/// settles them (arrival order), so that a caller can write them while the run goes on.
+pub fn simulate_streaming(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn sim::Clock,
+    cancel: &std::sync::atomic::AtomicBool,
+    observers: &sim::Observers,
+    records: Option<Box<dyn report::RecordSink>>,
+) -> Result<sim::Simulated> {
+    sim::simulate_streaming(spec, workload, clock, cancel, observers, records)
+}
+
 /// [`simulate`], stopping with a runtime error once another thread sets `cancel`.
 pub fn simulate_cancellable(
     spec: &ReplaySpec,

@@ -474,3 +474,51 @@ proptest! {
         check_time_cap(&spec, workload, cap_fraction)?;
     }
 }
+
+/// A record sink the test keeps a handle on.
+#[derive(Clone, Default)]
+struct SharedSink(std::sync::Arc<std::sync::Mutex<Vec<RequestRecord>>>);
+
+impl dynosim::report::RecordSink for SharedSink {
+    fn accept(&mut self, record: RequestRecord) {
+        self.0.lock().unwrap().push(record);
+    }
+}
+
+/// The run of `spec` with its records handed to a sink as they settle: the report, the
+/// streamed records, and the records left for the end (none).
+fn run_streaming(
+    spec: &ReplaySpec,
+    workload: Workload,
+) -> (Report, Vec<RequestRecord>, Vec<RequestRecord>) {
+    let sink = SharedSink::default();
+    let (report, rest) = dynosim::simulate_streaming(
+        spec,
+        workload,
+        &mut dynosim::sim::VirtualClock,
+        &std::sync::atomic::AtomicBool::new(false),
+        &dynosim::sim::Observers::default(),
+        Some(Box::new(sink.clone())),
+    )
+    .expect("simulation runs")
+    .into_report(0.0);
+    let streamed = std::mem::take(&mut *sink.0.lock().unwrap());
+    (report, streamed, rest)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Streaming records changes neither them, nor their order, nor the report.
+    #[test]
+    fn streamed_records_are_the_records_of_the_finished_run(
+        spec in prop_oneof![arb_spec(), arb_disaggregated_spec()],
+        workload in arb_workload(),
+    ) {
+        let (report, records) = run(&spec, workload.clone());
+        let (streamed_report, streamed, rest) = run_streaming(&spec, workload);
+        prop_assert!(rest.is_empty());
+        prop_assert_eq!(streamed, records);
+        prop_assert_eq!(streamed_report, report);
+    }
+}

@@ -170,7 +170,7 @@ fn conversation_trace_on_four_workers_adds_up_to_the_report() {
     let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/traces/conversation_trace.jsonl");
     if !trace.exists() {
-        eprintln!("skipped: {} is absent", trace.display());
+        eprintln!("SKIPPED {}: {} is absent", module_path!(), trace.display());
         return;
     }
     let spec = ReplayOptions {

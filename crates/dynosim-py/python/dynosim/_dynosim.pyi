@@ -440,6 +440,7 @@ def run_trace_replay(
     benchmark_granularity: int = 8,
     router_seed: int = 0,
     aiperf_dir: Optional[_Path] = None,
+    html_report: Optional[_Path] = None,
     scaling_policy: Optional[_ScalingPolicy] = None,
 ) -> Any: ...
 def run_synthetic_trace_replay(
@@ -474,6 +475,7 @@ def run_synthetic_trace_replay(
     benchmark_granularity: int = 8,
     router_seed: int = 0,
     aiperf_dir: Optional[_Path] = None,
+    html_report: Optional[_Path] = None,
     scaling_policy: Optional[_ScalingPolicy] = None,
 ) -> Any: ...
 def main(argv: Optional[Sequence[str]] = None, prog: str = "dynosim") -> int: ...

@@ -4,11 +4,22 @@
 //! were admitted and then completed feed the totals, the duration, the reuse ratios and the
 //! distributions. Token gaps (ITL, OTPU) are folded into the streaming statistics when a
 //! request completes, in completion order, as the reference does; gaps of requests that never
-//! complete are dropped. Exact distributions are summed in request-id order, so the report is
-//! reproducible bit for bit.
+//! complete are dropped.
+//!
+//! Memory follows the requests in flight, not the length of the run: a request's state lives
+//! from its arrival to its end, when it is folded into the totals and into the exact
+//! distributions (`exact::ExactValues`, a compressed multiset; their means and deviations are
+//! compensated sums in value order, so the report does not depend on completion order). When
+//! records are captured, an ended request's state waits only until every request that sorts
+//! before it (by arrival time, then id) has ended, then its record goes to the caller's
+//! [`RecordSink`] — unless no sink was given, or the run is disaggregated (whose handoff may
+//! finish after the request ended): then records wait for the end of the run.
 
-use super::record::TerminalStatus;
-use super::stats::{exact_distribution, DistributionStats, StreamingDistribution};
+use std::collections::{BTreeSet, VecDeque};
+
+use super::exact::ExactValues;
+use super::record::{RecordSink, TerminalStatus};
+use super::stats::{DistributionStats, StreamingDistribution};
 use super::timeseries::{CompletedRequest, TimeSeries};
 use super::{Report, Value, DISTRIBUTION_KEYS, GOODPUT_KEYS, LEADING_KEYS, SPEED_AND_REUSE_KEYS};
 use crate::config::Sla;
@@ -38,7 +49,6 @@ struct TokenSummary {
 
 #[derive(Debug, Default)]
 struct RequestState {
-    arrived: bool,
     arrival_ms: f64,
     input_length: usize,
     requested_output_length: usize,
@@ -125,13 +135,58 @@ impl RequestState {
     }
 }
 
+/// What the collector knows of one request id.
+#[derive(Debug)]
+enum Slot {
+    /// Not arrived (yet).
+    Absent,
+    /// Arrived and not ended.
+    Live(Box<RequestState>),
+    /// Ended; its state is kept while its record is still to be given out.
+    Ended(Option<Box<RequestState>>),
+}
+
+/// Sums over completed requests, folded in as each completes.
+#[derive(Debug, Default)]
+struct Totals {
+    completed: usize,
+    input_tokens: usize,
+    output_tokens: usize,
+    reused_tokens: usize,
+    first_admission_reused_tokens: usize,
+    good_requests: usize,
+    good_output_tokens: usize,
+}
+
+/// The caller's record sink (a box, so that `Collector` stays `Debug`).
+struct Sink(Box<dyn RecordSink>);
+
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecordSink")
+    }
+}
+
 #[derive(Debug)]
 pub struct Collector {
     sla: Sla,
     capture_records: bool,
-    /// Indexed by request id.
-    requests: Vec<RequestState>,
+    /// Request `base + i` is `window[i]`; ended requests leave from the front.
+    window: VecDeque<Slot>,
+    base: RequestId,
     arrivals: usize,
+    totals: Totals,
+    ttft: ExactValues,
+    ttst: ExactValues,
+    tpot: ExactValues,
+    e2e: ExactValues,
+    /// Records captured: (arrival key, id) of requests in flight, and of ended requests whose
+    /// record is not given out yet.
+    live_order: BTreeSet<(u64, RequestId)>,
+    ended_order: BTreeSet<(u64, RequestId)>,
+    sink: Option<Sink>,
+    /// A disaggregated run: records wait for the end of the run (see the module doc).
+    hold_records: bool,
     /// Pooled token gaps of completed requests.
     itl: StreamingDistribution,
     /// `1000 / gap` for every positive pooled gap.
@@ -142,18 +197,46 @@ pub struct Collector {
     timeseries: Option<Box<TimeSeries>>,
 }
 
+/// The key that sorts records: arrival time (in `f64::total_cmp` order), then id.
+fn record_key(arrival_ms: f64, id: RequestId) -> (u64, RequestId) {
+    let bits = arrival_ms.to_bits();
+    let key = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    (key, id)
+}
+
 impl Collector {
     pub fn new(sla: Sla, capture_records: bool) -> Self {
         Collector {
             sla,
             capture_records,
-            requests: Vec::new(),
+            window: VecDeque::new(),
+            base: 0,
             arrivals: 0,
+            totals: Totals::default(),
+            ttft: ExactValues::new(),
+            ttst: ExactValues::new(),
+            tpot: ExactValues::new(),
+            e2e: ExactValues::new(),
+            live_order: BTreeSet::new(),
+            ended_order: BTreeSet::new(),
+            sink: None,
+            hold_records: false,
             itl: StreamingDistribution::new(),
             output_token_throughput_per_user: StreamingDistribution::new(),
             duration_ms: 0.0,
             timeseries: None,
         }
+    }
+
+    /// Gives captured records to `sink` as soon as their place in the record order is
+    /// settled, instead of keeping them to the end of the run. Records come in the order of
+    /// [`LazyRecords::iter`]: arrival time, then request id.
+    pub fn stream_records_to(&mut self, sink: Box<dyn RecordSink>) {
+        self.sink = Some(Sink(sink));
     }
 
     /// Starts recording `series` (the collector feeds it completions; the simulator, pass
@@ -181,21 +264,29 @@ impl Collector {
         requested_output_length: usize,
         session: Option<(&str, usize)>,
     ) {
-        if id >= self.requests.len() {
-            self.requests.resize_with(id + 1, RequestState::default);
-        }
-        let state = &mut self.requests[id];
-        if state.arrived {
+        if id < self.base {
             return;
         }
-        self.arrivals += 1;
-        state.arrived = true;
-        state.arrival_ms = at_ms;
-        state.input_length = input_length;
-        state.requested_output_length = requested_output_length;
+        let offset = id - self.base;
+        if offset >= self.window.len() {
+            self.window.resize_with(offset + 1, || Slot::Absent);
+        }
+        let slot = &mut self.window[offset];
+        if !matches!(slot, Slot::Absent) {
+            return;
+        }
+        let mut state = Box::new(RequestState {
+            arrival_ms: at_ms,
+            input_length,
+            requested_output_length,
+            ..RequestState::default()
+        });
         if self.capture_records {
             state.session = session.map(|(name, turn)| Box::new((name.to_string(), turn)));
+            self.live_order.insert(record_key(at_ms, id));
         }
+        *slot = Slot::Live(state);
+        self.arrivals += 1;
     }
 
     /// Admitted on scheduler `worker_idx` (worker * dp + rank), reusing `reused_tokens`.
@@ -276,6 +367,7 @@ impl Collector {
         if !self.capture_records {
             return None;
         }
+        self.hold_records = true;
         let state = self.arrived_request(id)?;
         Some(state.handoff.get_or_insert_with(Box::default))
     }
@@ -317,12 +409,19 @@ impl Collector {
 
     /// The request ended with `status` at `at_ms`; later events for it are ignored.
     pub fn on_terminal(&mut self, id: RequestId, at_ms: f64, status: TerminalStatus) {
-        let Some(state) = self.arrived_request(id) else {
+        let Some(offset) = id.checked_sub(self.base) else {
             return;
         };
-        if state.terminal.is_some() {
+        let Some(slot) = self.window.get_mut(offset) else {
+            return;
+        };
+        if !matches!(slot, Slot::Live(_)) {
+            // Not arrived, or already ended.
             return;
         }
+        let Slot::Live(mut state) = std::mem::replace(slot, Slot::Ended(None)) else {
+            unreachable!("matched above")
+        };
         state.terminal = Some((at_ms, status));
         let runs = std::mem::take(&mut state.pending_token_runs);
         if state.is_completed() {
@@ -341,6 +440,78 @@ impl Collector {
             if let Some(series) = self.timeseries.as_deref_mut() {
                 series.on_completed(at_ms, &completed, &runs);
             }
+            self.fold_completed(&state);
+        }
+        if self.capture_records {
+            let key = record_key(state.arrival_ms, id);
+            self.live_order.remove(&key);
+            self.ended_order.insert(key);
+            self.window[offset] = Slot::Ended(Some(state));
+        }
+        self.give_out_settled_records();
+        while let Some(Slot::Ended(None)) = self.window.front() {
+            self.window.pop_front();
+            self.base += 1;
+        }
+    }
+
+    /// Adds a completed request to the totals and the exact distributions.
+    fn fold_completed(&mut self, state: &RequestState) {
+        let totals = &mut self.totals;
+        totals.completed += 1;
+        totals.input_tokens += state.input_length;
+        totals.output_tokens += state.tokens.count;
+        totals.reused_tokens += state.reused_tokens;
+        totals.first_admission_reused_tokens += state.first_admission_reused_tokens;
+        let sla = &self.sla;
+        let (Some(ttft), Some(e2e)) = (state.ttft_ms(), state.e2e_ms()) else {
+            // No tokens: only an e2e-only SLA can call it good, with e2e up to the end.
+            let terminal_ms = state.terminal.map_or(state.arrival_ms, |(t, _)| t);
+            let e2e = (terminal_ms - state.arrival_ms).max(0.0);
+            if is_good_without_tokens(sla, e2e) {
+                totals.good_requests += 1;
+            }
+            return;
+        };
+        self.ttft.add(ttft);
+        self.e2e.add(e2e);
+        if sla.is_set() && is_good(sla, ttft, e2e, state.tokens.count) {
+            totals.good_requests += 1;
+            totals.good_output_tokens += state.tokens.count;
+        }
+        if let Some(ttst) = state.ttst_ms() {
+            self.ttst.add(ttst);
+        }
+        if let Some(tpot) = state.tpot_ms() {
+            self.tpot.add(tpot);
+        }
+    }
+
+    /// Gives the sink every ended request's record that no request still in flight (nor any
+    /// to come: arrivals are released in time order) can sort before.
+    fn give_out_settled_records(&mut self) {
+        if self.sink.is_none() || self.hold_records {
+            return;
+        }
+        while let Some(&first) = self.ended_order.first() {
+            if self.live_order.first().is_some_and(|live| *live < first) {
+                return;
+            }
+            self.ended_order.pop_first();
+            self.give_out(first.1);
+        }
+    }
+
+    /// Builds the record of ended request `id`, drops its state and hands the record over.
+    fn give_out(&mut self, id: RequestId) {
+        let Some(Slot::Ended(kept)) = self.window.get_mut(id - self.base) else {
+            return;
+        };
+        let Some(state) = kept.take() else {
+            return;
+        };
+        if let (Some(record), Some(sink)) = (record_of(id, &state), self.sink.as_mut()) {
+            sink.0.accept(record);
         }
     }
 
@@ -355,85 +526,58 @@ impl Collector {
         (self.duration_ms / 1000.0).max(1e-9)
     }
 
-    /// A request the collector saw arrive, terminal or not.
+    /// A request the collector saw arrive, terminal or not (terminal ones only while their
+    /// state is kept for their record).
     fn arrived_request(&mut self, id: RequestId) -> Option<&mut RequestState> {
-        self.requests.get_mut(id).filter(|s| s.arrived)
+        match self.window.get_mut(id.checked_sub(self.base)?)? {
+            Slot::Live(state) | Slot::Ended(Some(state)) => Some(state),
+            Slot::Absent | Slot::Ended(None) => None,
+        }
     }
 
     /// A request that arrived and has not ended.
     fn live_request(&mut self, id: RequestId) -> Option<&mut RequestState> {
-        self.arrived_request(id).filter(|s| s.terminal.is_none())
+        match self.window.get_mut(id.checked_sub(self.base)?)? {
+            Slot::Live(state) => Some(state),
+            _ => None,
+        }
     }
 
-    /// The report, and the records (empty unless captured) to be built as they are read.
-    pub fn finish_lazily(self, facts: RunFacts) -> (Report, LazyRecords) {
+    /// The report, and the records not given to a sink yet (empty unless captured), to be
+    /// built as they are read. With a sink, every remaining record goes to it first, in
+    /// order, and the returned records are empty.
+    pub fn finish_lazily(mut self, facts: RunFacts) -> (Report, LazyRecords) {
+        let ended = std::mem::take(&mut self.ended_order);
+        let mut states = Vec::with_capacity(if self.sink.is_some() { 0 } else { ended.len() });
+        for (_, id) in ended {
+            if self.sink.is_some() {
+                self.give_out(id);
+            } else if let Some(Slot::Ended(kept)) = self.window.get_mut(id - self.base) {
+                if let Some(state) = kept.take() {
+                    states.push((id, state));
+                }
+            }
+        }
         let report = self.report(facts);
-        let order = if self.capture_records {
-            self.record_order()
-        } else {
-            Vec::new()
-        };
-        (
-            report,
-            LazyRecords {
-                collector: self,
-                order,
-            },
-        )
+        (report, LazyRecords { states })
     }
 
     pub fn finish(self, facts: RunFacts) -> (Report, Vec<RequestRecord>) {
-        let records = if self.capture_records {
-            self.records()
-        } else {
-            Vec::new()
-        };
-        (self.report(facts), records)
+        let (report, records) = self.finish_lazily(facts);
+        (report, records.iter().collect())
     }
 
-    fn report(&self, facts: RunFacts) -> Report {
+    fn report(self, facts: RunFacts) -> Report {
         let sla = self.sla;
-        let mut ttfts = Vec::new();
-        let mut ttsts = Vec::new();
-        let mut tpots = Vec::new();
-        let mut e2es = Vec::new();
-        let mut completed = 0usize;
-        let mut input_tokens = 0usize;
-        let mut output_tokens = 0usize;
-        let mut reused_tokens = 0usize;
-        let mut first_admission_reused_tokens = 0usize;
-        let mut good_requests = 0usize;
-        let mut good_output_tokens = 0usize;
-
-        for state in self.requests.iter().filter(|s| s.is_completed()) {
-            completed += 1;
-            input_tokens += state.input_length;
-            output_tokens += state.tokens.count;
-            reused_tokens += state.reused_tokens;
-            first_admission_reused_tokens += state.first_admission_reused_tokens;
-
-            let (Some(ttft), Some(e2e)) = (state.ttft_ms(), state.e2e_ms()) else {
-                // No tokens: only an e2e-only SLA can call it good, with e2e up to the end.
-                let terminal_ms = state.terminal.map_or(state.arrival_ms, |(t, _)| t);
-                let e2e = (terminal_ms - state.arrival_ms).max(0.0);
-                if is_good_without_tokens(&sla, e2e) {
-                    good_requests += 1;
-                }
-                continue;
-            };
-            ttfts.push(ttft);
-            e2es.push(e2e);
-            if sla.is_set() && is_good(&sla, ttft, e2e, state.tokens.count) {
-                good_requests += 1;
-                good_output_tokens += state.tokens.count;
-            }
-            if let Some(ttst) = state.ttst_ms() {
-                ttsts.push(ttst);
-            }
-            if let Some(tpot) = state.tpot_ms() {
-                tpots.push(tpot);
-            }
-        }
+        let Totals {
+            completed,
+            input_tokens,
+            output_tokens,
+            reused_tokens,
+            first_admission_reused_tokens,
+            good_requests,
+            good_output_tokens,
+        } = self.totals;
 
         let duration_s = self.duration_s();
         let per_s = |count: usize| count as f64 / duration_s;
@@ -495,11 +639,11 @@ impl Collector {
         entries.extend(SPEED_AND_REUSE_KEYS.into_iter().zip(speed_and_reuse));
 
         let distributions: [DistributionStats; 6] = [
-            exact_distribution(ttfts),
-            exact_distribution(ttsts),
-            exact_distribution(tpots),
+            self.ttft.finish(),
+            self.ttst.finish(),
+            self.tpot.finish(),
             self.itl.finish(),
-            exact_distribution(e2es),
+            self.e2e.finish(),
             self.output_token_throughput_per_user.finish(),
         ];
         for (keys, stats) in DISTRIBUTION_KEYS.iter().zip(distributions) {
@@ -511,94 +655,72 @@ impl Collector {
         }
         Report { entries }
     }
-
-    /// The record of request `index`, if it ended.
-    fn record(&self, index: usize) -> Option<RequestRecord> {
-        let state = &self.requests[index];
-        let (terminal_ms, status) = state.terminal?;
-        let has_tokens = state.tokens.count > 0;
-        let handoff = state.handoff.as_deref().copied();
-        // In disaggregated records the reuse is the prefill pool's (frontend.md §3.8).
-        let reused_input_tokens =
-            handoff.map_or(state.reused_tokens, |h| h.prefill_reused_input_tokens);
-        let handoff = handoff.unwrap_or_default();
-        Some(RequestRecord {
-            session_id: state.session.as_ref().map(|s| s.0.clone()),
-            turn_index: state.session.as_ref().map(|s| s.1),
-            uuid: RequestRecord::uuid_for_index(index),
-            arrival_time_ms: state.arrival_ms,
-            first_admit_ms: state.first_admit_ms,
-            terminal_time_ms: terminal_ms,
-            first_token_ms: has_tokens.then_some(state.tokens.first_ms),
-            last_token_ms: has_tokens.then_some(state.tokens.last_ms),
-            ttft_ms: state.ttft_ms(),
-            ttst_ms: state.ttst_ms(),
-            e2e_latency_ms: state.e2e_ms(),
-            itl_ms: state.tpot_ms(),
-            input_length: state.input_length,
-            requested_output_length: state.requested_output_length,
-            output_length: state.tokens.count,
-            reused_input_tokens,
-            prefill_worker_idx: handoff.prefill_worker_idx,
-            decode_worker_idx: state.decode_worker_idx,
-            prefill_admit_ms: handoff.prefill_admit_ms,
-            source_held_ms: handoff.source_held_ms,
-            destination_reserved_ms: handoff.destination_reserved_ms,
-            destination_activated_ms: handoff.destination_activated_ms,
-            decode_admit_ms: handoff.decode_admit_ms,
-            source_released_ms: handoff.source_released_ms,
-            decode_reused_input_tokens: handoff.decode_reused_input_tokens,
-            prefill_route_overlap_tokens: handoff.prefill_route_overlap_tokens,
-            decode_route_overlap_tokens: handoff.decode_route_overlap_tokens,
-            terminal_status: status,
-        })
-    }
-
-    /// Ids of every request that ended, by arrival time then request id.
-    fn record_order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.requests.len())
-            .filter(|&index| self.requests[index].terminal.is_some())
-            .collect();
-        order.sort_by(|&a, &b| {
-            self.requests[a]
-                .arrival_ms
-                .total_cmp(&self.requests[b].arrival_ms)
-                .then(a.cmp(&b))
-        });
-        order
-    }
-
-    /// Records of every request that ended, by arrival time then request id.
-    fn records(&self) -> Vec<RequestRecord> {
-        self.record_order()
-            .into_iter()
-            .filter_map(|index| self.record(index))
-            .collect()
-    }
 }
 
-/// The per-request records of a finished run, built one at a time as they are read, so that
-/// writing them needs no second copy of every request (`Collector::finish_lazily`).
+/// The record of request `index`, if it ended.
+fn record_of(index: RequestId, state: &RequestState) -> Option<RequestRecord> {
+    let (terminal_ms, status) = state.terminal?;
+    let has_tokens = state.tokens.count > 0;
+    let handoff = state.handoff.as_deref().copied();
+    // In disaggregated records the reuse is the prefill pool's (frontend.md §3.8).
+    let reused_input_tokens =
+        handoff.map_or(state.reused_tokens, |h| h.prefill_reused_input_tokens);
+    let handoff = handoff.unwrap_or_default();
+    Some(RequestRecord {
+        session_id: state.session.as_ref().map(|s| s.0.clone()),
+        turn_index: state.session.as_ref().map(|s| s.1),
+        uuid: RequestRecord::uuid_for_index(index),
+        arrival_time_ms: state.arrival_ms,
+        first_admit_ms: state.first_admit_ms,
+        terminal_time_ms: terminal_ms,
+        first_token_ms: has_tokens.then_some(state.tokens.first_ms),
+        last_token_ms: has_tokens.then_some(state.tokens.last_ms),
+        ttft_ms: state.ttft_ms(),
+        ttst_ms: state.ttst_ms(),
+        e2e_latency_ms: state.e2e_ms(),
+        itl_ms: state.tpot_ms(),
+        input_length: state.input_length,
+        requested_output_length: state.requested_output_length,
+        output_length: state.tokens.count,
+        reused_input_tokens,
+        prefill_worker_idx: handoff.prefill_worker_idx,
+        decode_worker_idx: state.decode_worker_idx,
+        prefill_admit_ms: handoff.prefill_admit_ms,
+        source_held_ms: handoff.source_held_ms,
+        destination_reserved_ms: handoff.destination_reserved_ms,
+        destination_activated_ms: handoff.destination_activated_ms,
+        decode_admit_ms: handoff.decode_admit_ms,
+        source_released_ms: handoff.source_released_ms,
+        decode_reused_input_tokens: handoff.decode_reused_input_tokens,
+        prefill_route_overlap_tokens: handoff.prefill_route_overlap_tokens,
+        decode_route_overlap_tokens: handoff.decode_route_overlap_tokens,
+        terminal_status: status,
+    })
+}
+
+/// The per-request records of a finished run not given to a sink, built one at a time as they
+/// are read, so that writing them needs no second copy of every request
+/// (`Collector::finish_lazily`).
 #[derive(Debug)]
 pub struct LazyRecords {
-    collector: Collector,
-    order: Vec<usize>,
+    /// Ended requests by arrival time then id.
+    states: Vec<(RequestId, Box<RequestState>)>,
 }
 
 impl LazyRecords {
     pub fn len(&self) -> usize {
-        self.order.len()
+        self.states.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.states.is_empty()
     }
 
     /// The records by arrival time then request id, each built when reached.
     pub fn iter(&self) -> impl Iterator<Item = RequestRecord> + '_ {
-        self.order
+        self.states
             .iter()
-            .filter_map(|&index| self.collector.record(index))
+            .filter_map(|(index, state)| record_of(*index, state))
     }
 }
 
@@ -964,5 +1086,58 @@ mod tests {
         let mut c = Collector::new(Sla::default(), false);
         complete(&mut c, 0, 0.0, &[1.0]);
         assert!(c.finish(RunFacts::default()).1.is_empty());
+    }
+
+    #[derive(Clone, Default)]
+    struct SharedSink(std::sync::Arc<std::sync::Mutex<Vec<RequestRecord>>>);
+
+    impl RecordSink for SharedSink {
+        fn accept(&mut self, record: RequestRecord) {
+            self.0.lock().unwrap().push(record);
+        }
+    }
+
+    fn uuids(records: &[RequestRecord]) -> Vec<&str> {
+        records.iter().map(|r| &r.uuid[33..]).collect()
+    }
+
+    #[test]
+    fn records_reach_the_sink_once_nothing_before_them_is_in_flight() {
+        let sink = SharedSink::default();
+        let mut c = Collector::new(Sla::default(), true);
+        c.stream_records_to(Box::new(sink.clone()));
+        c.on_arrival(0, 0.0, 10, 1, None);
+        c.on_admit(0, 0.0, 0, 0);
+        complete(&mut c, 1, 1.0, &[2.0]);
+        // Request 0 arrived first and is in flight: request 1's record waits.
+        assert!(sink.0.lock().unwrap().is_empty());
+        c.on_tokens(0, 3.0, 1);
+        c.on_completed(0, 3.0);
+        assert_eq!(uuids(&sink.0.lock().unwrap()), ["000", "001"]);
+        complete(&mut c, 2, 4.0, &[5.0]);
+        assert_eq!(sink.0.lock().unwrap().len(), 3);
+        // In flight at the end: no record; a later request's record still comes out.
+        c.on_arrival(3, 6.0, 10, 1, None);
+        complete(&mut c, 4, 7.0, &[8.0]);
+        assert_eq!(sink.0.lock().unwrap().len(), 3);
+        let (report, rest) = c.finish(RunFacts::default());
+        assert!(rest.is_empty());
+        assert_eq!(uuids(&sink.0.lock().unwrap()), ["000", "001", "002", "004"]);
+        assert_eq!(int(&report, "completed_requests"), 4);
+        // Nothing of the ended requests is kept.
+        assert_eq!(int(&report, "num_requests"), 5);
+    }
+
+    #[test]
+    fn ended_requests_leave_nothing_behind_without_records() {
+        let mut c = Collector::new(Sla::default(), false);
+        for id in 0..1000 {
+            complete(&mut c, id, id as f64, &[id as f64 + 1.0, id as f64 + 2.0]);
+        }
+        assert!(c.window.is_empty());
+        assert_eq!(c.base, 1000);
+        let (report, _) = c.finish(RunFacts::default());
+        assert_eq!(float(&report, "mean_ttft_ms"), 1.0);
+        assert_eq!(float(&report, "p99_tpot_ms"), 1.0);
     }
 }

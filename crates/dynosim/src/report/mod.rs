@@ -11,6 +11,7 @@
 
 pub mod aiperf;
 pub mod collector;
+pub mod exact;
 pub mod html;
 pub mod json;
 pub mod record;
@@ -19,7 +20,7 @@ pub mod table;
 pub mod timeseries;
 
 pub use collector::{Collector, HandoffStage, LazyRecords, RequestRecord, RunFacts};
-pub use record::TerminalStatus;
+pub use record::{RecordSink, TerminalStatus};
 
 /// The report: every key of frontend.md §3.1, in the reference's (Rust dict) key order.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -2,6 +2,19 @@
 
 use serde::Serialize;
 
+/// Where per-request records go as a run settles them, in record order (arrival time, then
+/// request id). The caller owns it (the CLI writes each record to the JSONL file); the
+/// simulator only hands records over, so the core stays free of I/O.
+pub trait RecordSink: Send {
+    fn accept(&mut self, record: RequestRecord);
+}
+
+impl RecordSink for Vec<RequestRecord> {
+    fn accept(&mut self, record: RequestRecord) {
+        self.push(record);
+    }
+}
+
 /// How a request ended.
 #[derive(Clone, Copy, Debug, Eq, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]

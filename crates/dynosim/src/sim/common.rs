@@ -3,7 +3,7 @@
 //! flight), and building a KV router for a pool.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use super::driver::{Driver, Terminal};
 use super::event_loop::ProgressPoint;
@@ -107,12 +107,15 @@ pub(super) struct ReleasedRequest {
     pub(super) hints: RouteHints,
 }
 
-/// The requests of a run: the driver that releases them, where each came from, and how many
-/// have not ended yet. Request ids are release order.
+/// The requests of a run: the driver that releases them, where each request in flight came
+/// from, and how many have not ended yet. Request ids are release order. Nothing is kept of a
+/// request once it ended, so memory follows the requests in flight, not the run's length.
 pub(super) struct Requests {
     driver: Driver,
-    origins: Vec<RequestOrigin>,
-    in_flight: usize,
+    /// The origin of every request in flight.
+    origins: HashMap<RequestId, RequestOrigin>,
+    /// The id the next released request takes.
+    next_id: RequestId,
     /// Requests that ended (completed or not).
     ended: usize,
 }
@@ -125,7 +128,7 @@ impl Requests {
     pub(super) fn dead_end(&self, run: &str, pools: &[(&str, &Pool)], hint: Option<&str>) -> Error {
         let mut message = format!(
             "{run} reached a dead end with {} in-flight requests remaining",
-            self.in_flight
+            self.origins.len()
         );
         let blocked = pools.iter().find_map(|(workers, pool)| {
             pool.blocked_request()
@@ -154,9 +157,9 @@ impl Requests {
 
     pub(super) fn new(driver: Driver) -> Self {
         Self {
-            origins: Vec::with_capacity(driver.total_turns()),
+            origins: HashMap::new(),
             driver,
-            in_flight: 0,
+            next_id: 0,
             ended: 0,
         }
     }
@@ -174,8 +177,9 @@ impl Requests {
         &self.driver
     }
 
+    /// Where request `id`, in flight, came from.
     pub(super) fn origin(&self, id: RequestId) -> RequestOrigin {
-        self.origins[id]
+        self.origins[&id]
     }
 
     /// Takes the next turn ready by `now_ms` from the driver and records it as the next request:
@@ -189,7 +193,8 @@ impl Requests {
     ) -> Option<ReleasedRequest> {
         let release = self.driver.pop_ready(now_ms)?;
         let closed_loop = matches!(arrivals, ArrivalMode::Concurrency { .. });
-        let id: RequestId = self.origins.len();
+        let id: RequestId = self.next_id;
+        self.next_id += 1;
         let max_output_tokens = release.turn.max_output_tokens;
         let arrival_ms = if closed_loop {
             now_ms
@@ -203,13 +208,15 @@ impl Requests {
             max_output_tokens,
             Some((release.session_id, release.turn_index)),
         );
-        self.origins.push(RequestOrigin {
-            session: release.session_index,
-            turn: release.turn_index,
-            generated: 0,
-            input_length: release.prompt.len(),
-        });
-        self.in_flight += 1;
+        self.origins.insert(
+            id,
+            RequestOrigin {
+                session: release.session_index,
+                turn: release.turn_index,
+                generated: 0,
+                input_length: release.prompt.len(),
+            },
+        );
         Some(ReleasedRequest {
             id,
             hints: RouteHints::of(release.turn, arrival_ms),
@@ -220,13 +227,17 @@ impl Requests {
 
     /// Request `id` produced `count` more tokens.
     pub(super) fn on_tokens(&mut self, id: RequestId, count: usize) {
-        self.origins[id].generated += count;
+        if let Some(origin) = self.origins.get_mut(&id) {
+            origin.generated += count;
+        }
     }
 
     /// Request `id` ended at `now_ms`: its session moves on.
     pub(super) fn on_ended(&mut self, id: RequestId, now_ms: f64, completed: bool) {
-        let origin = self.origins[id];
-        self.in_flight -= 1;
+        let origin = self
+            .origins
+            .remove(&id)
+            .expect("a request ends once, while in flight");
         self.ended += 1;
         let how = Terminal {
             request_id: id,

@@ -216,7 +216,7 @@ impl<'s> Disaggregated<'s> {
             events: EventQueue::new(),
             actions: VecDeque::new(),
             collector: Collector::new(spec.sla, spec.capture_requests),
-            requests: Vec::with_capacity(driver.total_turns()),
+            requests: Vec::new(),
             released: Requests::new(driver),
             placements: Vec::new(),
             scaling: policy.map(|policy| Scaling::new(policy, true)),

@@ -22,11 +22,12 @@
 //! blocks, so the next turn reuses them like the reference reuses its planned output tokens.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
 use crate::config::{compact_f64, ArrivalMode, MAX_VIRTUAL_TIME_MS};
 use crate::error::{Error, Result};
 use crate::tokens::{generated_token, TokenSeq};
+use crate::workload::synthetic::SyntheticSessions;
 use crate::workload::{DependencyGraph, GraphTiming, PromptMode, Session, Trigger, Turn, Workload};
 
 /// A turn released to the router.
@@ -254,13 +255,25 @@ impl GraphState {
 /// Checks that a session's turns, released `delay` after one another from `first_ms`, stay
 /// within the horizon (service times come on top; they are bounded by the simulation itself).
 fn check_session_delays(session: &Session, first_ms: f64, divisor: f64) -> Result<()> {
+    let delays = session.turns.iter().skip(1).map(|turn| turn.delay_ms);
+    check_turn_delays(|| session.id.clone(), delays, first_ms, divisor)
+}
+
+/// [`check_session_delays`] over the delays of turns 1.. of the session `id` names.
+fn check_turn_delays(
+    id: impl Fn() -> String,
+    delays: impl Iterator<Item = f64>,
+    first_ms: f64,
+    divisor: f64,
+) -> Result<()> {
     let mut at_ms = first_ms;
-    for (index, turn) in session.turns.iter().enumerate().skip(1) {
-        at_ms += turn.delay_ms / divisor;
+    for (index, delay_ms) in delays.enumerate() {
+        at_ms += delay_ms / divisor;
         check_horizon(at_ms, || {
             format!(
-                "turn {index} of session {} (its delays add up to it{})",
-                session.id,
+                "turn {} of session {} (its delays add up to it{})",
+                index + 1,
+                id(),
                 speedup_note(divisor)
             )
         })?;
@@ -268,9 +281,70 @@ fn check_session_delays(session: &Session, first_ms: f64, divisor: f64) -> Resul
     Ok(())
 }
 
+/// The sessions of a run. Listed sessions (traces) are all in memory from the start and give
+/// back their turns once finished; generated sessions (synthetic workloads) exist only from
+/// the moment the driver schedules their first turn until their last turn ends.
+#[derive(Debug)]
+enum SessionStore {
+    Listed(Vec<Session>),
+    Generated {
+        source: Box<SyntheticSessions>,
+        live: HashMap<usize, Session>,
+    },
+}
+
+impl SessionStore {
+    fn len(&self) -> usize {
+        match self {
+            Self::Listed(sessions) => sessions.len(),
+            Self::Generated { source, .. } => source.len(),
+        }
+    }
+
+    /// A session that is listed, or generated and not finished.
+    fn get(&self, index: usize) -> &Session {
+        match self {
+            Self::Listed(sessions) => &sessions[index],
+            Self::Generated { live, .. } => &live[&index],
+        }
+    }
+
+    /// Generated sessions: makes session `index` (the next one of the generator) live and
+    /// returns its first turn's timestamp. Listed: the timestamp as listed.
+    fn schedule(&mut self, index: usize) -> Option<f64> {
+        match self {
+            Self::Listed(sessions) => sessions[index].first_timestamp_ms,
+            Self::Generated { source, live } => {
+                debug_assert_eq!(source.next_index(), index, "generated in index order");
+                let session = source.next_session().expect("the index is below len()");
+                let first = session.first_timestamp_ms;
+                live.insert(index, session);
+                first
+            }
+        }
+    }
+
+    /// Session `index` released its last turn and that turn ended: its turns are not needed
+    /// any more (its id stays readable for listed sessions).
+    fn finish(&mut self, index: usize) {
+        match self {
+            Self::Listed(sessions) => sessions[index].turns = Vec::new(),
+            Self::Generated { live, .. } => {
+                live.remove(&index);
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct Driver {
-    sessions: Vec<Session>,
+    sessions: SessionStore,
+    /// Open loop over generated sessions: the next session to schedule once the previous
+    /// one's first turn is released (arrivals are in index order, so one scheduled ahead is
+    /// enough to keep the release order).
+    next_generated: Option<usize>,
+    /// Open loop over generated sessions: the first timestamp, which arrivals count from.
+    arrival_start_ms: f64,
     ready: BinaryHeap<ReadyTurn>,
     /// Scale applied to inter-turn delays (1/speedup in open loop, 1 in closed loop).
     delay_divisor: f64,
@@ -283,15 +357,28 @@ pub struct Driver {
     prompts: PromptMode,
     /// Cumulative prompts: each multi-turn session's history so far (empty otherwise).
     histories: Vec<TokenSeq>,
+    /// Turns in the whole workload (requests to release), for progress displays.
+    total_turns: usize,
 }
 
 impl Driver {
     /// Builds the driver and checks the timestamps the mode needs. Errors are usage errors.
     pub fn new(workload: Workload, mode: ArrivalMode) -> Result<Self> {
+        let total_turns = workload.total_turns();
+        let mut driver = Self::build(workload, mode)?;
+        driver.total_turns = total_turns;
+        Ok(driver)
+    }
+
+    fn build(workload: Workload, mode: ArrivalMode) -> Result<Self> {
+        if let Some(source) = workload.synthetic {
+            return Self::generated(source, mode);
+        }
         let Workload {
             sessions,
             prompts,
             graph,
+            synthetic: _,
         } = workload;
         let mut ready = BinaryHeap::with_capacity(sessions.len());
         let histories = match prompts {
@@ -309,7 +396,9 @@ impl Driver {
             let unfinished_sessions = sessions.len();
             return Ok(Self {
                 next_session: sessions.len(),
-                sessions,
+                sessions: SessionStore::Listed(sessions),
+                next_generated: None,
+                arrival_start_ms: 0.0,
                 ready,
                 delay_divisor: speedup,
                 unfinished_sessions,
@@ -317,6 +406,7 @@ impl Driver {
                 graph: Some(state),
                 prompts,
                 histories,
+                total_turns: 0,
             });
         }
         let (delay_divisor, closed_loop, next_session) = match mode {
@@ -386,7 +476,9 @@ impl Driver {
         };
         let unfinished_sessions = sessions.len();
         Ok(Self {
-            sessions,
+            sessions: SessionStore::Listed(sessions),
+            next_generated: None,
+            arrival_start_ms: 0.0,
             ready,
             delay_divisor,
             next_session,
@@ -395,22 +487,106 @@ impl Driver {
             graph: None,
             prompts,
             histories,
+            total_turns: 0,
         })
     }
 
-    /// Total number of turns in the workload.
-    /// The id of session `index` (as written in the trace, or generated).
-    pub fn session_id(&self, index: usize) -> &str {
-        &self.sessions[index].id
+    /// The driver of a synthetic workload: its sessions are generated as they are scheduled.
+    /// Arrival times and turn delays are checked here, before the run, without keeping any
+    /// session (the generator's arrival stream is replayed once on its own).
+    fn generated(source: SyntheticSessions, mode: ArrivalMode) -> Result<Self> {
+        let count = source.len();
+        let turn_delays = |session: &Session| -> Vec<f64> {
+            session.turns.iter().skip(1).map(|t| t.delay_ms).collect()
+        };
+        // Every session has the same turn delays: read them off the first one.
+        let delays = turn_delays(&source.clone().next_session().expect("request_count >= 1"));
+        let mut sessions = SessionStore::Generated {
+            source: Box::new(source),
+            live: HashMap::new(),
+        };
+        let mut ready = BinaryHeap::new();
+        let mut arrival_start_ms = 0.0;
+        let (delay_divisor, closed_loop, next_session, next_generated) = match mode {
+            ArrivalMode::Timestamps { speedup } => {
+                let SessionStore::Generated { source, .. } = &sessions else {
+                    unreachable!("built above")
+                };
+                // Arrivals never decrease, so the first is the earliest.
+                let mut start = None;
+                for (index, ts) in source.remaining_arrivals().enumerate() {
+                    let Some(ts) = ts else {
+                        return Err(Error::usage(format!(
+                            "trace mode requires first_arrival_timestamp_ms for session \
+                             session_{index}"
+                        )));
+                    };
+                    let start = *start.get_or_insert(ts);
+                    let at_ms = check_horizon((ts - start) / speedup, || {
+                        format!(
+                            "the arrival of session session_{index} (timestamp {}, the first \
+                             is {}){}",
+                            compact_f64(ts),
+                            compact_f64(start),
+                            speedup_note(speedup)
+                        )
+                    })?;
+                    let id = || format!("session_{index}");
+                    check_turn_delays(id, delays.iter().copied(), at_ms, speedup)?;
+                }
+                let start = start.unwrap_or(0.0);
+                arrival_start_ms = start;
+                let first = sessions.schedule(0).unwrap_or(start);
+                ready.push(ReadyTurn {
+                    at_ms: (first - start) / speedup,
+                    session: 0,
+                    turn: 0,
+                });
+                (speedup, false, count, (count > 1).then_some(1))
+            }
+            ArrivalMode::Concurrency { limit } => {
+                check_turn_delays(|| "session_0".to_string(), delays.iter().copied(), 0.0, 1.0)?;
+                let active = limit.min(count);
+                for index in 0..active {
+                    sessions.schedule(index);
+                    ready.push(ReadyTurn {
+                        at_ms: 0.0,
+                        session: index,
+                        turn: 0,
+                    });
+                }
+                (1.0, true, active, None)
+            }
+        };
+        Ok(Self {
+            sessions,
+            next_generated,
+            ready,
+            delay_divisor,
+            next_session,
+            unfinished_sessions: count,
+            closed_loop,
+            graph: None,
+            prompts: PromptMode::Full,
+            histories: Vec::new(),
+            arrival_start_ms,
+            total_turns: 0,
+        })
     }
 
-    pub fn total_turns(&self) -> usize {
-        self.sessions.iter().map(|s| s.turns.len()).sum()
+    /// The id of session `index` (as written in the trace, or generated).
+    pub fn session_id(&self, index: usize) -> &str {
+        &self.sessions.get(index).id
     }
 
     /// The earliest time a not-yet-released turn becomes ready, if any is scheduled.
     pub fn next_ready_ms(&self) -> Option<f64> {
         self.ready.peek().map(|r| r.at_ms)
+    }
+
+    /// Turns in the whole workload: the requests the run will release.
+    pub fn total_turns(&self) -> usize {
+        self.total_turns
     }
 
     /// True when every session has finished.
@@ -428,7 +604,10 @@ impl Driver {
         if let Some(graph) = self.graph.as_mut() {
             graph.fire(next.session, Trigger::Dispatch, now_ms, &mut self.ready);
         }
-        let session = &self.sessions[next.session];
+        if next.turn == 0 && self.next_generated == Some(next.session + 1) {
+            self.schedule_next_generated();
+        }
+        let session = self.sessions.get(next.session);
         let turn = &session.turns[next.turn];
         let own = turn.prompt.tokens(turn.input_length);
         let prompt = match self.prompts {
@@ -450,6 +629,24 @@ impl Driver {
         })
     }
 
+    /// Open loop over generated sessions: generates the next session and schedules its first
+    /// turn at its normalised, sped-up timestamp (checked against the horizon in `generated`).
+    fn schedule_next_generated(&mut self) {
+        let Some(index) = self.next_generated else {
+            return;
+        };
+        let ts = self
+            .sessions
+            .schedule(index)
+            .unwrap_or(self.arrival_start_ms);
+        self.ready.push(ReadyTurn {
+            at_ms: (ts - self.arrival_start_ms) / self.delay_divisor,
+            session: index,
+            turn: 0,
+        });
+        self.next_generated = (index + 1 < self.sessions.len()).then_some(index + 1);
+    }
+
     /// A released turn reached a terminal state at `now_ms`: schedule the session's next turn
     /// (or, for agentic workloads, the requests waiting for this one), or finish the session
     /// (and, in closed loop, activate the next one).
@@ -460,7 +657,7 @@ impl Driver {
             self.unfinished_sessions -= 1;
             return;
         }
-        let turns = &self.sessions[session].turns;
+        let turns = &self.sessions.get(session).turns;
         if let Some(next) = turns.get(turn + 1) {
             if self.prompts == PromptMode::Cumulative && how.completed {
                 let history = &mut self.histories[session];
@@ -479,8 +676,10 @@ impl Driver {
         if self.prompts == PromptMode::Cumulative {
             self.histories[session] = TokenSeq::new();
         }
+        self.sessions.finish(session);
         self.unfinished_sessions -= 1;
         if self.closed_loop && self.next_session < self.sessions.len() {
+            self.sessions.schedule(self.next_session);
             self.ready.push(ReadyTurn {
                 at_ms: now_ms,
                 session: self.next_session,
@@ -752,6 +951,118 @@ mod tests {
         assert_eq!(
             report.get("completed_requests"),
             Some(crate::report::Value::Int(3))
+        );
+    }
+
+    /// Releases every turn, ending each `service_ms` after its release, and lists what was
+    /// released: (session, turn, ready time, release time, prompt).
+    fn replay_all(mut d: Driver, service_ms: f64) -> Vec<(usize, usize, f64, f64, TokenSeq)> {
+        let mut out = Vec::new();
+        let mut ends: Vec<(f64, usize, usize)> = Vec::new();
+        let mut now = 0.0;
+        let mut id = 0;
+        loop {
+            while let Some(r) = d.pop_ready(now) {
+                out.push((
+                    r.session_index,
+                    r.turn_index,
+                    r.ready_at_ms,
+                    now,
+                    r.prompt.clone(),
+                ));
+                ends.push((now + service_ms, r.session_index, r.turn_index));
+            }
+            ends.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let next_end = ends.last().map(|e| e.0);
+            let next = match (next_end, d.next_ready_ms()) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
+            now = next;
+            while ends.last().is_some_and(|e| e.0 <= now) {
+                let (_, session, turn) = ends.pop().unwrap();
+                let how = Terminal {
+                    request_id: id,
+                    output_tokens: 1,
+                    completed: true,
+                };
+                id += 1;
+                d.on_terminal(session, turn, now, how);
+            }
+        }
+        assert!(d.is_drained());
+        out
+    }
+
+    #[test]
+    fn generated_sessions_release_exactly_like_the_listed_workload() {
+        use crate::config::{ArrivalProcess, SyntheticSpec};
+        for (arrival_process, turns, mode) in [
+            (
+                Some(ArrivalProcess::Poisson {
+                    rate: 50.0,
+                    seed: 3,
+                }),
+                3,
+                ArrivalMode::Timestamps { speedup: 2.0 },
+            ),
+            (
+                Some(ArrivalProcess::Interval { interval_ms: 0.0 }),
+                1,
+                ArrivalMode::Timestamps { speedup: 1.0 },
+            ),
+            (None, 2, ArrivalMode::Concurrency { limit: 4 }),
+            (None, 1, ArrivalMode::Concurrency { limit: 3 }),
+        ] {
+            let spec = SyntheticSpec {
+                input_tokens: 100,
+                output_tokens: 10,
+                request_count: 25,
+                arrival_process,
+                turns_per_session: turns,
+                shared_prefix_ratio: if turns > 1 { 0.5 } else { 0.0 },
+                num_prefix_groups: if turns > 1 { 3 } else { 0 },
+                inter_turn_delay_ms: if turns > 1 { 7.0 } else { 0.0 },
+                engine_block_size: 16,
+            };
+            let lazy = crate::workload::synthetic::generate(&spec).unwrap();
+            let mut source = lazy.synthetic.clone().unwrap();
+            let listed = Workload {
+                sessions: std::iter::from_fn(|| source.next_session()).collect(),
+                ..Workload::default()
+            };
+            assert_eq!(listed.sessions.len(), 25);
+            let a = replay_all(Driver::new(lazy, mode).unwrap(), 30.0);
+            let b = replay_all(Driver::new(listed, mode).unwrap(), 30.0);
+            assert_eq!(a.len(), 25 * turns);
+            assert_eq!(a, b, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn generated_arrivals_beyond_the_horizon_are_refused_before_the_run() {
+        use crate::config::{ArrivalProcess, SyntheticSpec};
+        let spec = SyntheticSpec {
+            input_tokens: 10,
+            output_tokens: 1,
+            request_count: 5,
+            arrival_process: Some(ArrivalProcess::Interval { interval_ms: 4e11 }),
+            turns_per_session: 1,
+            shared_prefix_ratio: 0.0,
+            num_prefix_groups: 0,
+            inter_turn_delay_ms: 0.0,
+            engine_block_size: 16,
+        };
+        let w = crate::workload::synthetic::generate(&spec).unwrap();
+        let e = Driver::new(w, ArrivalMode::Timestamps { speedup: 1.0 }).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "the arrival of session session_3 (timestamp 1200000000000, the first is 0) is \
+             1200000000000 ms of virtual time, beyond the simulator's horizon of 1e12 ms (about \
+             31.7 years)"
         );
     }
 }

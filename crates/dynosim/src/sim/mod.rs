@@ -23,7 +23,7 @@ use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
 use crate::planner::{self, PlannerOutcome, ScalingPolicy};
 use crate::report::timeseries::TimeSeries;
-use crate::report::{Collector, LazyRecords, Report, RequestRecord, RunFacts};
+use crate::report::{Collector, LazyRecords, RecordSink, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
 use disaggregated::Disaggregated;
@@ -65,19 +65,42 @@ pub fn simulate_observed(
     cancel: &AtomicBool,
     observers: &Observers,
 ) -> Result<Simulated> {
+    simulate_streaming(spec, workload, clock, cancel, observers, None)
+}
+
+/// [`simulate_observed`], handing captured per-request records to `records` as the run
+/// settles them (in record order) instead of keeping them to the end; the finished run then
+/// has none left to give (see `report::collector`). A spec with a planner runs the native
+/// planner.
+pub fn simulate_streaming(
+    spec: &ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn Clock,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+) -> Result<Simulated> {
     match &spec.planner {
         Some(planner) => {
             let mut native = planner::native_for(spec, planner);
-            let simulated =
-                simulate_scaled(spec, workload, clock, cancel, observers, Some(&mut native))?;
+            let policy: &mut dyn ScalingPolicy = &mut native;
+            let simulated = simulate_scaled(
+                spec,
+                workload,
+                clock,
+                cancel,
+                observers,
+                records,
+                Some(policy),
+            )?;
             debug_assert_eq!(simulated.planner.as_ref(), Some(native.outcome()));
             Ok(simulated)
         }
-        None => simulate_scaled(spec, workload, clock, cancel, observers, None),
+        None => simulate_scaled(spec, workload, clock, cancel, observers, records, None),
     }
 }
 
-/// [`simulate_observed`] with the workers scaled by `policy` at its ticks (any planner: the
+/// [`simulate_streaming`] with the workers scaled by `policy` at its ticks (any planner: the
 /// native one, or one the caller brings). The outcome counts the policy's ticks and lists
 /// every change of a worker count it asked for.
 pub fn simulate_scaled<'a>(
@@ -86,6 +109,7 @@ pub fn simulate_scaled<'a>(
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
     observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
     policy: Option<&'a mut dyn ScalingPolicy>,
 ) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
@@ -97,6 +121,9 @@ pub fn simulate_scaled<'a>(
             sim.collector()
                 .record_timeseries(TimeSeries::new(&["prefill", "decode"]));
         }
+        if let Some(sink) = records {
+            sim.collector().stream_records_to(sink);
+        }
         event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         let planner = sim.planner_outcome();
         let (collector, facts) = sim.finish();
@@ -106,6 +133,9 @@ pub fn simulate_scaled<'a>(
         if observers.timeseries {
             sim.collector()
                 .record_timeseries(TimeSeries::new(&["worker"]));
+        }
+        if let Some(sink) = records {
+            sim.collector().stream_records_to(sink);
         }
         event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         let planner = sim.planner_outcome();

@@ -619,6 +619,7 @@ impl AgenticBuilder {
             sessions: self.sessions,
             prompts: super::PromptMode::Full,
             graph: Some(graph),
+            synthetic: None,
         })
     }
 }

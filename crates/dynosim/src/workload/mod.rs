@@ -20,6 +20,25 @@ pub mod synthetic;
 
 pub use load::load;
 
+impl Workload {
+    /// Sessions in the workload, listed or still to be generated.
+    pub fn session_count(&self) -> usize {
+        self.synthetic
+            .as_ref()
+            .map_or(self.sessions.len(), |generated| generated.len())
+    }
+
+    /// Turns in the workload: one request each.
+    pub fn total_turns(&self) -> usize {
+        match &self.synthetic {
+            Some(generated) => generated
+                .len()
+                .saturating_mul(generated.turns_per_session()),
+            None => self.sessions.iter().map(|s| s.turns.len()).sum(),
+        }
+    }
+}
+
 /// Everything a replay needs to know about the requests to send.
 #[derive(Clone, Debug, Default)]
 pub struct Workload {
@@ -30,6 +49,9 @@ pub struct Workload {
     /// Request-level dependencies (agentic traces). When set, every session has exactly one
     /// turn, and turns are released by the graph instead of by session order.
     pub graph: Option<DependencyGraph>,
+    /// A synthetic workload's sessions, generated as the driver releases them; `sessions` is
+    /// then empty.
+    pub synthetic: Option<synthetic::SyntheticSessions>,
 }
 
 /// How the prompt sent for a turn is built.

@@ -23,17 +23,20 @@ use crate::error::{Error, Result};
 
 /// The fixed seed of the reference's structure RNG (group choice), independent of the arrival seed.
 const STRUCTURE_SEED: u64 = 42;
+/// The most requests (sessions x turns) one synthetic workload may hold: beyond it the run's
+/// request ids and the report's per-request latencies outgrow what one process should keep.
+pub const MAX_SYNTHETIC_REQUESTS: usize = 1 << 32;
 /// Tag of group-prefix hash ids: `(tag << 48) | (group << 32) | block index`.
 const GROUP_PREFIX_TAG: u64 = 0xD00D;
 
-/// Builds the workload a synthetic spec describes.
+/// Builds the workload a synthetic spec describes. Its sessions are not generated here: the
+/// workload carries a [`SyntheticSessions`] that the driver draws from as it releases them, so
+/// memory does not grow with `request_count`.
 pub fn generate(spec: &SyntheticSpec) -> Result<Workload> {
-    let mut arrivals = ArrivalClock::new(spec.arrival_process)?;
-    if uses_session_workload(spec) {
-        generate_sessions(spec, &mut arrivals)
-    } else {
-        generate_independent_requests(spec, &mut arrivals)
-    }
+    Ok(Workload {
+        synthetic: Some(SyntheticSessions::new(spec)?),
+        ..Workload::default()
+    })
 }
 
 /// Whether the multi-turn/shared-prefix path is taken. Like the reference this looks only at
@@ -58,65 +61,172 @@ fn check_common(spec: &SyntheticSpec) -> Result<()> {
     Ok(())
 }
 
-/// An empty session table with room for `spec.request_count` sessions of `turns` turns, or
-/// a usage error naming `request_count` when that much memory cannot be had: the table is
-/// allocated before any request exists, so an absurd count fails here instead of aborting.
-fn session_table(spec: &SyntheticSpec, turns: usize) -> Result<Vec<Session>> {
-    let per_session =
-        std::mem::size_of::<Session>() + turns.saturating_mul(std::mem::size_of::<Turn>());
-    let too_many = || {
-        Error::usage(format!(
-            "request_count {}: not enough memory for {} sessions of {turns} turn(s) (about {} \
-             bytes each before their prompts; the whole workload is generated before the run)",
-            spec.request_count, spec.request_count, per_session
-        ))
-    };
-    let total_bytes = spec
-        .request_count
-        .checked_mul(per_session)
-        .filter(|bytes| *bytes <= isize::MAX as usize)
-        .ok_or_else(too_many)?;
-    // Probing the whole footprint once makes an impossible size fail now, while nothing is
-    // allocated yet, rather than in the middle of generation.
-    let mut probe: Vec<u8> = Vec::new();
-    probe
-        .try_reserve_exact(total_bytes)
-        .map_err(|_| too_many())?;
-    drop(probe);
-    let mut sessions = Vec::new();
-    sessions
-        .try_reserve_exact(spec.request_count)
-        .map_err(|_| too_many())?;
-    Ok(sessions)
+/// The synthetic sessions, generated one at a time in index order from the same random
+/// streams, in the same order of draws, as generating them all at once: session `i` is the
+/// same whether it is the first or the millionth drawn. Cloning gives a generator that will
+/// produce the same sessions again (used to check arrival times before a run).
+#[derive(Clone, Debug)]
+pub struct SyntheticSessions {
+    arrivals: ArrivalClock,
+    count: usize,
+    next_index: usize,
+    input_tokens: usize,
+    output_tokens: usize,
+    shape: Shape,
 }
 
-fn generate_independent_requests(
-    spec: &SyntheticSpec,
-    arrivals: &mut ArrivalClock,
-) -> Result<Workload> {
-    check_common(spec)?;
-    let mut sessions = session_table(spec, 1)?;
-    sessions.extend((0..spec.request_count).map(|index| Session {
-        id: format!("session_{index}"),
-        first_timestamp_ms: arrivals.next_arrival_ms(),
-        turns: vec![Turn {
-            input_length: spec.input_tokens,
-            max_output_tokens: spec.output_tokens,
-            delay_ms: 0.0,
-            prompt: Prompt::Unique { key: index as u64 },
-            priority: 0,
-            strict_priority: 0,
-            policy_class: None,
-        }],
-    }));
-    Ok(Workload {
-        sessions,
-        ..Workload::default()
-    })
+/// The two shapes of synthetic sessions (see the module documentation).
+#[derive(Clone, Debug)]
+enum Shape {
+    /// One turn whose prompt shares nothing.
+    Independent,
+    /// `turns` turns of hash-id prompts, optionally opening with a group prefix.
+    Sessions {
+        turns: usize,
+        inter_turn_delay_ms: f64,
+        block_size: u32,
+        num_blocks: usize,
+        prefix_blocks: usize,
+        /// `Some(groups)` when sessions draw a prefix group.
+        groups: Option<usize>,
+        structure_rng: Box<StdRng>,
+        ids: DenseIds,
+    },
 }
 
-fn generate_sessions(spec: &SyntheticSpec, arrivals: &mut ArrivalClock) -> Result<Workload> {
-    check_common(spec)?;
+impl SyntheticSessions {
+    /// Checks the spec and prepares the generator; no session exists yet.
+    pub fn new(spec: &SyntheticSpec) -> Result<Self> {
+        let arrivals = ArrivalClock::new(spec.arrival_process)?;
+        check_common(spec)?;
+        let requests = spec
+            .request_count
+            .saturating_mul(spec.turns_per_session.max(1));
+        if requests > MAX_SYNTHETIC_REQUESTS {
+            return Err(Error::usage(format!(
+                "request_count {}: {requests} requests, more than the {MAX_SYNTHETIC_REQUESTS} \
+                 one synthetic run can hold (request_count x turns_per_session)",
+                spec.request_count
+            )));
+        }
+        let shape = if uses_session_workload(spec) {
+            session_shape(spec)?
+        } else {
+            Shape::Independent
+        };
+        Ok(Self {
+            arrivals,
+            count: spec.request_count,
+            next_index: 0,
+            input_tokens: spec.input_tokens,
+            output_tokens: spec.output_tokens,
+            shape,
+        })
+    }
+
+    /// Sessions in the workload (generated or not).
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Turns of every session.
+    pub fn turns_per_session(&self) -> usize {
+        match &self.shape {
+            Shape::Independent => 1,
+            Shape::Sessions { turns, .. } => *turns,
+        }
+    }
+
+    /// Index of the next session [`Self::next_session`] returns.
+    pub fn next_index(&self) -> usize {
+        self.next_index
+    }
+
+    /// The first-turn arrival times of the sessions not generated yet, in index order (an
+    /// independent stream: the generator itself is not advanced). `None` for each under
+    /// closed-loop concurrency.
+    pub fn remaining_arrivals(&self) -> impl Iterator<Item = Option<f64>> {
+        let mut clock = self.arrivals.clone();
+        (self.next_index..self.count).map(move |_| clock.next_arrival_ms())
+    }
+
+    /// The next session, or `None` once all `len()` have been generated.
+    pub fn next_session(&mut self) -> Option<Session> {
+        if self.next_index >= self.count {
+            return None;
+        }
+        let index = self.next_index;
+        self.next_index += 1;
+        let first_timestamp_ms = self.arrivals.next_arrival_ms();
+        let turns = match &mut self.shape {
+            Shape::Independent => vec![Turn {
+                input_length: self.input_tokens,
+                max_output_tokens: self.output_tokens,
+                delay_ms: 0.0,
+                prompt: Prompt::Unique { key: index as u64 },
+                priority: 0,
+                strict_priority: 0,
+                policy_class: None,
+            }],
+            Shape::Sessions {
+                turns,
+                inter_turn_delay_ms,
+                block_size,
+                num_blocks,
+                prefix_blocks,
+                groups,
+                structure_rng,
+                ids,
+            } => {
+                let group = groups.map(|groups| structure_rng.random_range(0..groups) as u64);
+                (0..*turns)
+                    .map(|turn_idx| {
+                        // Every turn is a fresh prompt: it shares the group prefix, nothing
+                        // with its session's earlier turns.
+                        let mut prompt_ids = Vec::with_capacity(*num_blocks);
+                        if let Some(group) = group {
+                            for block_idx in 0..*prefix_blocks {
+                                let raw =
+                                    (GROUP_PREFIX_TAG << 48) | (group << 32) | block_idx as u64;
+                                prompt_ids.push(ids.group_block(raw));
+                            }
+                        }
+                        while prompt_ids.len() < *num_blocks {
+                            prompt_ids.push(ids.fresh());
+                        }
+                        Turn {
+                            input_length: self.input_tokens,
+                            max_output_tokens: self.output_tokens,
+                            delay_ms: if turn_idx == 0 {
+                                0.0
+                            } else {
+                                *inter_turn_delay_ms
+                            },
+                            prompt: Prompt::HashIds {
+                                ids: prompt_ids,
+                                block_size: *block_size,
+                            },
+                            priority: 0,
+                            strict_priority: 0,
+                            policy_class: None,
+                        }
+                    })
+                    .collect()
+            }
+        };
+        Some(Session {
+            id: format!("session_{index}"),
+            first_timestamp_ms,
+            turns,
+        })
+    }
+}
+
+fn session_shape(spec: &SyntheticSpec) -> Result<Shape> {
     if spec.turns_per_session == 0 {
         return Err(Error::usage("turns_per_session must be at least 1"));
     }
@@ -138,84 +248,69 @@ fn generate_sessions(spec: &SyntheticSpec, arrivals: &mut ArrivalClock) -> Resul
     let prefix_blocks =
         ((num_blocks as f64 * spec.shared_prefix_ratio).round() as usize).min(num_blocks);
     let grouped = spec.num_prefix_groups > 0 && spec.shared_prefix_ratio > 0.0;
+    let groups = grouped.then_some(spec.num_prefix_groups);
 
-    let mut structure_rng = StdRng::seed_from_u64(STRUCTURE_SEED);
-    let mut ids = DenseIds::default();
-    let mut sessions = session_table(spec, spec.turns_per_session)?;
-    for session_idx in 0..spec.request_count {
-        let first_timestamp_ms = arrivals.next_arrival_ms();
-        let group = grouped.then(|| structure_rng.random_range(0..spec.num_prefix_groups) as u64);
-        let mut turns = Vec::with_capacity(spec.turns_per_session);
-        for turn_idx in 0..spec.turns_per_session {
-            // Every turn is a fresh prompt: it shares the group prefix, nothing with its
-            // session's earlier turns.
-            let mut prompt_ids = Vec::with_capacity(num_blocks);
-            if let Some(group) = group {
-                for block_idx in 0..prefix_blocks {
-                    let raw = (GROUP_PREFIX_TAG << 48) | (group << 32) | block_idx as u64;
-                    prompt_ids.push(ids.group_block(raw)?);
-                }
-            }
-            while prompt_ids.len() < num_blocks {
-                prompt_ids.push(ids.fresh()?);
-            }
-            turns.push(Turn {
-                input_length: spec.input_tokens,
-                max_output_tokens: spec.output_tokens,
-                delay_ms: if turn_idx == 0 {
-                    0.0
-                } else {
-                    spec.inter_turn_delay_ms
-                },
-                prompt: Prompt::HashIds {
-                    ids: prompt_ids,
-                    block_size,
-                },
-                priority: 0,
-                strict_priority: 0,
-                policy_class: None,
-            });
-        }
-        sessions.push(Session {
-            id: format!("session_{session_idx}"),
-            first_timestamp_ms,
-            turns,
-        });
+    // Every block outside a group prefix takes a new dense id, and each group's prefix takes
+    // its ids on first use: checking the most ids the workload can take now means generation
+    // itself cannot run out of them midway.
+    let fresh_per_turn = num_blocks - if grouped { prefix_blocks } else { 0 };
+    let group_ids = groups.map_or(0, |g| {
+        g.min(spec.request_count).saturating_mul(prefix_blocks)
+    });
+    let most_ids = spec
+        .request_count
+        .saturating_mul(spec.turns_per_session)
+        .saturating_mul(fresh_per_turn)
+        .saturating_add(group_ids);
+    if most_ids > u32::MAX as usize + 1 {
+        return Err(Error::usage(format!(
+            "request_count {}: the synthetic prompts would need {most_ids} distinct hash ids, \
+             more than the {} a workload can hold (fewer requests, turns or input tokens, or a \
+             larger block size)",
+            spec.request_count,
+            u32::MAX as u64 + 1
+        )));
     }
-    Ok(Workload {
-        sessions,
-        ..Workload::default()
+    Ok(Shape::Sessions {
+        turns: spec.turns_per_session,
+        inter_turn_delay_ms: spec.inter_turn_delay_ms,
+        block_size,
+        num_blocks,
+        prefix_blocks,
+        groups,
+        structure_rng: Box::new(StdRng::seed_from_u64(STRUCTURE_SEED)),
+        ids: DenseIds::default(),
     })
 }
 
 /// Dense prompt ids in first-use order: group-prefix blocks are remembered (they recur), every
-/// other block is new by construction, so it just takes the next id.
-#[derive(Default)]
+/// other block is new by construction, so it just takes the next id. How many ids a workload
+/// takes is checked before generation starts (`session_shape`).
+#[derive(Clone, Debug, Default)]
 struct DenseIds {
     group_blocks: HashMap<u64, u32>,
     next: u32,
 }
 
 impl DenseIds {
-    fn fresh(&mut self) -> Result<u32> {
+    fn fresh(&mut self) -> u32 {
         let id = self.next;
-        self.next = self.next.checked_add(1).ok_or_else(|| {
-            Error::usage("trace contains more unique hash IDs than u32 can represent")
-        })?;
-        Ok(id)
+        self.next = self.next.wrapping_add(1);
+        id
     }
 
-    fn group_block(&mut self, raw: u64) -> Result<u32> {
+    fn group_block(&mut self, raw: u64) -> u32 {
         if let Some(&id) = self.group_blocks.get(&raw) {
-            return Ok(id);
+            return id;
         }
-        let id = self.fresh()?;
+        let id = self.fresh();
         self.group_blocks.insert(raw, id);
-        Ok(id)
+        id
     }
 }
 
 /// First-turn arrival times, in order: the first at 0, then one gap per further session.
+#[derive(Clone, Debug)]
 enum ArrivalClock {
     /// Closed loop: no timestamps.
     None,
@@ -311,6 +406,15 @@ fn exponential_gap_ms(mean_ms: f64, rng: &mut StdRng) -> f64 {
 mod tests {
     use super::*;
 
+    /// The whole workload, every session drawn from the generator.
+    fn generate_all(spec: &SyntheticSpec) -> Result<Workload> {
+        let mut sessions = generate(spec)?.synthetic.expect("a synthetic workload");
+        Ok(Workload {
+            sessions: std::iter::from_fn(|| sessions.next_session()).collect(),
+            ..Workload::default()
+        })
+    }
+
     fn spec(arrival_process: Option<ArrivalProcess>) -> SyntheticSpec {
         SyntheticSpec {
             input_tokens: 100,
@@ -351,7 +455,7 @@ mod tests {
 
     #[test]
     fn poisson_arrivals_match_the_reference_vectors() {
-        let w = generate(&spec(Some(ArrivalProcess::Poisson {
+        let w = generate_all(&spec(Some(ArrivalProcess::Poisson {
             rate: 10.0,
             seed: 42,
         })))
@@ -363,7 +467,7 @@ mod tests {
                 497.101835
             ]
         );
-        let w = generate(&spec(Some(ArrivalProcess::Poisson {
+        let w = generate_all(&spec(Some(ArrivalProcess::Poisson {
             rate: 10.0,
             seed: 7,
         })))
@@ -379,21 +483,21 @@ mod tests {
         }));
         multi.turns_per_session = 2;
         assert_eq!(
-            rounded(&generate(&multi).unwrap())[..3],
+            rounded(&generate_all(&multi).unwrap())[..3],
             [0.0, 74.772462, 153.019540]
         );
     }
 
     #[test]
     fn interval_burst_and_closed_loop_arrivals() {
-        let w = generate(&spec(Some(ArrivalProcess::Interval { interval_ms: 25.0 }))).unwrap();
+        let w = generate_all(&spec(Some(ArrivalProcess::Interval { interval_ms: 25.0 }))).unwrap();
         assert_eq!(
             rounded(&w),
             [0.0, 25.0, 50.0, 75.0, 100.0, 125.0, 150.0, 175.0]
         );
-        let w = generate(&spec(Some(ArrivalProcess::Interval { interval_ms: 0.0 }))).unwrap();
+        let w = generate_all(&spec(Some(ArrivalProcess::Interval { interval_ms: 0.0 }))).unwrap();
         assert_eq!(rounded(&w), [0.0; 8]);
-        let w = generate(&spec(None)).unwrap();
+        let w = generate_all(&spec(None)).unwrap();
         assert_eq!(starts(&w), [None; 8]);
     }
 
@@ -402,7 +506,7 @@ mod tests {
         let mut s = spec(None);
         s.turns_per_session = 0; // silently one turn on the simple path, as in the reference
         s.shared_prefix_ratio = -0.5; // not positive: ignored, as in the reference
-        let w = generate(&s).unwrap();
+        let w = generate_all(&s).unwrap();
         assert_eq!(w.sessions.len(), 8);
         for (i, session) in w.sessions.iter().enumerate() {
             assert_eq!(session.turns.len(), 1);
@@ -421,7 +525,7 @@ mod tests {
         s.request_count = sessions;
         s.num_prefix_groups = groups;
         s.shared_prefix_ratio = 1.0;
-        let w = generate(&s).unwrap();
+        let w = generate_all(&s).unwrap();
         let mut firsts: Vec<u32> = Vec::new();
         w.sessions
             .iter()
@@ -479,7 +583,7 @@ mod tests {
         s.num_prefix_groups = 2;
         s.shared_prefix_ratio = 0.5;
         s.inter_turn_delay_ms = 250.0;
-        let w = generate(&s).unwrap();
+        let w = generate_all(&s).unwrap();
         let t = |i: usize, k: usize| ids(&w.sessions[i].turns[k]).to_vec();
         for session in &w.sessions {
             assert_eq!(session.turns.len(), 2);
@@ -514,7 +618,7 @@ mod tests {
         let mut s = spec(None);
         s.input_tokens = 130; // 3 blocks of 64
         s.shared_prefix_ratio = 0.5;
-        let w = generate(&s).unwrap();
+        let w = generate_all(&s).unwrap();
         assert_eq!(ids(&w.sessions[0].turns[0]), &[0, 1, 2]);
         assert_eq!(ids(&w.sessions[1].turns[0]), &[3, 4, 5]);
         assert_eq!(starts(&w), [None; 8]);

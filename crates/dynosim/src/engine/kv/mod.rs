@@ -8,6 +8,7 @@
 //! needed. Every operation is O(1) apart from evictions (O(1) each) and the per-block work of an
 //! allocation.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -324,8 +325,10 @@ impl BlockPool {
             refs: 1,
             pins: 0,
         };
-        match self.by_hash.get_mut(&hash) {
-            Some((_, last)) => {
+        // One probe of the index (an entry), not a lookup and then an insert.
+        match self.by_hash.entry(hash) {
+            Entry::Occupied(mut entry) => {
+                let (_, last) = entry.get_mut();
                 let prev = *last;
                 *last = id;
                 self.slots[prev as usize].same_next = id;
@@ -333,8 +336,8 @@ impl BlockPool {
                 slot.same_prev = prev;
                 slot.same_next = NIL;
             }
-            None => {
-                self.by_hash.insert(hash, (id, id));
+            Entry::Vacant(entry) => {
+                entry.insert((id, id));
                 let slot = &mut self.slots[id as usize];
                 slot.same_prev = NIL;
                 slot.same_next = NIL;
@@ -438,18 +441,21 @@ impl BlockPool {
         if same_next != NIL {
             self.slots[same_next as usize].same_prev = same_prev;
         }
-        let entry = self.by_hash.get_mut(&hash).expect("cached hash is indexed");
-        if entry.0 == id && entry.1 == id {
-            self.by_hash.remove(&hash);
+        let Entry::Occupied(mut entry) = self.by_hash.entry(hash) else {
+            unreachable!("cached hash is indexed")
+        };
+        let copies = entry.get_mut();
+        if copies.0 == id && copies.1 == id {
+            entry.remove();
             if let Some(events) = &mut self.events {
                 events.push(KvEvent::Removed { hash });
             }
         } else {
-            if entry.0 == id {
-                entry.0 = same_next;
+            if copies.0 == id {
+                copies.0 = same_next;
             }
-            if entry.1 == id {
-                entry.1 = same_prev;
+            if copies.1 == id {
+                copies.1 = same_prev;
             }
         }
         self.free_slot(id);

@@ -1,0 +1,103 @@
+//! The progress bar, with stderr on a pseudo-terminal as a user's would be: it is drawn, the
+//! run ends (the bar's thread never waits on a lock the main thread holds), and `--quiet`
+//! draws nothing. (Without a terminal there is no bar: `html_report.rs` checks stderr stays
+//! empty.)
+#![cfg(unix)]
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::FromRawFd;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs dynosim with stderr on a new pseudo-terminal; returns (exit code, what the terminal
+/// received). Panics if it has not ended within a generous deadline (a hang).
+fn run_on_terminal(args: &[&str]) -> (Option<i32>, String) {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the given integers; null name/termios/size.
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty failed");
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (mut master, slave) = unsafe { (File::from_raw_fd(master), File::from_raw_fd(slave)) };
+    let dir = tempfile::TempDir::new().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+        .args(args)
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut received = Vec::new();
+        // Ends with EIO once the child (the last holder of the terminal) exits.
+        let mut buffer = [0u8; 4096];
+        while let Ok(n) = master.read(&mut buffer) {
+            if n == 0 {
+                break;
+            }
+            received.extend_from_slice(&buffer[..n]);
+        }
+        received
+    });
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("dynosim did not end with stderr on a terminal (a hang)");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let received = reader.join().unwrap();
+    (
+        status.code(),
+        String::from_utf8_lossy(&received).into_owned(),
+    )
+}
+
+/// Long enough (debug build) for the bar to draw more than once.
+const WORKLOAD: [&str; 12] = [
+    "--input-tokens",
+    "1000",
+    "--output-tokens",
+    "200",
+    "--request-count",
+    "4000",
+    "--replay-concurrency",
+    "64",
+    "--num-workers",
+    "2",
+    "--report-json",
+    "r.json",
+];
+
+#[test]
+fn the_bar_is_drawn_on_a_terminal_and_the_run_ends() {
+    let (code, terminal) = run_on_terminal(&WORKLOAD);
+    assert_eq!(code, Some(0), "terminal: {terminal}");
+    assert!(
+        terminal.contains("/4,000 requests") && terminal.contains("model time"),
+        "no progress bar on the terminal: {terminal:?}"
+    );
+}
+
+#[test]
+fn quiet_draws_no_bar_on_a_terminal() {
+    let mut args = WORKLOAD.to_vec();
+    args.push("--quiet");
+    let (code, terminal) = run_on_terminal(&args);
+    assert_eq!(code, Some(0));
+    assert!(terminal.is_empty(), "terminal: {terminal:?}");
+}
