@@ -15,6 +15,11 @@
 # The reference writes an empty per-request JSONL for agentic traces; such a case keeps no records
 # golden (the provenance says so) instead of a file that no run can match.
 #
+# A case with --planner-config needs the reference's planner packages (REF_VENV pointing at an
+# environment set up with reference-setup.sh --with-planner). The reference refuses per-request
+# records there, so none are kept; instead NAME.planner.txt stores the planner's lines of its
+# stdout (the `Scaling events:` block and `Planner ticks: N`), which must match exactly.
+#
 # All-or-nothing: outputs go to a staging directory and replace golden/ files only when every
 # selected case succeeded. Any failure exits non-zero with golden/ unchanged.
 set -euo pipefail
@@ -112,15 +117,17 @@ while IFS=$'\t' read -r name args mark; do
   [[ $mark == close* ]] && close=1
   trace=0
   [[ ${argv[0]} != --* ]] && trace=1
+  planner=0
+  for a in "${argv[@]}"; do [[ $a == --planner-config ]] && planner=1; done
   out=$stage/$name
   n=1
   [[ $close == 1 ]] && n=$runs
   ok=1
   for ((i = 1; i <= n; i++)); do
     extra=()
-    [[ $trace == 1 && $close == 0 ]] && extra=(--report-jsonl "$out.jsonl")
+    [[ $trace == 1 && $close == 0 && $planner == 0 ]] && extra=(--report-jsonl "$out.jsonl")
     if ! (cd "$root" && DYN_LOG=warn "$ref/bin/python" -m dynamo.replay "${argv[@]}" \
-        --report-json "$out.run$i.json" "${extra[@]}" >/dev/null 2>"$out.err"); then
+        --report-json "$out.run$i.json" "${extra[@]}" >"$out.stdout" 2>"$out.err"); then
       failed+=("$name: $(tail -1 "$out.err")")
       ok=0
       break
@@ -128,6 +135,14 @@ while IFS=$'\t' read -r name args mark; do
   done
   [[ $ok == 1 ]] || { echo "FAIL $name"; continue; }
   mv "$out.run1.json" "$out.json"
+  if [[ $planner == 1 ]]; then
+    # The planner's lines: the scaling events block and the tick count.
+    awk '/^Scaling events:$/ {on = 1; print; next}
+         on && /^  t=/ {print; next}
+         {on = 0}
+         /^Planner ticks: / {print}' "$out.stdout" >"$out.planner.txt"
+  fi
+  rm -f "$out.stdout"
   records='"compared"'
   if [[ $close == 1 ]]; then
     python3 - "$out.spread.json" "$out.json" "$out".run*.json <<'EOF'
@@ -147,6 +162,8 @@ with open(dst, "w") as f:
 EOF
     rm -f "$out".run*.json
     records='"not compared: the reference is not deterministic here"'
+  elif [[ $planner == 1 ]]; then
+    records='"none: the reference refuses per-request records with a planner"'
   elif [[ $trace == 1 ]]; then
     if [[ -s $out.jsonl ]]; then
       python3 "$root/tests/parity/compact_records.py" "$out.jsonl" "$out.records.tsv.gz"
@@ -183,7 +200,7 @@ fi
 for prov in "$stage"/*.provenance.json; do
   name=$(basename "$prov" .provenance.json)
   rm -f "$golden/$name.json" "$golden/$name.records.tsv.gz" "$golden/$name.spread.json" \
-    "$golden/$name.provenance.json"
+    "$golden/$name.planner.txt" "$golden/$name.provenance.json"
   for f in "$stage/$name".*; do mv "$f" "$golden/"; done
 done
 echo "stored $selected case(s) in tests/parity/golden/"

@@ -238,6 +238,12 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub report_jsonl: Option<PathBuf>,
 
+    /// Planner in the loop: a planner config (YAML or JSON file, or inline JSON) whose planner
+    /// adds and removes workers at scaling ticks (offline replay of mooncake or dynamo traces
+    /// and synthetic workloads; default: none)
+    #[arg(long, value_name = "PATH|JSON")]
+    pub planner_config: Option<String>,
+
     /// Also write the run as an AIPerf run directory: profile_export_aiperf.json,
     /// profile_export_aiperf.csv and profile_export.jsonl, readable by AIPerf's tools such as
     /// `aiperf plot` (created if missing; dynosim only; default: none)
@@ -331,6 +337,7 @@ impl Cli {
             trace_shared_prefix_ratio: self.trace_shared_prefix_ratio,
             trace_num_prefix_groups: self.trace_num_prefix_groups,
             report_jsonl: self.report_jsonl.clone(),
+            planner_config: self.planner_config.clone(),
             max_sim_time_seconds: self.max_sim_time_seconds,
             sla_ttft_ms: self.sla_ttft_ms,
             sla_itl_ms: self.sla_itl_ms,

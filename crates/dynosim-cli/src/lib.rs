@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
+use dynosim::planner::PlannerOutcome;
 use dynosim::report::timeseries::TimeSeries;
 use dynosim::report::RecordSink;
 use dynosim::sim::{Observers, Progress, Simulated, VirtualClock};
@@ -86,6 +87,52 @@ fn simulate_timed(
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
 }
 
+/// Replays offline with the workers scaled by `policy` (a planner the caller brings: the
+/// Python front's `scaling_policy`), stopping with a runtime error once `cancel` is set.
+/// Returns the report, the records (when the spec asks for them) and what the policy did.
+pub fn replay_scaled_cancellable(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    policy: &mut dyn dynosim::planner::ScalingPolicy,
+) -> dynosim::Result<(Report, Vec<RequestRecord>, PlannerOutcome)> {
+    spec.check_scaling("scaling_policy")?;
+    let prepared = dynosim::prepare(spec)?;
+    let spec = prepared.as_ref();
+    let workload = dynosim::load_workload(spec)?;
+    let started = Instant::now();
+    let observers = dynosim::sim::Observers::default();
+    let mut simulated = dynosim::sim::simulate_scaled(
+        spec,
+        workload,
+        &mut VirtualClock,
+        cancel,
+        &observers,
+        None,
+        Some(policy),
+    )?;
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(dynosim::Error::runtime("replay interrupted"));
+    }
+    let outcome = simulated.take_planner().unwrap_or_default();
+    let (report, records) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
+    Ok((report, records, outcome))
+}
+
+/// [`replay`] with what the planner did when the spec has one, stopping with a runtime error
+/// once another thread sets `cancel`.
+pub fn replay_planned_cancellable(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+) -> dynosim::Result<(Report, Vec<RequestRecord>, Option<PlannerOutcome>)> {
+    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(dynosim::Error::runtime("replay interrupted"));
+    }
+    let planner = simulated.take_planner();
+    let (report, records) = simulated.into_report(wall_time_ms);
+    Ok((report, records, planner))
+}
+
 /// [`replay_lazily`], recording what `observers` ask for: with [`Observers::timeseries`],
 /// the time series of the HTML report come back too.
 pub fn replay_observed(
@@ -104,10 +151,27 @@ pub fn replay_streaming(
     observers: &Observers,
     records: Option<Box<dyn RecordSink>>,
 ) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
+    let (report, records, series, _) = replay_streaming_planned(spec, cancel, observers, records)?;
+    Ok((report, records, series))
+}
+
+/// [`replay_streaming`], with what the planner did when the spec has one.
+pub fn replay_streaming_planned(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+) -> dynosim::Result<(
+    Report,
+    LazyRecords,
+    Option<TimeSeries>,
+    Option<PlannerOutcome>,
+)> {
     let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, observers, records)?;
     let series = simulated.take_timeseries();
+    let planner = simulated.take_planner();
     let (report, records) = simulated.into_report_lazily(wall_time_ms);
-    Ok((report, records, series))
+    Ok((report, records, series, planner))
 }
 
 /// The HTML report of a run: `invocation` is the command as the user typed it (shown first
@@ -175,13 +239,15 @@ where
             table,
             report_path,
             interrupted,
+            planner,
         }) => {
             let printed = if cli.quiet {
                 Ok(())
             } else {
+                let (before, after) = planner_lines(planner.as_ref());
                 write!(
                     stdout,
-                    "{table}\nSaved full report to: {}\n",
+                    "{before}{table}\nSaved full report to: {}\n{after}",
                     report_path.display()
                 )
                 .and_then(|()| stdout.flush())
@@ -213,6 +279,22 @@ where
         }
         Err(err) => report_error(prog, &err, &mut command, stderr),
     }
+}
+
+/// What a planner run prints around the table, as the reference does: its scaling events
+/// before, its tick count after.
+fn planner_lines(planner: Option<&PlannerOutcome>) -> (String, String) {
+    let Some(planner) = planner else {
+        return (String::new(), String::new());
+    };
+    let mut before = String::new();
+    if !planner.events.is_empty() {
+        before.push_str("\nScaling events:\n");
+        for event in &planner.events {
+            before.push_str(&format!("  {}\n", event.describe()));
+        }
+    }
+    (before, format!("Planner ticks: {}\n", planner.ticks))
 }
 
 /// Prints a failed command's error (with the usage line for a usage error) and returns its
@@ -299,6 +381,8 @@ struct Finished {
     report_path: PathBuf,
     /// A live run ended by Ctrl-C; its report covers what finished.
     interrupted: bool,
+    /// What the planner did, when there was one.
+    planner: Option<PlannerOutcome>,
 }
 
 /// Validates, checks the outputs, replays and writes them. Every output is resolved and
@@ -344,11 +428,11 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
         progress::ProgressBar::start(progress)
     };
     let sink = stream.as_ref().map(RecordStream::sink);
-    let replayed = replay_streaming(&spec, &AtomicBool::new(false), &observers, sink);
+    let replayed = replay_streaming_planned(&spec, &AtomicBool::new(false), &observers, sink);
     if let Some(bar) = bar {
         bar.finish();
     }
-    let (report, records, series) = replayed?;
+    let (report, records, series, planner) = replayed?;
     // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
     let interrupted = interrupts
         .as_ref()
@@ -373,6 +457,7 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
         table: report.render_table(),
         report_path,
         interrupted,
+        planner,
     })
 }
 

@@ -18,6 +18,10 @@
 //!   `close:unchecked=KEY,KEY` leaves named keys of a close case unchecked: known divergences
 //!   still to be fixed, printed at the start of every run.
 //!
+//! - A planner case (`--planner-config`) also stores the planner's lines of the reference's
+//!   stdout (`golden/NAME.planner.txt`: the `Scaling events:` block and `Planner ticks: N`);
+//!   ours must be identical.
+//!
 //! Cases whose inputs live in `../shared/` are reported as ignored (with the reason printed
 //! first) when it is absent, so the closing line counts them; `.ci/run` fails under `CI=true`
 //! when `../shared` is missing. `DYNOSIM_PARITY_CASE=NAME` runs one case; the usual test-name
@@ -306,6 +310,28 @@ fn compare_close(
     }
 }
 
+/// The planner's lines of a run's stdout: the scaling events block and the tick count.
+fn planner_lines(stdout: &str) -> String {
+    let mut lines = Vec::new();
+    let mut in_events = false;
+    for line in stdout.lines() {
+        if line == "Scaling events:" {
+            in_events = true;
+            lines.push(line);
+            continue;
+        }
+        if in_events && line.starts_with("  t=") {
+            lines.push(line);
+            continue;
+        }
+        in_events = false;
+        if line.starts_with("Planner ticks: ") {
+            lines.push(line);
+        }
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
 fn read_report(path: &Path) -> Result<BTreeMap<String, Value>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
@@ -354,6 +380,17 @@ fn run_case(case: &Case) -> Result<(), String> {
         }
         if golden_records.exists() {
             compare_records(&records, &golden_records, &mut problems);
+        }
+    }
+    let golden_planner = golden.join(format!("{}.planner.txt", case.name));
+    if golden_planner.exists() {
+        let expected = std::fs::read_to_string(&golden_planner)
+            .map_err(|e| format!("{}: {e}", golden_planner.display()))?;
+        let ours = planner_lines(&String::from_utf8_lossy(&output.stdout));
+        if ours != expected {
+            problems.push(format!(
+                "planner output differs:\n--- ours\n{ours}--- reference\n{expected}"
+            ));
         }
     }
     if problems.is_empty() {

@@ -13,6 +13,7 @@
 mod aic;
 mod convert;
 mod engine_args;
+mod planner;
 mod router_config;
 mod sweep;
 
@@ -141,7 +142,80 @@ fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResu
     }
 }
 
-/// Validates, replays (without the GIL), writes the optional JSONL, and returns the report.
+/// Validates, replays (without the GIL), writes the optional JSONL, and returns the report:
+/// a dict, or with a planner (`planner_config` or a `scaling_policy`) the planner report.
+fn replay_to_dict<'py>(
+    py: Python<'py>,
+    options: ReplayOptions,
+    outputs: ExtraOutputs,
+    scaling_policy: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let scaling_policy = scaling_policy.filter(|policy| !policy.is_none());
+    if scaling_policy.is_some() || options.planner_config.is_some() {
+        if outputs.html_report.is_some() {
+            return Err(PyValueError::new_err(
+                "html_report is not supported with a planner yet",
+            ));
+        }
+        return planned_replay(py, options, outputs.aiperf_dir, scaling_policy);
+    }
+    replay_report_dict(py, options, outputs).map(Bound::into_any)
+}
+
+/// A replay scaled by the native planner (`planner_config`) or by the caller's policy.
+fn planned_replay<'py>(
+    py: Python<'py>,
+    options: ReplayOptions,
+    aiperf_dir: Option<PathBuf>,
+    scaling_policy: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if scaling_policy.is_some() && options.planner_config.is_some() {
+        return Err(PyValueError::new_err(
+            "give planner_config (dynosim's planner) or scaling_policy (your own), not both",
+        ));
+    }
+    let jsonl_path = options.report_jsonl.clone();
+    let mut spec = options.into_spec().map_err(to_py_err)?;
+    dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
+        .map_err(to_py_err)?;
+    if let Some(dir) = &aiperf_dir {
+        dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
+        spec.capture_requests = true;
+    }
+    let mut policy = scaling_policy
+        .map(planner::PyScalingPolicy::new)
+        .transpose()?;
+    let policy_object = policy.as_ref().map(|p| p.object().clone_ref(py));
+    let (result, policy) = run_interruptibly(py, move |cancelled| {
+        let replayed = match &mut policy {
+            Some(policy) => dynosim_cli::replay_scaled_cancellable(&spec, cancelled, policy)
+                .map(|(report, records, outcome)| (report, records, Some(outcome))),
+            None => dynosim_cli::replay_planned_cancellable(&spec, cancelled),
+        };
+        let written = replayed.and_then(|(report, records, outcome)| {
+            // A run the caller has given up on writes nothing.
+            if cancelled.load(Ordering::Relaxed) {
+                return Err(dynosim::Error::runtime("replay interrupted"));
+            }
+            if let Some(path) = jsonl_path {
+                dynosim_cli::output::write_jsonl(&path, &records)?;
+            }
+            if let Some(dir) = aiperf_dir {
+                dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
+            }
+            Ok((report, outcome.unwrap_or_default()))
+        });
+        (written, policy)
+    })?;
+    // The policy's own exception, unchanged.
+    if let Some(err) = policy.and_then(|mut policy| policy.error.take()) {
+        return Err(err);
+    }
+    let (report, outcome) = result.map_err(to_py_err)?;
+    let trace_report = report_to_dict(py, &report)?;
+    planner::planner_report(py, trace_report, &outcome, policy_object.as_ref())
+}
+
 /// The optional outputs of a replay function: `aiperf_dir=` and `html_report=`, with the name
 /// of the function for the HTML report's configuration table.
 struct ExtraOutputs {
@@ -150,7 +224,9 @@ struct ExtraOutputs {
     html_report: Option<PathBuf>,
 }
 
-fn replay_to_dict<'py>(
+/// The plain replay: validates, replays (without the GIL), writes the optional outputs, and
+/// returns the report dict.
+fn replay_report_dict<'py>(
     py: Python<'py>,
     options: ReplayOptions,
     outputs: ExtraOutputs,
@@ -309,6 +385,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     router_seed=None,
     aiperf_dir=None,
     html_report=None,
+    scaling_policy=None,
 ))]
 #[pyo3(
     text_signature = "(trace_files, *, extra_engine_args=None, prefill_engine_args=None, \
@@ -318,7 +395,7 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     trace_block_size=None, trace_format='mooncake', trace_shared_prefix_ratio=0.0, \
     trace_num_prefix_groups=0, report_jsonl_path=None, max_sim_time_ms=None, model_name=None, \
     sla_ttft_ms=None, sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, \
-    benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None)"
+    benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None, scaling_policy=None)"
 )]
 #[allow(clippy::too_many_arguments)]
 fn run_trace_replay<'py>(
@@ -351,7 +428,8 @@ fn run_trace_replay<'py>(
     router_seed: Option<&Bound<'py, PyAny>>,
     aiperf_dir: Option<PathBuf>,
     html_report: Option<PathBuf>,
-) -> PyResult<Bound<'py, PyDict>> {
+    scaling_policy: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
     let mut options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
         extra_engine_args: config_text(
@@ -405,6 +483,7 @@ fn run_trace_replay<'py>(
             aiperf_dir,
             html_report,
         },
+        scaling_policy,
     )
 }
 
@@ -443,6 +522,7 @@ fn run_trace_replay<'py>(
     router_seed=None,
     aiperf_dir=None,
     html_report=None,
+    scaling_policy=None,
 ))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
     extra_engine_args=None, prefill_engine_args=None, decode_engine_args=None, \
@@ -451,7 +531,7 @@ fn run_trace_replay<'py>(
     router_mode='round_robin', arrival_speedup_ratio=1.0, request_rate=None, \
     arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
     num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
-    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None)")]
+    sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None, scaling_policy=None)")]
 #[allow(clippy::too_many_arguments)]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
@@ -486,7 +566,8 @@ fn run_synthetic_trace_replay<'py>(
     router_seed: Option<&Bound<'py, PyAny>>,
     aiperf_dir: Option<PathBuf>,
     html_report: Option<PathBuf>,
-) -> PyResult<Bound<'py, PyDict>> {
+    scaling_policy: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
     let mut options = ReplayOptions {
         extra_engine_args: config_text(
             "extra_engine_args",
@@ -539,6 +620,7 @@ fn run_synthetic_trace_replay<'py>(
             aiperf_dir,
             html_report,
         },
+        scaling_policy,
     )
 }
 

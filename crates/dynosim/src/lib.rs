@@ -9,6 +9,7 @@ pub mod aic;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod planner;
 pub mod report;
 pub mod router;
 pub mod sim;

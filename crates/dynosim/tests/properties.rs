@@ -143,6 +143,7 @@ fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
             sla: Sla::default(),
             capture_requests: true,
             disaggregation: None,
+            planner: None,
         })
 }
 
@@ -293,6 +294,7 @@ fn arb_disaggregated_spec() -> impl Strategy<Value = ReplaySpec> {
                         prefill,
                         num_prefill_workers: prefill_workers,
                     }),
+                    planner: None,
                 }
             },
         )

@@ -157,6 +157,7 @@ fn spec(engine: EngineArgs, num_workers: usize) -> ReplaySpec {
         sla: Sla::default(),
         capture_requests: true,
         disaggregation: None,
+        planner: None,
         replay_mode: dynosim::config::ReplayMode::Offline,
     }
 }

@@ -2,7 +2,7 @@
 ``dynamo.replay``, ``dynamo.mocker`` and ``dynamo.llm``."""
 
 import os
-from typing import Any, Dict, Iterable, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Literal, Mapping, Optional, Protocol, Sequence, Union
 
 __version__: str
 
@@ -402,6 +402,15 @@ _EngineArgs = Union[MockEngineArgs, Mapping[str, Any], str]
 _RouterConfig = Union[KvRouterConfig, Mapping[str, Any], str]
 _PlannerConfig = Union[Mapping[str, Any], str]
 
+class _ScalingPolicy(Protocol):
+    """A planner the loop calls at scaling ticks (the reference's two methods)."""
+
+    def initial_tick_ms(self) -> float: ...
+    def on_tick(self, snapshot: Dict[str, Any]) -> Mapping[str, Any]: ...
+
+# The two replay functions return the report dict, or with ``planner_config`` or a
+# ``scaling_policy`` a ``dynosim.planner.ReplayPlannerReport`` (or the policy's own
+# ``finalize(trace_report)`` result).
 def run_trace_replay(
     trace_files: Union[_Path, Iterable[_Path]],
     *,
@@ -432,7 +441,8 @@ def run_trace_replay(
     router_seed: int = 0,
     aiperf_dir: Optional[_Path] = None,
     html_report: Optional[_Path] = None,
-) -> _Report: ...
+    scaling_policy: Optional[_ScalingPolicy] = None,
+) -> Any: ...
 def run_synthetic_trace_replay(
     input_tokens: int,
     output_tokens: int,
@@ -466,7 +476,8 @@ def run_synthetic_trace_replay(
     router_seed: int = 0,
     aiperf_dir: Optional[_Path] = None,
     html_report: Optional[_Path] = None,
-) -> _Report: ...
+    scaling_policy: Optional[_ScalingPolicy] = None,
+) -> Any: ...
 def main(argv: Optional[Sequence[str]] = None, prog: str = "dynosim") -> int: ...
 def sweep(
     spec: Union[str, os.PathLike[str], Mapping[str, Any]],

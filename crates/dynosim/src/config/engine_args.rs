@@ -11,8 +11,10 @@
 //!    ranges, then cross-field rules, then the speculative-decoding rates;
 //! 5. the profile table named by `planner_profile_data` is read and checked.
 //!
+//! `startup_time` is kept for the planner (a worker it adds serves after that many seconds).
+//!
 //! Keys that are accepted, type-checked and range-checked, but have no effect on an offline
-//! replay (so they are not kept): `startup_time`, `g1_backend`, the `aic_*` keys other than
+//! replay (so they are not kept): `g1_backend`, the `aic_*` keys other than
 //! `aic_tp_size` when `aic_backend` is unset, and the three memory fractions when
 //! `aic_backend` is unset or `num_gpu_blocks` is given,
 //! `enable_local_indexer`, `bootstrap_port`, `handoff_session_timeout_ms`, `num_g2_blocks`,
@@ -135,6 +137,8 @@ pub struct EngineArgs {
     pub aic: Option<AicConfig>,
     /// With AIC timing and no `num_gpu_blocks`: the KV-capacity estimate to ask for.
     pub aic_block_estimate: Option<BlockEstimate>,
+    /// Seconds a worker added by the planner takes before it serves (0 = at once).
+    pub startup_time: f64,
 }
 
 /// The `sglang` sub-object: SGLang scheduler settings (`None` = the engine's default).
@@ -182,6 +186,7 @@ impl Default for EngineArgs {
             speculative: None,
             aic: None,
             aic_block_estimate: None,
+            startup_time: 0.0,
         }
     }
 }
@@ -356,6 +361,7 @@ fn parse_engine_args(text: &str) -> Result<EngineArgs, String> {
         });
     }
     attach_aic(&mut parsed)?;
+    parsed.args.startup_time = parsed.startup_time.unwrap_or(0.0);
     let mut args = parsed.args;
     if let Some(path) = &parsed.planner_profile_data {
         if args.aic.is_some() {
@@ -1067,6 +1073,7 @@ mod tests {
             speculative: None,
             aic: None,
             aic_block_estimate: None,
+            startup_time: 0.0,
         };
         assert_eq!(args, expected);
         assert_eq!(args.gpus_per_worker(), 8);

@@ -8,6 +8,7 @@
 pub mod engine_args;
 mod json_fields;
 pub mod options;
+pub mod planner;
 pub mod profile_table;
 pub mod router_config;
 pub mod router_policy;
@@ -62,6 +63,8 @@ pub struct ReplaySpec {
     /// `--decode-engine-args`). Then `engine` holds the decode workers' arguments and
     /// `num_workers` their count.
     pub disaggregation: Option<Disaggregation>,
+    /// Planner in the loop (`--planner-config`): workers are added and removed at scaling ticks.
+    pub planner: Option<planner::PlannerSpec>,
 }
 
 /// The prefill pool of a disaggregated deployment (the decode pool is the spec's `engine` ×

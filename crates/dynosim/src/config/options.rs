@@ -11,13 +11,14 @@
 //! Choices given by name (replay mode, trace format, router mode) are parsed once into enums;
 //! the trace and synthetic builders share their topology, arrival and router steps.
 //!
-//! Features dynosim does not have yet (AIC timing, the planner) are usage errors saying so,
-//! raised where the reference would start using them, so every check that the reference runs
-//! before that point still applies.
+//! Features dynosim does not have yet are usage errors saying so, raised where the reference
+//! would start using them, so every check that the reference runs before that point still
+//! applies.
 
 use std::path::PathBuf;
 
 use super::json_fields::show_f64;
+use super::planner::{PlannerMode, PlannerSpec};
 use super::{
     compact_f64, ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, ReplayMode,
     ReplaySpec, RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec, WorkerType,
@@ -97,7 +98,7 @@ pub struct ReplayOptions {
     /// Only used by `applied_compute_agentic`; otherwise ignored (but must not be negative).
     pub trace_num_prefix_groups: i64,
     pub report_jsonl: Option<PathBuf>,
-    /// Planner-in-the-loop config, path or inline JSON (not supported yet).
+    /// Planner-in-the-loop config, path or inline JSON (`config::planner`).
     pub planner_config: Option<String>,
     /// Planner benchmark sweep points; only used with a planner.
     pub benchmark_granularity: i64,
@@ -290,6 +291,40 @@ fn meaningful_dtype(value: &Option<String>) -> bool {
 }
 
 /// The `--aic-*` model goes to the KV router's `aic` prefill-load estimate, and only there.
+/// A GPU budget whose ceiling cannot hold even the smallest deployment would make the planner
+/// ask for zero workers (the reference then panics in its router); refused before the run.
+fn check_planner_budget(spec: &ReplaySpec, planner: &PlannerSpec) -> Result<()> {
+    if planner.max_gpu_budget < 0 {
+        return Ok(());
+    }
+    let min_workers = planner.min_endpoint.max(1) as i64;
+    let (gpus, what) = match (&spec.disaggregation, planner.mode) {
+        (Some(disagg), PlannerMode::Disagg) => (
+            spec.engine.gpus_per_worker() as i64 + disagg.prefill.gpus_per_worker() as i64,
+            "one prefill and one decode worker",
+        ),
+        _ => (spec.engine.gpus_per_worker() as i64, "one worker"),
+    };
+    if planner.max_gpu_budget < min_workers * gpus {
+        return Err(flag_error(
+            "--planner-config",
+            format!(
+                "max_gpu_budget {} cannot hold {} of min_endpoint {} ({} GPUs for {what}): the \
+                 planner would scale to zero workers",
+                planner.max_gpu_budget,
+                if min_workers == 1 {
+                    "a deployment"
+                } else {
+                    "the workers"
+                },
+                planner.min_endpoint,
+                gpus,
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn attach_router_aic(spec: &mut ReplaySpec, aic: Option<AicConfig>) -> Result<()> {
     use crate::config::router_config::PrefillLoadModel;
     let aic_load_model = spec
@@ -374,13 +409,17 @@ impl ReplayOptions {
         let engines = self.parse_engines()?;
         let router_config = self.parse_router_config()?;
         let router_aic = self.check_aic_flags()?;
-        self.check_planner(&choices, using_trace_file)?;
+        let planner = self.check_planner(&choices, using_trace_file, &engines)?;
         let mut spec = if using_trace_file {
             self.into_trace_spec(&choices, engines, router_config)?
         } else {
             self.into_synthetic_spec(&choices, engines, router_config)?
         };
         attach_router_aic(&mut spec, router_aic)?;
+        if let Some(planner) = planner {
+            check_planner_budget(&spec, &planner)?;
+            spec.planner = Some(planner);
+        }
         Ok(spec)
     }
 
@@ -466,18 +505,12 @@ impl ReplayOptions {
                  source traces do not include first-turn timestamps",
             ));
         }
-        if self.report_jsonl.is_some() {
-            if self.planner_config.is_some() {
-                return Err(
-                    usage("--report-jsonl is not supported with --planner-config")
-                        .with_api_message("report_jsonl_path is not supported with planner_config"),
-                );
-            }
-            if !using_trace_file {
-                return Err(usage(
-                    "--report-jsonl currently only supports trace-file replay",
-                ));
-            }
+        // The reference refuses per-request records with a planner only because its planner
+        // adapter cannot return them; dynosim gives them (docs/differences.md).
+        if self.report_jsonl.is_some() && !using_trace_file {
+            return Err(usage(
+                "--report-jsonl currently only supports trace-file replay",
+            ));
         }
         let max_sim_flag = self.max_sim_time_flag();
         if self.max_sim_time_seconds.is_some() || self.max_sim_time_ms.is_some() {
@@ -692,11 +725,17 @@ impl ReplayOptions {
         }))
     }
 
-    /// Planner-in-the-loop (step 12).
-    fn check_planner(&self, choices: &Choices, using_trace_file: bool) -> Result<()> {
-        if self.planner_config.is_none() {
-            return Ok(());
-        }
+    /// Planner-in-the-loop (step 12): the front's constraints, then the config itself, then
+    /// the engine arguments its mode needs.
+    fn check_planner(
+        &self,
+        choices: &Choices,
+        using_trace_file: bool,
+        engines: &ParsedEngines,
+    ) -> Result<Option<PlannerSpec>> {
+        let Some(config) = &self.planner_config else {
+            return Ok(None);
+        };
         if choices.replay_mode != Ok(ModeName::Offline) {
             return Err(
                 usage("--planner-config only supports --replay-mode=offline")
@@ -716,10 +755,40 @@ impl ReplayOptions {
                     ),
             );
         }
-        Err(flag_error(
-            "--planner-config",
-            "planner-in-the-loop replay is not supported yet",
-        ))
+        let planner = PlannerSpec::from_arg(config)?;
+        if choices.router_mode == Ok(RouterMode::KvRouter) {
+            return Err(flag_error(
+                "--planner-config",
+                "the planner does not support --router-mode kv_router yet (use round_robin)",
+            ));
+        }
+        if planner.target == super::planner::OptimizationTarget::Sla {
+            return Err(flag_error(
+                "--planner-config",
+                "optimization_target 'sla' is not supported yet (use throughput, latency or \
+                 load)",
+            ));
+        }
+        let engine_types = [&engines.aggregated, &engines.prefill, &engines.decode];
+        if engine_types.iter().any(|args| {
+            args.as_ref()
+                .is_some_and(|a| a.engine_type == EngineType::Sglang)
+        }) {
+            return Err(flag_error(
+                "--planner-config",
+                "the planner does not support SGLang engines yet (use vllm or trtllm)",
+            ));
+        }
+        if planner.mode == PlannerMode::Disagg
+            && (engines.prefill.is_none() || engines.decode.is_none())
+        {
+            return Err(flag_error(
+                "--planner-config",
+                "disagg planner replay requires --prefill-engine-args and --decode-engine-args \
+                 (the planner's mode defaults to disagg; set mode: agg for aggregated workers)",
+            ));
+        }
+        Ok(Some(planner))
     }
 
     /// Which workers the engine arguments describe: true for disaggregated prefill/decode
@@ -1245,6 +1314,7 @@ impl ReplayOptions {
             sla,
             capture_requests,
             disaggregation: topology.disaggregation,
+            planner: None,
         })
     }
 
@@ -1451,6 +1521,7 @@ impl ReplayOptions {
             sla,
             capture_requests: false,
             disaggregation: topology.disaggregation,
+            planner: None,
         })
     }
 }
@@ -1644,14 +1715,13 @@ mod tests {
 
     #[test]
     fn report_jsonl_rules() {
-        assert_error(
-            ReplayOptions {
-                report_jsonl: Some("r.jsonl".into()),
-                planner_config: Some("{}".into()),
-                ..trace()
-            },
-            "--report-jsonl is not supported with --planner-config",
-        );
+        // Unlike the reference, records are given with a planner.
+        let planned = spec(ReplayOptions {
+            report_jsonl: Some("r.jsonl".into()),
+            planner_config: Some(AGG_LOAD.into()),
+            ..trace()
+        });
+        assert!(planned.capture_requests && planned.planner.is_some());
         assert_error(
             ReplayOptions {
                 report_jsonl: Some("r.jsonl".into()),
@@ -1964,14 +2034,48 @@ mod tests {
             },
             "--planner-config only supports --trace-format=mooncake or dynamo",
         );
+        // The default mode is disagg, which needs both pools' engine arguments.
         assert_error(
             ReplayOptions {
                 planner_config: Some("{}".into()),
                 ..synthetic()
             },
-            "--planner-config: planner-in-the-loop replay is not supported yet",
+            "--planner-config: disagg planner replay requires --prefill-engine-args and \
+             --decode-engine-args (the planner's mode defaults to disagg; set mode: agg for \
+             aggregated workers)",
+        );
+        let planned = spec(ReplayOptions {
+            planner_config: Some(AGG_LOAD.into()),
+            ..synthetic()
+        });
+        assert_eq!(planned.planner.unwrap().scale_interval_s, 5.0);
+        assert_error(
+            ReplayOptions {
+                planner_config: Some(AGG_LOAD.into()),
+                router_mode: "kv_router".into(),
+                ..synthetic()
+            },
+            "--planner-config: the planner does not support --router-mode kv_router yet (use \
+             round_robin)",
+        );
+        // A ceiling below one worker's GPUs would scale to zero workers.
+        assert_error(
+            ReplayOptions {
+                planner_config: Some(
+                    r#"{"mode":"agg","optimization_target":"load","decode_scale_up_kv_rate":60,
+                        "decode_scale_down_kv_rate":20,"max_gpu_budget":1}"#
+                        .into(),
+                ),
+                extra_engine_args: Some(r#"{"aic_tp_size":2}"#.into()),
+                ..synthetic()
+            },
+            "--planner-config: max_gpu_budget 1 cannot hold a deployment of min_endpoint 1 (2 \
+             GPUs for one worker): the planner would scale to zero workers",
         );
     }
+
+    const AGG_LOAD: &str = r#"{"mode":"agg","optimization_target":"load",
+        "decode_scale_up_kv_rate":60,"decode_scale_down_kv_rate":20}"#;
 
     // ---- unsigned integers ----
 

@@ -14,6 +14,7 @@
 use crate::config::{EngineArgs, EngineType};
 use crate::tokens::TokenSeq;
 
+pub mod fpm;
 pub mod kv;
 pub mod sglang;
 pub mod speculative;
@@ -145,6 +146,30 @@ impl RankScheduler {
         match self {
             RankScheduler::Vllm(s) => s.drain_kv_events(out),
             RankScheduler::Sglang(s) => s.drain_kv_events(out),
+        }
+    }
+
+    /// Holds nothing: no request, and no KV kept or reserved for a handoff.
+    pub fn is_drained(&self) -> bool {
+        match self {
+            RankScheduler::Vllm(s) => s.is_drained(),
+            RankScheduler::Sglang(s) => s.is_drained(),
+        }
+    }
+
+    /// Records each pass's forward-pass metrics from now on (a planner reads them).
+    pub fn record_fpm(&mut self) {
+        match self {
+            RankScheduler::Vllm(s) => s.record_fpm(),
+            RankScheduler::Sglang(s) => s.record_fpm(),
+        }
+    }
+
+    /// The forward-pass metrics of the last pass when recording (duration left to the caller).
+    pub fn last_fpm(&self) -> Option<fpm::ForwardPassMetrics> {
+        match self {
+            RankScheduler::Vllm(s) => s.last_fpm(),
+            RankScheduler::Sglang(s) => s.last_fpm(),
         }
     }
 

@@ -413,6 +413,24 @@ impl SglangScheduler {
         self.blocked
     }
 
+    /// Holds nothing at all: no request, no source kept for a handoff, no destination
+    /// pending or reserved.
+    pub fn is_drained(&self) -> bool {
+        self.num_requests() == 0
+            && self.source_holds.is_empty()
+            && self.pending_destinations.is_empty()
+            && self.reserved_destinations.is_empty()
+    }
+
+    /// Forward-pass metrics are not recorded for SGLang yet: the planner refuses SGLang
+    /// engines before the run, so this is never asked for.
+    pub fn record_fpm(&mut self) {}
+
+    /// See [`SglangScheduler::record_fpm`]: always `None`.
+    pub fn last_fpm(&self) -> Option<super::fpm::ForwardPassMetrics> {
+        None
+    }
+
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         let events_before = events.len();

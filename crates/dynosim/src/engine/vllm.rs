@@ -15,6 +15,7 @@
 
 use std::collections::VecDeque;
 
+use super::fpm::{ForwardPassMetrics, FpmBuilder};
 use super::kv::{BlockPool, CopyId, FastMap, Finalized, KvEvent};
 use super::speculative::BurstSampler;
 use super::timing::{DecodeBatch, PassTime, PrefillBatch, TimingModel};
@@ -112,6 +113,9 @@ struct Scheduled {
     prompt_after: usize,
     /// Nothing left to generate once scheduled (e.g. an output length of 0).
     terminal: bool,
+    /// Prompt and sequence length when scheduled (for the forward-pass metrics).
+    prompt_len: usize,
+    sequence_len: usize,
 }
 
 enum Outcome {
@@ -163,6 +167,8 @@ pub struct VllmScheduler {
     /// Bumped whenever KV capacity or a running slot may have been freed; a pending
     /// destination is retried at most once per value.
     capacity_generation: u64,
+    /// With a planner: the forward-pass metrics of the last pass (duration left at 0).
+    fpm: Option<ForwardPassMetrics>,
     /// The last pass's scheduled requests, kept for the allocation.
     scheduled_scratch: Vec<Scheduled>,
 }
@@ -211,8 +217,55 @@ impl VllmScheduler {
             pending_destinations: VecDeque::new(),
             reserved_destinations: FastMap::default(),
             capacity_generation: 0,
+            fpm: None,
             scheduled_scratch: Vec::new(),
         }
+    }
+
+    /// Records the forward-pass metrics of every pass from now on (for a planner).
+    pub fn record_fpm(&mut self) {
+        self.fpm.get_or_insert_with(ForwardPassMetrics::default);
+    }
+
+    /// The forward-pass metrics of the last pass, if recorded (its duration is the caller's).
+    pub fn last_fpm(&self) -> Option<ForwardPassMetrics> {
+        self.fpm
+    }
+
+    /// What the pass just scheduled and what it left waiting.
+    fn pass_metrics(&self, batch: &Batch) -> ForwardPassMetrics {
+        let mut builder = FpmBuilder::default();
+        for scheduled in &batch.scheduled {
+            if scheduled.prompt_after > scheduled.prompt_before {
+                builder.scheduled_prefill(
+                    scheduled.prompt_len,
+                    scheduled.prompt_before,
+                    scheduled.tokens,
+                );
+            } else {
+                builder.scheduled_decode(scheduled.sequence_len);
+            }
+        }
+        // On a decode worker every request is a handoff destination: it counts as queued
+        // decode work of its prompt's size until it runs, whether activated, reserved or still
+        // waiting for KV.
+        let destinations = self.worker_type == WorkerType::Decode;
+        for request in &self.waiting {
+            if destinations {
+                builder.queued_decode(request.prompt_len);
+            } else if request.fresh {
+                builder.queued_prefill(request.prompt_len);
+            } else {
+                builder.queued_decode(request.len());
+            }
+        }
+        for pending in &self.pending_destinations {
+            builder.queued_decode(pending.request.prompt_len);
+        }
+        for reserved in self.reserved_destinations.values() {
+            builder.queued_decode(reserved.prompt_len);
+        }
+        builder.finish(0.0)
     }
 
     pub fn enqueue(&mut self, request: EngineRequest) {
@@ -383,6 +436,15 @@ impl VllmScheduler {
         self.waiting.len() + self.running.len()
     }
 
+    /// Holds nothing at all: no request, no source kept for a handoff, no destination
+    /// pending or reserved.
+    pub fn is_drained(&self) -> bool {
+        self.num_requests() == 0
+            && self.source_holds.is_empty()
+            && self.pending_destinations.is_empty()
+            && self.reserved_destinations.is_empty()
+    }
+
     /// Starts recording the prefix cache's KV events (for a KV-aware router).
     pub fn record_kv_events(&mut self) {
         self.pool.record_events();
@@ -479,6 +541,9 @@ impl VllmScheduler {
             }
         }
 
+        if self.fpm.is_some() {
+            self.fpm = Some(self.pass_metrics(&batch));
+        }
         let prefill_ms = if self.worker_type == WorkerType::Decode {
             0.0
         } else {
@@ -666,6 +731,8 @@ impl VllmScheduler {
             prompt_before,
             prompt_after,
             terminal,
+            prompt_len,
+            sequence_len: len,
         });
         if prompt_after > prompt_before && self.worker_type != WorkerType::Decode {
             batch.prefill.add(prompt_before, prompt_after);

@@ -4,6 +4,7 @@
 //! - [`Router`]: the one router type every pool uses — round robin or the KV router. It routes
 //!   an arriving request ([`Routed`]), hears of first tokens and terminal states (which may
 //!   release queued requests as [`kv::Placement`]s), and reads the engines' KV events.
+//!   With a planner, it hears of workers joining, draining and leaving.
 
 pub mod kv;
 pub mod round_robin;
@@ -102,6 +103,30 @@ impl Router {
     pub fn on_terminal(&mut self, id: RequestId, now_ms: f64, placed: &mut Vec<Placement>) {
         if let Router::Kv(router) = self {
             router.on_terminal(id, now_ms, placed);
+        }
+    }
+
+    /// Worker `worker` (of `dp_size` ranks) starts receiving requests.
+    pub fn worker_ready(&mut self, worker: usize, _dp_size: usize) {
+        match self {
+            Router::RoundRobin(router) => router.worker_ready(worker),
+            Router::Kv(_) => unreachable!("the planner is refused with the KV router"),
+        }
+    }
+
+    /// Worker `worker` stops receiving requests (it drains what it holds).
+    pub fn worker_draining(&mut self, worker: usize) {
+        match self {
+            Router::RoundRobin(router) => router.worker_leaving(worker),
+            Router::Kv(_) => unreachable!("the planner is refused with the KV router"),
+        }
+    }
+
+    /// Worker `worker` is gone.
+    pub fn worker_removed(&mut self, worker: usize) {
+        match self {
+            Router::RoundRobin(router) => router.worker_leaving(worker),
+            Router::Kv(_) => unreachable!("the planner is refused with the KV router"),
         }
     }
 

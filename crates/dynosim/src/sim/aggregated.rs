@@ -1,15 +1,21 @@
 //! Aggregated workers: one pool of `num_workers` workers of `dp_size` ranks each behind one
 //! router, and the steps of one timestamp that `event_loop::run` drives (see the module doc of
 //! `sim` for the ordering rules).
+//!
+//! With a planner: at one timestamp, pass completions, then workers whose startup ended, then
+//! arrivals, then pass starts, then retiring drained workers, until nothing changes; then the
+//! scaling tick, if one is due and the workload is not done (and everything again).
 
 use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
 use super::pool::Pool;
+use super::scaling::Scaling;
 use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
 use crate::engine::{EngineRequest, PassEvent, RequestId};
 use crate::error::{Error, Result};
+use crate::planner::{PlannerOutcome, ScalingPolicy, ScalingSnapshot};
 use crate::report::{Collector, RunFacts};
 use crate::router::kv::Placement;
 use crate::router::round_robin::RoundRobin;
@@ -34,10 +40,16 @@ pub(super) struct Aggregated<'s> {
     single_worker: bool,
     /// Once past the time cap: the last timestamp still processed.
     past_cap_stop_ms: Option<f64>,
+    /// The planner in the loop, if any.
+    scaling: Option<Scaling<'s>>,
 }
 
 impl<'s> Aggregated<'s> {
-    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
+    pub(super) fn new(
+        spec: &'s ReplaySpec,
+        driver: Driver,
+        policy: Option<&'s mut dyn ScalingPolicy>,
+    ) -> Self {
         let dp_size = spec.engine.dp_size;
         let router = match spec.router_mode {
             RouterMode::RoundRobin => {
@@ -52,18 +64,23 @@ impl<'s> Aggregated<'s> {
         };
         // Only the KV router reads the engines' cache events.
         let routes_on_kv_events = router.reads_kv_events();
-        let single_worker = spec.num_workers == 1 && dp_size == 1;
+        // A planner always runs the multi-worker loop.
+        let single_worker = spec.num_workers == 1 && dp_size == 1 && policy.is_none();
         let closed_loop = matches!(spec.arrivals, ArrivalMode::Concurrency { .. });
+        let mut pool = Pool::new(
+            &spec.engine,
+            spec.num_workers,
+            dp_size,
+            router,
+            routes_on_kv_events,
+        );
+        if policy.is_some() {
+            pool.record_fpm(0.0);
+        }
         Self {
             spec,
             now_ms: 0.0,
-            pool: Pool::new(
-                &spec.engine,
-                spec.num_workers,
-                dp_size,
-                router,
-                routes_on_kv_events,
-            ),
+            pool,
             completions: EventQueue::new(),
             parked: Vec::new(),
             placements: Vec::new(),
@@ -72,7 +89,17 @@ impl<'s> Aggregated<'s> {
             release_between_passes_only: single_worker && closed_loop,
             single_worker,
             past_cap_stop_ms: None,
+            scaling: policy.map(|policy| Scaling::new(policy, false)),
         }
+    }
+
+    /// Scaling ticks the policy was called for, and the changes it asked for.
+    pub(super) fn planner_outcome(&mut self) -> Option<PlannerOutcome> {
+        let scaling = self.scaling.as_mut()?;
+        Some(PlannerOutcome {
+            events: scaling.take_events(),
+            ticks: scaling.ticks(),
+        })
     }
 
     pub(super) fn finish(self) -> (Collector, RunFacts) {
@@ -95,6 +122,13 @@ impl<'s> Aggregated<'s> {
 }
 
 impl Topology for Aggregated<'_> {
+    fn start_ticks(&mut self) -> Result<bool> {
+        match &mut self.scaling {
+            Some(scaling) => scaling.start(self.now_ms).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     fn collector(&mut self) -> &mut Collector {
         &mut self.collector
     }
@@ -104,8 +138,15 @@ impl Topology for Aggregated<'_> {
     }
 
     fn take_arrival(&mut self) -> Option<ReleasedRequest> {
-        self.requests
-            .release(self.now_ms, self.spec.arrivals, &mut self.collector)
+        let arrival =
+            self.requests
+                .release(self.now_ms, self.spec.arrivals, &mut self.collector)?;
+        if let Some(scaling) = &mut self.scaling {
+            scaling
+                .traffic
+                .on_release(arrival.id, arrival.hints.arrival_ms, arrival.prompt.len());
+        }
+        Some(arrival)
     }
 
     /// Routes the request (routing one request before the next is taken).
@@ -163,10 +204,12 @@ impl Topology for Aggregated<'_> {
         } else {
             self.requests.driver().next_ready_ms()
         };
-        match (next_completion, next_arrival) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let next_ready = self.pool.next_ready_ms();
+        let next_tick = self.scaling.as_ref().and_then(Scaling::next_tick_ms);
+        [next_completion, next_arrival, next_ready, next_tick]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min)
     }
 
     fn advance_to(&mut self, t_ms: f64) {
@@ -177,7 +220,8 @@ impl Topology for Aggregated<'_> {
         self.now_ms = t_ms;
     }
 
-    /// Pass completions, then arrivals, then pass starts, until the state stops changing.
+    /// Pass completions, then ready workers, then arrivals, then pass starts, then retired
+    /// workers, until the state stops changing; then a due scaling tick (and again).
     fn settle(&mut self) -> Result<()> {
         loop {
             let mut changed = false;
@@ -185,13 +229,18 @@ impl Topology for Aggregated<'_> {
                 self.end_pass(worker);
                 changed = true;
             }
+            changed |= self.pool.activate_due(self.now_ms);
             if !(self.release_between_passes_only && self.pool.is_busy(0)) {
                 changed |= self.release_arrivals();
             }
             for worker in 0..self.pool.num_workers() {
                 changed |= self.start_pass(worker);
             }
-            if !changed {
+            changed |= self.pool.retire_drained();
+            if changed {
+                continue;
+            }
+            if !self.tick()? {
                 return Ok(());
             }
         }
@@ -199,6 +248,29 @@ impl Topology for Aggregated<'_> {
 }
 
 impl Aggregated<'_> {
+    /// Runs the scaling tick due now, if any and the workload is not done. Whether one ran.
+    fn tick(&mut self) -> Result<bool> {
+        let done = self.requests.driver().is_drained();
+        let Some(scaling) = &mut self.scaling else {
+            return Ok(false);
+        };
+        if done || !scaling.due(self.now_ms) {
+            return Ok(false);
+        }
+        let snapshot = ScalingSnapshot {
+            now_ms: self.now_ms,
+            decode_fpm: self.pool.take_fpm(self.now_ms),
+            decode: self.pool.workers_by_phase(),
+            ..ScalingSnapshot::default()
+        };
+        let decision = scaling.decide(snapshot)?;
+        if let Some(target) = decision.target_decode {
+            let startup_ms = self.spec.engine.startup_time * 1000.0;
+            self.pool.scale_to(target, self.now_ms, startup_ms);
+        }
+        Ok(true)
+    }
+
     /// Sends a released request to the scheduler the router picks, or parks it in the KV
     /// router's queue, or rejects it (a router queue limit) as an engine rejection would.
     fn route(&mut self, request: EngineRequest, hints: RouteHints) {
@@ -278,7 +350,10 @@ impl Aggregated<'_> {
 
     /// Ends `worker`'s pass at `now_ms`: its KV events, then its tokens and terminal states.
     fn end_pass(&mut self, worker: usize) {
-        let events = self.pool.end_pass(worker);
+        let events = self.pool.end_pass(worker, self.now_ms);
+        if let Some(scaling) = &mut self.scaling {
+            scaling.traffic.on_pass_end(&events, self.now_ms);
+        }
         self.pool.apply_pass_end_kv_events(worker);
         self.apply_pass_end(&events);
         if let Some(series) = self.collector.timeseries_mut() {
@@ -318,6 +393,9 @@ impl Aggregated<'_> {
     }
 
     fn on_terminal(&mut self, id: RequestId, completed: bool) {
+        if let Some(scaling) = &mut self.scaling {
+            scaling.traffic.on_end(id, completed);
+        }
         self.requests.on_ended(id, self.now_ms, completed);
     }
 }

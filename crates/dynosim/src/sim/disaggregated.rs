@@ -20,7 +20,9 @@
 //! order and until nothing changes: pass completions (while they are next in the event queue),
 //! transfer completions (likewise), arrivals, pending actions, then passes on idle prefill
 //! workers and on idle decode workers (lowest worker id first, restarting after each pass that
-//! did something). This is the reference's order.
+//! did something). This is the reference's order. With a planner, workers whose startup
+//! ended come up after the transfers, draining workers that hold nothing retire after the
+//! passes, and a due scaling tick runs once all of that has settled.
 
 use std::collections::VecDeque;
 
@@ -29,12 +31,14 @@ use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
 use super::pool::Pool;
+use super::scaling::Scaling;
 use crate::config::router_config::PrefillLoadModel;
 use crate::config::{
     EngineArgs, EngineType, KvTransferTimingMode, ReplaySpec, RouterMode, WorkloadSpec,
 };
 use crate::engine::{DestinationRefused, DestinationReserved, EngineRequest, PassEvent, RequestId};
 use crate::error::{Error, Result};
+use crate::planner::{PlannerOutcome, ScalingPolicy, ScalingSnapshot};
 use crate::report::record::TerminalStatus;
 use crate::report::{Collector, HandoffStage, RunFacts};
 use crate::router::kv::Placement;
@@ -135,10 +139,16 @@ pub(super) struct Disaggregated<'s> {
     requests: Vec<DisaggRequest>,
     /// Scratch: queued prefills the prefill router placed.
     placements: Vec<Placement>,
+    /// The planner in the loop, if any.
+    scaling: Option<Scaling<'s>>,
 }
 
 impl<'s> Disaggregated<'s> {
-    pub(super) fn new(spec: &'s ReplaySpec, driver: Driver) -> Self {
+    pub(super) fn new(
+        spec: &'s ReplaySpec,
+        driver: Driver,
+        policy: Option<&'s mut dyn ScalingPolicy>,
+    ) -> Self {
         let pools = spec.disaggregation.as_ref().expect("a disaggregated spec");
         let prefill_args = &pools.prefill;
         let decode_args = &spec.engine;
@@ -182,7 +192,12 @@ impl<'s> Disaggregated<'s> {
             prefill_router,
             prefill_routes_on_kv_events,
         );
-        let decode = Pool::new(decode_args, spec.num_workers, 1, decode_router, false);
+        let mut decode = Pool::new(decode_args, spec.num_workers, 1, decode_router, false);
+        let mut prefill = prefill;
+        if policy.is_some() {
+            prefill.record_fpm(0.0);
+            decode.record_fpm(0.0);
+        }
         // Only the independent synthetic requests come without planned output tokens.
         let planned_outputs = match &spec.workload {
             WorkloadSpec::Synthetic(synthetic) => {
@@ -204,7 +219,46 @@ impl<'s> Disaggregated<'s> {
             requests: Vec::new(),
             released: Requests::new(driver),
             placements: Vec::new(),
+            scaling: policy.map(|policy| Scaling::new(policy, true)),
         }
+    }
+
+    /// Scaling ticks the policy was called for, and the changes it asked for.
+    pub(super) fn planner_outcome(&mut self) -> Option<PlannerOutcome> {
+        let scaling = self.scaling.as_mut()?;
+        Some(PlannerOutcome {
+            events: scaling.take_events(),
+            ticks: scaling.ticks(),
+        })
+    }
+
+    /// Runs the scaling tick due now, if any and the workload is not done. Whether one ran.
+    fn tick(&mut self) -> Result<bool> {
+        let done = self.is_done();
+        let Some(scaling) = &mut self.scaling else {
+            return Ok(false);
+        };
+        if done || !scaling.due(self.now_ms) {
+            return Ok(false);
+        }
+        let snapshot = ScalingSnapshot {
+            now_ms: self.now_ms,
+            prefill_fpm: self.prefill.take_fpm(self.now_ms),
+            decode_fpm: self.decode.take_fpm(self.now_ms),
+            prefill: self.prefill.workers_by_phase(),
+            decode: self.decode.workers_by_phase(),
+            ..ScalingSnapshot::default()
+        };
+        let decision = scaling.decide(snapshot)?;
+        if let Some(target) = decision.target_prefill {
+            let startup_ms = self.prefill.args.startup_time * 1000.0;
+            self.prefill.scale_to(target, self.now_ms, startup_ms);
+        }
+        if let Some(target) = decision.target_decode {
+            let startup_ms = self.decode.args.startup_time * 1000.0;
+            self.decode.scale_to(target, self.now_ms, startup_ms);
+        }
+        Ok(true)
     }
 
     pub(super) fn finish(self) -> (Collector, RunFacts) {
@@ -237,8 +291,22 @@ impl Topology for Disaggregated<'_> {
     }
 
     fn take_arrival(&mut self) -> Option<ReleasedRequest> {
-        self.released
-            .release(self.now_ms, self.spec.arrivals, &mut self.collector)
+        let arrival =
+            self.released
+                .release(self.now_ms, self.spec.arrivals, &mut self.collector)?;
+        if let Some(scaling) = &mut self.scaling {
+            scaling
+                .traffic
+                .on_release(arrival.id, arrival.hints.arrival_ms, arrival.prompt.len());
+        }
+        Some(arrival)
+    }
+
+    fn start_ticks(&mut self) -> Result<bool> {
+        match &mut self.scaling {
+            Some(scaling) => scaling.start(self.now_ms).map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// Starts the request's handoff; its first action waits in the action queue.
@@ -259,13 +327,16 @@ impl Topology for Disaggregated<'_> {
     }
 
     fn next_event_ms(&self) -> Option<f64> {
-        match (
+        [
             self.events.peek().map(|(at_ms, _)| at_ms),
             self.released.driver().next_ready_ms(),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            self.prefill.next_ready_ms(),
+            self.decode.next_ready_ms(),
+            self.scaling.as_ref().and_then(Scaling::next_tick_ms),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
     }
 
     fn dead_end(&self) -> Error {
@@ -324,11 +395,18 @@ impl Topology for Disaggregated<'_> {
                 self.on_transfer_done(id);
                 changed = true;
             }
+            changed |= self.prefill.activate_due(now);
+            changed |= self.decode.activate_due(now);
             changed |= self.release_arrivals();
             changed |= self.drive_actions();
             changed |= self.drive_pool(Stage::Prefill);
             changed |= self.drive_pool(Stage::Decode);
-            if !changed {
+            changed |= self.prefill.retire_drained();
+            changed |= self.decode.retire_drained();
+            if changed {
+                continue;
+            }
+            if !self.tick()? {
                 return Ok(());
             }
         }
@@ -687,6 +765,9 @@ impl Disaggregated<'_> {
         if !std::mem::take(&mut handoff.counted) {
             return;
         }
+        if let Some(scaling) = &mut self.scaling {
+            scaling.traffic.on_end(id, completed);
+        }
         self.released.on_ended(id, self.now_ms, completed);
     }
 
@@ -739,8 +820,9 @@ impl Disaggregated<'_> {
     /// Applies the end of a pass of `worker` at `now_ms`. `scheduled`: it was a timed pass
     /// (actions waiting for the worker are woken).
     fn on_pass_end(&mut self, stage: Stage, worker: usize, scheduled: bool) {
+        let now_ms = self.now_ms;
         let pool = self.pool(stage);
-        let events = pool.end_pass(worker);
+        let events = pool.end_pass(worker, now_ms);
         // Capacity freed by the pass may admit a waiting destination.
         let reserved = match stage {
             Stage::Decode => pool.schedulers[worker].retry_destinations(),
@@ -751,6 +833,9 @@ impl Disaggregated<'_> {
             self.actions.extend(woken);
         }
         self.pool(stage).apply_pass_end_kv_events(worker);
+        if let (Stage::Decode, Some(scaling)) = (stage, &mut self.scaling) {
+            scaling.traffic.on_pass_end(&events, now_ms);
+        }
         match stage {
             Stage::Prefill => self.apply_prefill_pass(&events),
             Stage::Decode => self.apply_decode_pass(&events),

@@ -5,8 +5,9 @@
 //! INTERFACE
 //! - [`Topology`]: what a deployment (aggregated workers, or prefill and decode pools) offers
 //!   the loop — settle everything due now, the time of its next event, whether it is done.
-//! - [`run`]: settle at time 0; then, until the topology is done, the run is cancelled or the
-//!   time cap is passed: find the next event, wait for it on the clock, advance, settle.
+//! - [`run`]: settle at time 0 (and seed a planner's first scaling tick); then, until the
+//!   topology is done, the run is cancelled or the time cap is passed: find the next event,
+//!   wait for it on the clock, advance, settle.
 //! - [`Clock`], [`VirtualClock`]: the time seam. The core has no real clock; a caller that
 //!   wants real time supplies one (the CLI's live replay does).
 //! - The cancellation seam: an `AtomicBool` the caller owns ([`RunControl`] holds one to share
@@ -149,6 +150,11 @@ pub(super) trait Topology {
         }
         released
     }
+    /// Once time 0 has settled: seeds the first scaling tick of a planner. Whether there is
+    /// one (then time 0 settles again, in case the tick is due at once).
+    fn start_ticks(&mut self) -> Result<bool> {
+        Ok(false)
+    }
     /// With a cap on model time, the last timestamp still processed given that the next one
     /// is `next_ms`: by default the cap itself.
     fn last_ms_within_cap(&mut self, cap_ms: f64, _next_ms: f64) -> f64 {
@@ -170,6 +176,9 @@ pub(super) fn run<T: Topology>(
         }
     };
     topology.settle()?;
+    if topology.start_ticks()? {
+        topology.settle()?;
+    }
     publish(topology);
     while !topology.is_done() && !is_set(cancel) {
         let Some(next_ms) = topology.next_event_ms() else {

@@ -14,12 +14,14 @@ pub mod driver;
 pub mod event_loop;
 mod handoff;
 mod pool;
+mod scaling;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::config::ReplaySpec;
 use crate::error::{Error, Result};
+use crate::planner::{self, PlannerOutcome, ScalingPolicy};
 use crate::report::timeseries::TimeSeries;
 use crate::report::{Collector, LazyRecords, RecordSink, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
@@ -35,7 +37,7 @@ pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
 }
 
 /// Runs the replay with time from `clock`, until it ends or another thread sets `cancel`
-/// (then the result covers what finished).
+/// (then the result covers what finished). A spec with a planner runs the native planner.
 pub fn simulate_with(
     spec: &ReplaySpec,
     workload: Workload,
@@ -54,7 +56,8 @@ pub struct Observers {
     pub progress: Option<Arc<Progress>>,
 }
 
-/// [`simulate_with`], with `observers` recording or publishing what they ask for.
+/// [`simulate_with`], with `observers` recording or publishing what they ask for. A spec with
+/// a planner runs the native planner.
 pub fn simulate_observed(
     spec: &ReplaySpec,
     workload: Workload,
@@ -67,7 +70,8 @@ pub fn simulate_observed(
 
 /// [`simulate_observed`], handing captured per-request records to `records` as the run
 /// settles them (in record order) instead of keeping them to the end; the finished run then
-/// has none left to give (see `report::collector`).
+/// has none left to give (see `report::collector`). A spec with a planner runs the native
+/// planner.
 pub fn simulate_streaming(
     spec: &ReplaySpec,
     workload: Workload,
@@ -76,11 +80,43 @@ pub fn simulate_streaming(
     observers: &Observers,
     records: Option<Box<dyn RecordSink>>,
 ) -> Result<Simulated> {
+    match &spec.planner {
+        Some(planner) => {
+            let mut native = planner::native_for(spec, planner);
+            let policy: &mut dyn ScalingPolicy = &mut native;
+            let simulated = simulate_scaled(
+                spec,
+                workload,
+                clock,
+                cancel,
+                observers,
+                records,
+                Some(policy),
+            )?;
+            debug_assert_eq!(simulated.planner.as_ref(), Some(native.outcome()));
+            Ok(simulated)
+        }
+        None => simulate_scaled(spec, workload, clock, cancel, observers, records, None),
+    }
+}
+
+/// [`simulate_streaming`] with the workers scaled by `policy` at its ticks (any planner: the
+/// native one, or one the caller brings). The outcome counts the policy's ticks and lists
+/// every change of a worker count it asked for.
+pub fn simulate_scaled<'a>(
+    spec: &'a ReplaySpec,
+    workload: Workload,
+    clock: &mut dyn Clock,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn RecordSink>>,
+    policy: Option<&'a mut dyn ScalingPolicy>,
+) -> Result<Simulated> {
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
     let progress = observers.progress.as_deref();
-    let (collector, facts) = if spec.disaggregation.is_some() {
-        let mut sim = Disaggregated::new(spec, driver);
+    let (collector, facts, planner) = if spec.disaggregation.is_some() {
+        let mut sim = Disaggregated::new(spec, driver, policy);
         if observers.timeseries {
             sim.collector()
                 .record_timeseries(TimeSeries::new(&["prefill", "decode"]));
@@ -89,9 +125,11 @@ pub fn simulate_streaming(
             sim.collector().stream_records_to(sink);
         }
         event_loop::run(&mut sim, cap, clock, cancel, progress)?;
-        sim.finish()
+        let planner = sim.planner_outcome();
+        let (collector, facts) = sim.finish();
+        (collector, facts, planner)
     } else {
-        let mut sim = Aggregated::new(spec, driver);
+        let mut sim = Aggregated::new(spec, driver, policy);
         if observers.timeseries {
             sim.collector()
                 .record_timeseries(TimeSeries::new(&["worker"]));
@@ -100,9 +138,15 @@ pub fn simulate_streaming(
             sim.collector().stream_records_to(sink);
         }
         event_loop::run(&mut sim, cap, clock, cancel, progress)?;
-        sim.finish()
+        let planner = sim.planner_outcome();
+        let (collector, facts) = sim.finish();
+        (collector, facts, planner)
     };
-    Ok(Simulated { collector, facts })
+    Ok(Simulated {
+        collector,
+        facts,
+        planner,
+    })
 }
 
 /// [`simulate`], stopping early when another thread sets `cancel` (a front whose user pressed
@@ -125,9 +169,21 @@ pub fn simulate_cancellable(
 pub struct Simulated {
     collector: Collector,
     facts: RunFacts,
+    /// With a planner: its scaling events and ticks.
+    planner: Option<PlannerOutcome>,
 }
 
 impl Simulated {
+    /// The planner's scaling events and tick count, when a planner ran.
+    pub fn planner(&self) -> Option<&PlannerOutcome> {
+        self.planner.as_ref()
+    }
+
+    /// Takes the planner's outcome out (see [`Simulated::planner`]).
+    pub fn take_planner(&mut self) -> Option<PlannerOutcome> {
+        self.planner.take()
+    }
+
     /// The time series, when [`Observers::timeseries`] asked for them (once).
     pub fn take_timeseries(&mut self) -> Option<TimeSeries> {
         self.collector.take_timeseries()

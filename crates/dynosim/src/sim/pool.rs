@@ -14,16 +14,42 @@
 //!   [`Pool::apply_pass_end_kv_events`] publishes those engines make visible at pass end.
 //! - The topology decides *when* passes start and what their events mean; the pool only
 //!   keeps the state.
+//! - With a planner, workers come and go: each has a [`WorkerPhase`] (starting, active,
+//!   draining, retired); ids grow and are never reused. [`Pool::scale_to`] applies a target
+//!   (new workers start, or serve at once without a startup time; a smaller target cancels
+//!   starting workers, then drains the highest active ids), [`Pool::activate_due`] brings up
+//!   the workers whose startup ended, [`Pool::retire_drained`] retires draining workers with
+//!   nothing left. The router hears of every change. With metrics on, the pool keeps the
+//!   latest forward-pass metrics per (worker, rank) ([`super::scaling::FpmBuffer`]).
 
+use super::common::EventQueue;
 use super::handoff::Action;
+use super::scaling::FpmBuffer;
 use crate::config::EngineArgs;
+use crate::engine::fpm::ForwardPassMetrics;
 use crate::engine::kv::KvEvent;
 use crate::engine::{EngineRequest, PassEvent, RankLoad, RankScheduler, RequestId};
+use crate::planner::PoolWorkers;
 use crate::router::Router;
+
+/// Where a worker is in its life. Only active workers receive new requests; draining ones
+/// finish what they hold; starting and draining ones are paid for like active ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum WorkerPhase {
+    /// Added by the planner, not serving until its startup time has passed.
+    Starting,
+    #[default]
+    Active,
+    /// Leaving: out of routing, serving its queues until they are empty.
+    Draining,
+    /// Gone (drained, or cancelled while starting).
+    Retired,
+}
 
 /// Pass state of one worker.
 #[derive(Debug, Default)]
 struct WorkerState {
+    phase: WorkerPhase,
     /// A pass is in flight.
     busy: bool,
     /// The last pass did nothing; do not retry until the worker receives a request.
@@ -32,6 +58,8 @@ struct WorkerState {
     pending: Vec<PassEvent>,
     /// Actions waiting for the in-flight pass to end.
     deferred: Vec<(RequestId, Action)>,
+    /// With metrics on: each rank's metrics of the pass in flight, published at its end.
+    pass_fpm: Vec<(u32, ForwardPassMetrics)>,
 }
 
 /// What starting a pass did.
@@ -56,6 +84,10 @@ pub(super) struct Pool {
     routes_on_kv_events: bool,
     /// Integral of the worker count over model time (ms).
     worker_ms: f64,
+    /// With a planner: the latest forward-pass metrics per (worker, rank).
+    fpm: Option<FpmBuffer>,
+    /// Workers still starting, by the time they become ready.
+    starting: EventQueue<usize>,
     /// Scratch buffers.
     pass_events: Vec<PassEvent>,
     kv_events: Vec<KvEvent>,
@@ -87,13 +119,162 @@ impl Pool {
             router,
             routes_on_kv_events,
             worker_ms: 0.0,
+            fpm: None,
+            starting: EventQueue::new(),
             pass_events: Vec::new(),
             kv_events: Vec::new(),
         }
     }
 
+    /// Records forward-pass metrics from now on (for a planner); the initial workers count as
+    /// activated at `now_ms`.
+    pub(super) fn record_fpm(&mut self, now_ms: f64) {
+        self.schedulers
+            .iter_mut()
+            .for_each(RankScheduler::record_fpm);
+        let mut buffer = FpmBuffer::default();
+        for worker in 0..self.workers.len() {
+            buffer.activate(worker, self.dp_size, now_ms);
+        }
+        self.fpm = Some(buffer);
+    }
+
+    /// Every worker ever added (retired ones included): worker ids run below this.
     pub(super) fn num_workers(&self) -> usize {
         self.workers.len()
+    }
+
+    /// Workers by phase, ids ascending.
+    pub(super) fn workers_by_phase(&self) -> PoolWorkers {
+        let mut out = PoolWorkers::default();
+        for (id, state) in self.workers.iter().enumerate() {
+            match state.phase {
+                WorkerPhase::Active => out.active.push(id),
+                WorkerPhase::Starting => out.starting.push(id),
+                WorkerPhase::Draining => out.draining.push(id),
+                WorkerPhase::Retired => {}
+            }
+        }
+        out
+    }
+
+    fn count(&self, phase: WorkerPhase) -> usize {
+        self.workers.iter().filter(|w| w.phase == phase).count()
+    }
+
+    /// Applies a planner target of non-draining (active + starting) workers at `now_ms`:
+    /// adds workers (ready after `startup_ms`, or at once), or cancels starting workers
+    /// (highest id first) and then drains active ones (highest id first).
+    pub(super) fn scale_to(&mut self, target: usize, now_ms: f64, startup_ms: f64) {
+        let current = self.count(WorkerPhase::Active) + self.count(WorkerPhase::Starting);
+        if target > current {
+            for _ in current..target {
+                self.add_worker(now_ms, startup_ms);
+            }
+            return;
+        }
+        let mut excess = current - target;
+        for worker in (0..self.workers.len()).rev() {
+            if excess == 0 {
+                return;
+            }
+            if self.workers[worker].phase == WorkerPhase::Starting {
+                // Its pending ready event becomes stale.
+                self.workers[worker].phase = WorkerPhase::Retired;
+                excess -= 1;
+            }
+        }
+        for worker in (0..self.workers.len()).rev() {
+            if excess == 0 {
+                return;
+            }
+            if self.workers[worker].phase == WorkerPhase::Active {
+                self.workers[worker].phase = WorkerPhase::Draining;
+                self.router.worker_draining(worker);
+                excess -= 1;
+            }
+        }
+    }
+
+    fn add_worker(&mut self, now_ms: f64, startup_ms: f64) {
+        let worker = self.workers.len();
+        for rank in 0..self.dp_size {
+            let mut scheduler = RankScheduler::new(&self.args, worker * self.dp_size + rank);
+            if self.routes_on_kv_events {
+                scheduler.record_kv_events();
+            }
+            if self.fpm.is_some() {
+                scheduler.record_fpm();
+            }
+            self.schedulers.push(scheduler);
+        }
+        self.workers.push(WorkerState {
+            phase: WorkerPhase::Starting,
+            ..WorkerState::default()
+        });
+        if startup_ms > 0.0 {
+            self.starting.push(now_ms + startup_ms, worker);
+        } else {
+            self.activate(worker, now_ms);
+        }
+    }
+
+    fn activate(&mut self, worker: usize, now_ms: f64) {
+        self.workers[worker].phase = WorkerPhase::Active;
+        if let Some(buffer) = &mut self.fpm {
+            buffer.activate(worker, self.dp_size, now_ms);
+        }
+        self.router.worker_ready(worker, self.dp_size);
+    }
+
+    /// When the next starting worker becomes ready, if any.
+    pub(super) fn next_ready_ms(&self) -> Option<f64> {
+        self.starting.peek().map(|(at_ms, _)| at_ms)
+    }
+
+    /// Activates the workers whose startup ended by `now_ms` (a cancelled one stays retired).
+    /// Whether any was.
+    pub(super) fn activate_due(&mut self, now_ms: f64) -> bool {
+        let mut any = false;
+        while let Some(worker) = self.starting.pop_due_if(now_ms, |_| true) {
+            if self.workers[worker].phase == WorkerPhase::Starting {
+                self.activate(worker, now_ms);
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// Retires draining workers that hold nothing and have no pass in flight. Whether any was.
+    pub(super) fn retire_drained(&mut self) -> bool {
+        let mut any = false;
+        for worker in 0..self.workers.len() {
+            let state = &self.workers[worker];
+            if state.phase != WorkerPhase::Draining || state.busy || !state.deferred.is_empty() {
+                continue;
+            }
+            if !self.ranks(worker).all(|s| self.schedulers[s].is_drained()) {
+                continue;
+            }
+            self.workers[worker].phase = WorkerPhase::Retired;
+            self.router.worker_removed(worker);
+            any = true;
+        }
+        any
+    }
+
+    /// The metrics since the last call, after idle zeros for active ranks silent for a second
+    /// (empty without metrics).
+    pub(super) fn take_fpm(&mut self, now_ms: f64) -> Vec<(usize, u32, ForwardPassMetrics)> {
+        let active = self.workers_by_phase().active;
+        let dp_size = self.dp_size;
+        match &mut self.fpm {
+            Some(buffer) => {
+                buffer.emit_idle_due(&active, dp_size, now_ms);
+                buffer.take()
+            }
+            None => Vec::new(),
+        }
     }
 
     pub(super) fn routes_on_kv_events(&self) -> bool {
@@ -105,9 +286,15 @@ impl Pool {
         self.worker_ms / 1000.0
     }
 
-    /// Every worker is provisioned for another `dt_ms` of model time.
+    /// Every live worker (starting, active or draining) is provisioned for another `dt_ms`
+    /// of model time.
     pub(super) fn accrue(&mut self, dt_ms: f64) {
-        self.worker_ms += self.workers.len() as f64 * dt_ms;
+        let live = self
+            .workers
+            .iter()
+            .filter(|w| w.phase != WorkerPhase::Retired)
+            .count();
+        self.worker_ms += live as f64 * dt_ms;
     }
 
     pub(super) fn is_busy(&self, worker: usize) -> bool {
@@ -127,10 +314,13 @@ impl Pool {
         )
     }
 
-    /// Idle, not stalled, and some rank has work.
+    /// Serving (active or draining), idle, not stalled, and some rank has work.
     pub(super) fn is_ready(&self, worker: usize) -> bool {
         let state = &self.workers[worker];
-        !state.busy && !state.stalled && self.ranks(worker).any(|s| self.schedulers[s].has_work())
+        matches!(state.phase, WorkerPhase::Active | WorkerPhase::Draining)
+            && !state.busy
+            && !state.stalled
+            && self.ranks(worker).any(|s| self.schedulers[s].has_work())
     }
 
     fn ranks(&self, worker: usize) -> std::ops::Range<usize> {
@@ -181,6 +371,8 @@ impl Pool {
     ) -> PassStart {
         let mut pending = std::mem::take(&mut self.workers[worker].pending);
         pending.clear();
+        let mut pass_fpm = std::mem::take(&mut self.workers[worker].pass_fpm);
+        pass_fpm.clear();
         let mut events = std::mem::take(&mut self.pass_events);
         // The group ends with its slowest rank (never before it started).
         let mut start = PassStart {
@@ -199,6 +391,11 @@ impl Pool {
                 start.kv_published |= !self.kv_events.is_empty();
                 self.router.apply_kv_events(scheduler, &self.kv_events);
             }
+            if let Some(fpm) = self.schedulers[scheduler].last_fpm() {
+                let rank = (scheduler % self.dp_size) as u32;
+                let wall_time_s = (time.end_ms(now_ms) - now_ms) / 1000.0;
+                pass_fpm.push((rank, ForwardPassMetrics { wall_time_s, ..fpm }));
+            }
             start.end_ms = start.end_ms.max(time.end_ms(now_ms));
             start.scheduled_work |= time.scheduled_requests > 0 || !events.is_empty();
             for &event in &events {
@@ -212,15 +409,21 @@ impl Pool {
         }
         self.pass_events = events;
         self.workers[worker].pending = pending;
+        self.workers[worker].pass_fpm = pass_fpm;
         self.workers[worker].busy = start.end_ms > now_ms;
         start
     }
 
-    /// Ends `worker`'s pass: the events it left for its end (give the buffer back with
-    /// [`Pool::recycle`]).
-    pub(super) fn end_pass(&mut self, worker: usize) -> Vec<PassEvent> {
+    /// Ends `worker`'s pass at `now_ms`: publishes its metrics (with metrics on) and hands
+    /// back the events it left for its end (give the buffer back with [`Pool::recycle`]).
+    pub(super) fn end_pass(&mut self, worker: usize, now_ms: f64) -> Vec<PassEvent> {
         let state = &mut self.workers[worker];
         state.busy = false;
+        if let Some(buffer) = &mut self.fpm {
+            for &(rank, fpm) in &state.pass_fpm {
+                buffer.insert(worker, rank, fpm, now_ms);
+            }
+        }
         std::mem::take(&mut state.pending)
     }
 

@@ -75,6 +75,7 @@ fn spec(
             prefill,
             num_prefill_workers: prefill_workers,
         }),
+        planner: None,
     }
 }
 
