@@ -26,6 +26,12 @@ const STRUCTURE_SEED: u64 = 42;
 /// The most requests (sessions x turns) one synthetic workload may hold: beyond it the run's
 /// request ids and the report's per-request latencies outgrow what one process should keep.
 pub const MAX_SYNTHETIC_REQUESTS: usize = 1 << 32;
+/// The most prompt blocks (turns x blocks per turn) one synthetic session may hold. A session's
+/// turns are generated together when it is scheduled, so this bounds what one session takes
+/// (4 bytes a block) instead of letting a huge `turns_per_session` abort on allocation.
+pub const MAX_SESSION_BLOCKS: usize = 1 << 26;
+/// The most turns one synthetic session may hold (each turn's record takes ~100 bytes).
+pub const MAX_TURNS_PER_SESSION: usize = 1 << 20;
 /// Tag of group-prefix hash ids: `(tag << 48) | (group << 32) | block index`.
 const GROUP_PREFIX_TAG: u64 = 0xD00D;
 
@@ -247,6 +253,22 @@ fn session_shape(spec: &SyntheticSpec) -> Result<Shape> {
     let num_blocks = spec.input_tokens.div_ceil(block_size as usize);
     let prefix_blocks =
         ((num_blocks as f64 * spec.shared_prefix_ratio).round() as usize).min(num_blocks);
+    if spec.turns_per_session > MAX_TURNS_PER_SESSION {
+        return Err(Error::usage(format!(
+            "turns_per_session {}: more than the {MAX_TURNS_PER_SESSION} turns one synthetic \
+             session can hold",
+            spec.turns_per_session
+        )));
+    }
+    let session_blocks = spec.turns_per_session.saturating_mul(num_blocks.max(1));
+    if session_blocks > MAX_SESSION_BLOCKS {
+        return Err(Error::usage(format!(
+            "turns_per_session {} x {num_blocks} prompt blocks per turn: one synthetic session \
+             would hold {session_blocks} prompt blocks, more than the {MAX_SESSION_BLOCKS} it \
+             can hold (fewer turns or input tokens, or a larger block size)",
+            spec.turns_per_session
+        )));
+    }
     let grouped = spec.num_prefix_groups > 0 && spec.shared_prefix_ratio > 0.0;
     let groups = grouped.then_some(spec.num_prefix_groups);
 
@@ -674,5 +696,22 @@ mod tests {
         s.num_prefix_groups = 2;
         s.turns_per_session = 0;
         assert_eq!(usage_error(&s), "turns_per_session must be at least 1");
+    }
+
+    #[test]
+    fn a_session_too_large_to_generate_is_a_usage_error_not_an_abort() {
+        // Found by the argument fuzzer: one session of a billion turns asked for 88 GB at once.
+        let mut s = spec(None);
+        s.request_count = 1;
+        s.turns_per_session = 1_000_000_000;
+        assert_eq!(
+            usage_error(&s),
+            "turns_per_session 1000000000: more than the 1048576 turns one synthetic session can hold"
+        );
+        s.turns_per_session = MAX_TURNS_PER_SESSION;
+        s.input_tokens = 65 * s.engine_block_size as usize;
+        assert!(usage_error(&s).contains("more than the 67108864 it can hold"));
+        s.turns_per_session = 1000;
+        assert!(generate(&s).is_ok());
     }
 }
