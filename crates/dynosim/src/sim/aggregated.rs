@@ -138,15 +138,12 @@ impl Topology for Aggregated<'_> {
     }
 
     fn take_arrival(&mut self) -> Option<ReleasedRequest> {
-        let arrival =
-            self.requests
-                .release(self.now_ms, self.spec.arrivals, &mut self.collector)?;
-        if let Some(scaling) = &mut self.scaling {
-            scaling
-                .traffic
-                .on_release(arrival.id, arrival.hints.arrival_ms, arrival.prompt.len());
-        }
-        Some(arrival)
+        self.requests.release(
+            self.now_ms,
+            self.spec.arrivals,
+            &mut self.collector,
+            self.scaling.as_mut().map(|scaling| &mut scaling.traffic),
+        )
     }
 
     /// Routes the request (routing one request before the next is taken).

@@ -8,6 +8,7 @@ use std::collections::{BinaryHeap, HashMap};
 use super::driver::{Driver, Terminal};
 use super::event_loop::ProgressPoint;
 use super::pool::Pool;
+use super::scaling::Traffic;
 use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
 use crate::engine::RequestId;
 use crate::error::Error;
@@ -184,12 +185,14 @@ impl Requests {
 
     /// Takes the next turn ready by `now_ms` from the driver and records it as the next request:
     /// its arrival in the collector (at the release time in closed loop, at its scheduled time
-    /// in open loop), its origin, and one more request in flight.
+    /// in open loop), its origin, one more request in flight, and, when a planner runs, the
+    /// arrival in its traffic window.
     pub(super) fn release(
         &mut self,
         now_ms: f64,
         arrivals: ArrivalMode,
         collector: &mut Collector,
+        traffic: Option<&mut Traffic>,
     ) -> Option<ReleasedRequest> {
         let release = self.driver.pop_ready(now_ms)?;
         let closed_loop = matches!(arrivals, ArrivalMode::Concurrency { .. });
@@ -217,6 +220,9 @@ impl Requests {
                 input_length: release.prompt.len(),
             },
         );
+        if let Some(traffic) = traffic {
+            traffic.on_release(id, arrival_ms, release.prompt.len());
+        }
         Some(ReleasedRequest {
             id,
             hints: RouteHints::of(release.turn, arrival_ms),

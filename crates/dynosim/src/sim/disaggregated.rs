@@ -291,15 +291,12 @@ impl Topology for Disaggregated<'_> {
     }
 
     fn take_arrival(&mut self) -> Option<ReleasedRequest> {
-        let arrival =
-            self.released
-                .release(self.now_ms, self.spec.arrivals, &mut self.collector)?;
-        if let Some(scaling) = &mut self.scaling {
-            scaling
-                .traffic
-                .on_release(arrival.id, arrival.hints.arrival_ms, arrival.prompt.len());
-        }
-        Some(arrival)
+        self.released.release(
+            self.now_ms,
+            self.spec.arrivals,
+            &mut self.collector,
+            self.scaling.as_mut().map(|scaling| &mut scaling.traffic),
+        )
     }
 
     fn start_ticks(&mut self) -> Result<bool> {
