@@ -321,38 +321,47 @@ fn run_compare(
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
 ) -> i32 {
-    let bin_name = format!("{prog} compare");
-    let mut command = compare::CompareCli::command()
-        .bin_name(&bin_name)
-        .no_binary_name(true);
-    let parsed = command
-        .try_get_matches_from_mut(args)
-        .and_then(|matches| compare::CompareCli::from_arg_matches(&matches));
+    let (mut command, parsed) = parse_subcommand::<compare::CompareCli>(prog, "compare", args);
     let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
     match compare::run(&cli) {
-        Ok(text) => match stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.flush())
-        {
-            Ok(()) => 0,
-            Err(_) => 1,
-        },
+        Ok(text) => print_text(&text, stdout),
         Err(err) => report_error(prog, &err, &mut command, stderr),
+    }
+}
+
+/// Parses a subcommand's arguments (those after its name) with its own clap parser, named
+/// `<prog> <name>` in usage and errors; gives the parser back for error reports.
+fn parse_subcommand<C: CommandFactory + FromArgMatches>(
+    prog: &str,
+    name: &str,
+    args: &[OsString],
+) -> (clap::Command, Result<C, clap::Error>) {
+    let mut command = C::command()
+        .bin_name(format!("{prog} {name}"))
+        .no_binary_name(true);
+    let parsed = command
+        .try_get_matches_from_mut(args)
+        .and_then(|matches| C::from_arg_matches(&matches));
+    (command, parsed)
+}
+
+/// Writes a subcommand's output: exit code 0, or 1 when stdout cannot take it.
+fn print_text(text: &str, stdout: &mut dyn Write) -> i32 {
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => 0,
+        Err(_) => 1,
     }
 }
 
 /// `<prog> sweep SPEC --out DIR [--jobs N]`: runs the sweep and prints its summary.
 fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
-    let bin_name = format!("{prog} sweep");
-    let mut command = sweep::SweepCli::command()
-        .bin_name(&bin_name)
-        .no_binary_name(true);
-    let parsed = command
-        .try_get_matches_from_mut(args)
-        .and_then(|matches| sweep::SweepCli::from_arg_matches(&matches));
+    let (mut command, parsed) = parse_subcommand::<sweep::SweepCli>(prog, "sweep", args);
     let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
@@ -364,13 +373,7 @@ fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut
         };
     }
     match sweep::run(&cli) {
-        Ok(text) => match stdout
-            .write_all(text.as_bytes())
-            .and_then(|()| stdout.flush())
-        {
-            Ok(()) => 0,
-            Err(_) => 1,
-        },
+        Ok(text) => print_text(&text, stdout),
         Err(err) => report_error(prog, &err, &mut command, stderr),
     }
 }
