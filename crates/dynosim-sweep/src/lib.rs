@@ -18,6 +18,7 @@
 //! row's `error`) -> GPUs (over the budget: skipped, not run) -> the workload, read once per
 //! distinct workload and shared -> `prepare` -> `simulate` -> the report's keys.
 
+pub mod columnar;
 pub mod descent;
 pub mod html;
 pub mod objectives;
