@@ -28,12 +28,13 @@ pub mod spec;
 pub mod store;
 pub mod table;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::IsTerminal;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use dynosim::config::spelling::python_message;
@@ -272,14 +273,21 @@ fn report_map(report: &Report) -> Map<String, Value> {
 }
 
 /// Runs one validated candidate on a shared workload; errors (and panics) become its error.
+/// Setting `cancel` ends the run early (its outcome is then to be dropped).
 fn simulate_one(
     spec: &ReplaySpec,
     workload: &Workload,
+    cancel: &AtomicBool,
 ) -> std::result::Result<Map<String, Value>, String> {
     let ran = catch_unwind(AssertUnwindSafe(|| -> Result<Report> {
         let prepared = dynosim::prepare(spec)?;
         let started = Instant::now();
-        let simulated = dynosim::simulate(prepared.as_ref(), workload.clone())?;
+        let simulated = dynosim::simulate_with(
+            prepared.as_ref(),
+            workload.clone(),
+            &mut dynosim::sim::VirtualClock,
+            cancel,
+        )?;
         let (report, _) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
         Ok(report)
     }));
@@ -333,6 +341,9 @@ pub struct Evaluator {
     cancel: Option<Arc<AtomicBool>>,
     workload_keys: Vec<String>,
     workloads: Vec<std::result::Result<Arc<Workload>, String>>,
+    /// Outcomes simulated ahead of being asked for (guessed by [`Evaluator::evaluate_guessing`]),
+    /// by hash; they count as evaluated when asked for.
+    ahead: HashMap<String, Stored>,
     /// Candidates simulated (or rejected) so far.
     pub evaluated: usize,
     /// Candidates taken from the store so far.
@@ -379,6 +390,7 @@ impl Evaluator {
             cancel: options.cancel.clone(),
             workload_keys: Vec::new(),
             workloads: Vec::new(),
+            ahead: HashMap::new(),
             evaluated: 0,
             stored: 0,
             over_budget: 0,
@@ -449,6 +461,11 @@ impl Evaluator {
                     continue;
                 }
             }
+            if let Some(outcome) = self.ahead.remove(&candidate.hash) {
+                self.evaluated += 1;
+                rows[index] = Some(row(&outcome));
+                continue;
+            }
             if let Some(stored) = self
                 .journal
                 .as_ref()
@@ -484,6 +501,29 @@ impl Evaluator {
         Ok((rows, pending))
     }
 
+    /// Simulates one validated candidate on its shared workload (`cancel` ends it early).
+    fn simulate_pending(&self, job: &Pending, cancel: &AtomicBool) -> Stored {
+        let result = match &self.workloads[job.workload] {
+            Ok(workload) => simulate_one(&job.spec, workload, cancel),
+            Err(error) => Err(error.clone()),
+        };
+        let (report, error) = match result {
+            Ok(report) => (report, String::new()),
+            Err(error) => (Map::new(), error),
+        };
+        Stored {
+            gpus: Some(job.gpus),
+            error,
+            report,
+        }
+    }
+
+    fn interrupted(&self) -> bool {
+        self.cancel
+            .as_deref()
+            .is_some_and(|cancel| cancel.load(Ordering::Relaxed))
+    }
+
     /// Simulates the pending candidates in parallel, storing each as it finishes.
     fn execute(
         &mut self,
@@ -492,30 +532,18 @@ impl Evaluator {
         pending: Vec<Pending>,
     ) -> Result<Vec<Option<Row>>> {
         let progress = progress_bar(self.progress, pending.len());
-        let (this, workloads) = (&*self, &self.workloads);
-        let cancel = self.cancel.as_deref();
+        let this = &*self;
         let finished: Vec<(usize, Stored)> = self.pool.install(|| {
             pending
                 .par_iter()
+                // One candidate at a time per thread: candidates are long and unequal.
+                .with_max_len(1)
                 .map(|job| {
-                    if cancel.is_some_and(|cancel| cancel.load(Ordering::Relaxed)) {
+                    if this.interrupted() {
                         return Err(Error::runtime("sweep interrupted"));
                     }
-                    let result = match &workloads[job.workload] {
-                        Ok(workload) => simulate_one(&job.spec, workload),
-                        Err(error) => Err(error.clone()),
-                    };
-                    let (report, error) = match result {
-                        Ok(report) => (report, String::new()),
-                        Err(error) => (Map::new(), error),
-                    };
-                    let outcome = Stored {
-                        gpus: Some(job.gpus),
-                        error,
-                        report,
-                    };
-                    let candidate = &candidates[job.index];
-                    let appended = this.store(candidate, &outcome);
+                    let outcome = this.simulate_pending(job, &AtomicBool::new(false));
+                    let appended = this.store(&candidates[job.index], &outcome);
                     progress.inc(1);
                     appended.map(|()| (job.index, outcome))
                 })
@@ -524,17 +552,190 @@ impl Evaluator {
         progress.finish_and_clear();
         self.evaluated += finished.len();
         for (index, outcome) in finished {
-            let candidate = &candidates[index];
-            rows[index] = Some(Row {
-                index,
-                candidate: candidate.hash.clone(),
-                settings: candidate.settings.clone(),
-                gpus: outcome.gpus,
-                error: outcome.error,
-                report: outcome.report,
-            });
+            rows[index] = Some(row_of(index, &candidates[index], outcome));
         }
         Ok(rows)
+    }
+
+    /// [`Evaluator::evaluate`], and while the batch's last candidates run (threads would
+    /// otherwise wait for them), runs the candidates that `guess` expects to be asked for
+    /// next, from the rows so far (`None`: not finished), most likely first. Their outcomes
+    /// are stored as usual and kept for the next call; once the batch is done, guessed runs
+    /// that the finished batch no longer points to are cancelled and dropped.
+    pub fn evaluate_guessing(
+        &mut self,
+        candidates: &[Candidate],
+        guess: &(dyn Fn(&[Option<Row>]) -> Vec<Candidate> + Sync),
+    ) -> Result<Vec<Option<Row>>> {
+        let threads = self.pool.current_num_threads();
+        let (rows, pending) = self.prepare(candidates)?;
+        if threads <= 1 || pending.is_empty() {
+            return self.execute(candidates, rows, pending);
+        }
+        let progress = progress_bar(self.progress, pending.len());
+        let batch: HashSet<&str> = candidates.iter().map(|c| c.hash.as_str()).collect();
+        let shared = Mutex::new(Schedule {
+            next: 0,
+            left: pending.len(),
+            rows,
+            guessed: Vec::new(),
+            ahead: Vec::new(),
+            failure: None,
+        });
+        let changed = Condvar::new();
+        let this = &*self;
+        let worker = || {
+            let lock = || {
+                shared
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+            };
+            let mut schedule = lock();
+            loop {
+                if schedule.failure.is_some() {
+                    return;
+                }
+                if schedule.next < pending.len() {
+                    if this.interrupted() {
+                        schedule.failure = Some(Error::runtime("sweep interrupted"));
+                        changed.notify_all();
+                        return;
+                    }
+                    let job = &pending[schedule.next];
+                    schedule.next += 1;
+                    drop(schedule);
+                    let outcome = this.simulate_pending(job, &AtomicBool::new(false));
+                    let stored = this.store(&candidates[job.index], &outcome);
+                    progress.inc(1);
+                    schedule = lock();
+                    if let Err(err) = stored {
+                        schedule.failure = Some(err);
+                    }
+                    schedule.rows[job.index] =
+                        Some(row_of(job.index, &candidates[job.index], outcome));
+                    schedule.left -= 1;
+                    if schedule.left == 0 {
+                        // The batch is complete: its guess is now what the caller asks next.
+                        let next: HashSet<String> =
+                            guess(&schedule.rows).into_iter().map(|c| c.hash).collect();
+                        for (hash, cancel) in &schedule.guessed {
+                            if !next.contains(hash) {
+                                cancel.store(true, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    changed.notify_all();
+                    continue;
+                }
+                if schedule.left == 0 {
+                    return;
+                }
+                // The batch's last candidates are running: start on a guessed one.
+                let known = |hash: &str| {
+                    batch.contains(hash)
+                        || this.ahead.contains_key(hash)
+                        || this
+                            .journal
+                            .as_ref()
+                            .is_some_and(|journal| journal.stored(hash).is_some())
+                };
+                let pick = guess(&schedule.rows).into_iter().find(|candidate| {
+                    !known(&candidate.hash)
+                        && !schedule
+                            .guessed
+                            .iter()
+                            .any(|(hash, _)| *hash == candidate.hash)
+                        && !schedule
+                            .ahead
+                            .iter()
+                            .any(|(hash, _)| *hash == candidate.hash)
+                });
+                let Some(candidate) = pick else {
+                    schedule = changed
+                        .wait(schedule)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    continue;
+                };
+                let cancel = Arc::new(AtomicBool::new(false));
+                schedule
+                    .guessed
+                    .push((candidate.hash.clone(), Arc::clone(&cancel)));
+                drop(schedule);
+                let outcome = this
+                    .pending_of(&candidate)
+                    .map(|job| this.simulate_pending(&job, &cancel));
+                schedule = lock();
+                schedule.guessed.retain(|(hash, _)| *hash != candidate.hash);
+                if let Some(outcome) = outcome {
+                    if !cancel.load(Ordering::Relaxed) {
+                        if let Err(err) = this.store(&candidate, &outcome) {
+                            schedule.failure = Some(err);
+                        }
+                        schedule.ahead.push((candidate.hash, outcome));
+                    }
+                }
+                changed.notify_all();
+            }
+        };
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(worker);
+            }
+        });
+        progress.finish_and_clear();
+        let schedule = shared
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(err) = schedule.failure {
+            return Err(err);
+        }
+        self.evaluated += pending.len();
+        self.ahead.extend(schedule.ahead);
+        Ok(schedule.rows)
+    }
+
+    /// A guessed candidate ready to run: valid, within the budget, and of a workload already
+    /// read (`None` otherwise: it is left for when it is asked for).
+    fn pending_of(&self, candidate: &Candidate) -> Option<Pending> {
+        let spec = candidate.settings.to_options().ok()?.into_spec().ok()?;
+        let gpus = gpus_of(&spec);
+        if self.budget.is_some_and(|budget| gpus > budget) {
+            return None;
+        }
+        let key = workload_key(&spec);
+        let workload = self.workload_keys.iter().position(|known| *known == key)?;
+        Some(Pending {
+            index: 0,
+            spec,
+            gpus,
+            workload,
+        })
+    }
+}
+
+/// What the threads of [`Evaluator::evaluate_guessing`] share.
+struct Schedule {
+    /// The next pending candidate to start.
+    next: usize,
+    /// Pending candidates not finished.
+    left: usize,
+    /// The batch's rows so far.
+    rows: Vec<Option<Row>>,
+    /// Guessed candidates running, with their cancel flags.
+    guessed: Vec<(String, Arc<AtomicBool>)>,
+    /// Guessed candidates finished (and stored).
+    ahead: Vec<(String, Stored)>,
+    failure: Option<Error>,
+}
+
+fn row_of(index: usize, candidate: &Candidate, outcome: Stored) -> Row {
+    Row {
+        index,
+        candidate: candidate.hash.clone(),
+        settings: candidate.settings.clone(),
+        gpus: outcome.gpus,
+        error: outcome.error,
+        report: outcome.report,
     }
 }
 

@@ -168,12 +168,23 @@ pub fn write_outputs(
             crate::html::report_html(spec, rows, over_budget).into_bytes(),
         ),
     ];
-    let mut written = Vec::new();
-    for (name, bytes) in files {
-        let path = dir.join(name);
-        write_atomically(&path, &bytes)?;
-        written.push(path);
-    }
+    // One thread per file: each waits for its own fsync, and the waits overlap.
+    let written: Vec<PathBuf> = files.iter().map(|(name, _)| dir.join(name)).collect();
+    std::thread::scope(|scope| {
+        let writers: Vec<_> = files
+            .iter()
+            .zip(&written)
+            .map(|((_, bytes), path)| scope.spawn(move || write_atomically(path, bytes)))
+            .collect();
+        writers
+            .into_iter()
+            .map(|writer| {
+                writer
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::runtime("a table writer failed")))
+            })
+            .collect::<Result<Vec<()>>>()
+    })?;
     Ok(written)
 }
 
