@@ -9,6 +9,8 @@
 //! - [`SweepSpec`] (`spec.rs`): the checked spec; bad specs are usage errors naming the spec
 //!   and key.
 //! - [`candidates`]: the spec's candidates (grid order; seeded sampling), each with its hash.
+//!   With `search: {strategy: descent}`, [`run`] walks the grid's axes instead (coordinate
+//!   descent, each stage's new candidates in parallel, idle threads on the guessed next stage).
 //! - [`run`]: evaluates every candidate not already stored in `DIR/journal.jsonl` and writes
 //!   `results.csv`, `pareto.csv`, `best.json` and `report.html`; returns the rows and counts.
 //! - [`settings::Settings`]: the one mapping from a candidate's settings to `ReplayOptions`
@@ -142,9 +144,25 @@ fn canonical(value: &Value) -> Value {
     }
 }
 
+/// The candidate at one point of a grid (a value index per axis).
+fn grid_candidate(spec: &SweepSpec, grid: &spec::Grid, point: &[usize]) -> Candidate {
+    let mut settings = spec.base.clone();
+    // Whole values first, then dotted keys into them, whatever their order in the spec.
+    for pass_dotted in [false, true] {
+        for ((key, values), &digit) in grid.axes.iter().zip(point) {
+            if key.contains('.') == pass_dotted {
+                settings.set(key, values[digit].clone());
+            }
+        }
+    }
+    let hash = candidate_hash(&settings);
+    Candidate { hash, settings }
+}
+
 /// The spec's candidates in table order: each grid's cartesian product (first key outermost),
 /// grids one after another, repeats (same hash) dropped; then, for `strategy: random`, a
-/// seeded sample kept in that order.
+/// seeded sample kept in that order. For `strategy: descent`, the whole grid (the space the
+/// descent walks; [`run`] visits only its path).
 pub fn candidates(spec: &SweepSpec) -> Vec<Candidate> {
     let mut all = Vec::new();
     let mut seen = HashSet::new();
@@ -152,18 +170,9 @@ pub fn candidates(spec: &SweepSpec) -> Vec<Candidate> {
         let sizes: Vec<usize> = grid.axes.iter().map(|(_, values)| values.len()).collect();
         let mut digits = vec![0usize; sizes.len()];
         loop {
-            let mut settings = spec.base.clone();
-            // Whole values first, then dotted keys into them, whatever their order in the spec.
-            for pass_dotted in [false, true] {
-                for ((key, values), &digit) in grid.axes.iter().zip(&digits) {
-                    if key.contains('.') == pass_dotted {
-                        settings.set(key, values[digit].clone());
-                    }
-                }
-            }
-            let hash = candidate_hash(&settings);
-            if seen.insert(hash.clone()) {
-                all.push(Candidate { hash, settings });
+            let candidate = grid_candidate(spec, grid, &digits);
+            if seen.insert(candidate.hash.clone()) {
+                all.push(candidate);
             }
             // Next combination, the last key fastest.
             let mut position = sizes.len();
@@ -184,7 +193,7 @@ pub fn candidates(spec: &SweepSpec) -> Vec<Candidate> {
         }
     }
     match spec.strategy {
-        Strategy::Grid => all,
+        Strategy::Grid | Strategy::Descent { .. } => all,
         Strategy::Random { samples, seed } => {
             if samples >= all.len() {
                 return all;
@@ -312,13 +321,17 @@ fn simulate_one(
 /// finish; then the tables are written.
 pub fn run(spec: &SweepSpec, out: &Path, options: &RunOptions) -> Result<Outcome> {
     let mut evaluator = Evaluator::open(out, options, spec.gpu_budget)?;
-    let candidates = candidates(spec);
-    let rows: Vec<Row> = evaluator
-        .evaluate(&candidates)?
-        .into_iter()
-        .enumerate()
-        .filter_map(|(index, row)| row.map(|row| Row { index, ..row }))
-        .collect();
+    let rows: Vec<Row> = match spec.strategy {
+        Strategy::Descent { rounds, objective } => {
+            descend_grid(spec, &mut evaluator, rounds, objective)?
+        }
+        Strategy::Grid | Strategy::Random { .. } => evaluator
+            .evaluate(&candidates(spec))?
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, row)| row.map(|row| Row { index, ..row }))
+            .collect(),
+    };
     let files = table::write_outputs(spec, &rows, evaluator.over_budget, out)?;
     Ok(Outcome {
         rows,
@@ -327,6 +340,154 @@ pub fn run(spec: &SweepSpec, out: &Path, options: &RunOptions) -> Result<Outcome
         over_budget: evaluator.over_budget,
         files,
     })
+}
+
+/// The best of a stage's rows (ties: the first): the SLA-feasible row best by `objective`,
+/// else, when none is feasible, the row nearest its SLAs, then with the higher throughput.
+fn descent_pick(
+    rows: &[&Row],
+    sla: &[objectives::SlaBound],
+    objective: objectives::Objective,
+) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    let feasible: Vec<bool> = rows
+        .iter()
+        .map(|row| objectives::feasible(row, sla) && objective.value(row).is_some())
+        .collect();
+    let any_feasible = feasible.iter().any(|&ok| ok);
+    for (index, row) in rows.iter().enumerate() {
+        let better = match best {
+            None => !any_feasible || feasible[index],
+            Some(current) if any_feasible => {
+                feasible[index]
+                    && objective.compare(row, rows[current]) == std::cmp::Ordering::Greater
+            }
+            Some(current) => {
+                let throughput =
+                    |row: &Row| row.metric("output_throughput_tok_s").unwrap_or(f64::MIN);
+                objectives::violation(row, sla)
+                    .total_cmp(&objectives::violation(rows[current], sla))
+                    .then(throughput(rows[current]).total_cmp(&throughput(row)))
+                    == std::cmp::Ordering::Less
+            }
+        };
+        if better {
+            best = Some(index);
+        }
+    }
+    best
+}
+
+/// `strategy: descent`: coordinate descent over the grid's axes (see [`Strategy::Descent`]);
+/// the visited rows in visiting order.
+fn descend_grid(
+    spec: &SweepSpec,
+    evaluator: &mut Evaluator,
+    rounds: usize,
+    objective: objectives::Objective,
+) -> Result<Vec<Row>> {
+    let grid = &spec.grids[0];
+    let axes = grid.axes.len();
+    // The stage of `axis` through `point`: every value of that axis, the others held.
+    let stage_of = |point: &[usize], axis: usize| -> Vec<(Vec<usize>, Candidate)> {
+        (0..grid.axes[axis].1.len())
+            .map(|value| {
+                let mut varied = point.to_vec();
+                varied[axis] = value;
+                let candidate = grid_candidate(spec, grid, &varied);
+                (varied, candidate)
+            })
+            .collect()
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    let mut over_budget: HashSet<String> = HashSet::new();
+    let mut point = vec![0usize; axes];
+    for round in 0..rounds {
+        let start = point.clone();
+        for axis in 0..axes {
+            let stage = stage_of(&point, axis);
+            let known = |hash: &str, rows: &[Row]| {
+                over_budget.contains(hash) || rows.iter().any(|row| row.candidate == hash)
+            };
+            let mut fresh: Vec<Candidate> = Vec::new();
+            for (_, candidate) in &stage {
+                if !known(&candidate.hash, &rows)
+                    && !fresh.iter().any(|other| other.hash == candidate.hash)
+                {
+                    fresh.push(candidate.clone());
+                }
+            }
+            if !fresh.is_empty() {
+                let visited: &[Row] = &rows;
+                let fresh_list: &[Candidate] = &fresh;
+                let stage_list: &[(Vec<usize>, Candidate)] = &stage;
+                let known_list = &over_budget;
+                // The next stage from the best point so far (the next axis, or the next
+                // round's first), for idle threads to start on.
+                let guess = move |partial: &[Option<Row>]| -> Vec<Candidate> {
+                    let mut points: Vec<&Vec<usize>> = Vec::new();
+                    let mut stage_rows: Vec<&Row> = Vec::new();
+                    for (varied, candidate) in stage_list {
+                        let row = visited
+                            .iter()
+                            .find(|row| row.candidate == candidate.hash)
+                            .or_else(|| {
+                                let position =
+                                    fresh_list.iter().position(|f| f.hash == candidate.hash)?;
+                                partial.get(position)?.as_ref()
+                            });
+                        if let Some(row) = row {
+                            points.push(varied);
+                            stage_rows.push(row);
+                        }
+                    }
+                    let Some(best) = descent_pick(&stage_rows, &spec.sla, objective) else {
+                        return Vec::new();
+                    };
+                    let next_axis = (axis + 1) % axes;
+                    if next_axis == 0 && round + 1 == rounds {
+                        return Vec::new();
+                    }
+                    stage_of(points[best], next_axis)
+                        .into_iter()
+                        .map(|(_, candidate)| candidate)
+                        .filter(|candidate| {
+                            !known_list.contains(&candidate.hash)
+                                && !visited.iter().any(|row| row.candidate == candidate.hash)
+                                && !fresh_list.iter().any(|f| f.hash == candidate.hash)
+                        })
+                        .collect()
+                };
+                let outcomes = evaluator.evaluate_guessing(&fresh, &guess)?;
+                for (candidate, row) in fresh.iter().zip(outcomes) {
+                    match row {
+                        Some(row) => rows.push(Row {
+                            index: rows.len(),
+                            ..row
+                        }),
+                        None => {
+                            over_budget.insert(candidate.hash.clone());
+                        }
+                    }
+                }
+            }
+            let mut points: Vec<&Vec<usize>> = Vec::new();
+            let mut stage_rows: Vec<&Row> = Vec::new();
+            for (varied, candidate) in &stage {
+                if let Some(row) = rows.iter().find(|row| row.candidate == candidate.hash) {
+                    points.push(varied);
+                    stage_rows.push(row);
+                }
+            }
+            if let Some(best) = descent_pick(&stage_rows, &spec.sla, objective) {
+                point = points[best].clone();
+            }
+        }
+        if point == start {
+            break;
+        }
+    }
+    Ok(rows)
 }
 
 /// Evaluates candidates against one output directory's store: each candidate is validated,

@@ -441,3 +441,88 @@ print("ok", table.num_rows, table.num_columns)
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// `search: {strategy: descent}` walks the grid's axes: every row it visits equals that
+/// candidate's row in the full grid, it visits fewer candidates than the grid has, and (having
+/// stopped before its last round) its best is a coordinate-wise optimum of the full grid: no
+/// feasible point that differs on one axis is better. The same table on one thread and two.
+#[test]
+fn descent_walks_the_axes_to_a_coordinate_optimum() {
+    let value = json!({
+        "base": {
+            "input_tokens": 512, "output_tokens": 32, "request_count": 24,
+            "replay_concurrency": 8, "extra_engine_args": {"num_gpu_blocks": 120, "block_size": 64},
+        },
+        "grid": {
+            "num_workers": [1, 2, 3, 4, 5],
+            "extra_engine_args.max_num_seqs": [2, 4, 8, 16],
+            "extra_engine_args.max_num_batched_tokens": [512, 2048],
+        },
+        "budget": {"gpus": 4},
+        "sla": {"p95_ttft_ms": 400},
+        "objectives": ["throughput_per_user"],
+        "search": {"strategy": "descent", "rounds": 10},
+    });
+    let descent_spec = spec(value.clone());
+    let mut grid_value = value;
+    grid_value.as_object_mut().unwrap().remove("search");
+    let grid_spec = spec(grid_value);
+    let (grid_dir, one, two) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let grid = run(&grid_spec, grid_dir.path(), &jobs(2)).unwrap();
+    let walked = run(&descent_spec, one.path(), &jobs(1)).unwrap();
+    let walked_parallel = run(&descent_spec, two.path(), &jobs(2)).unwrap();
+    assert_eq!(
+        comparable_table(&one.path().join("results.csv")),
+        comparable_table(&two.path().join("results.csv"))
+    );
+    assert_eq!(grid.rows.len(), 32); // 40 points, 8 over the budget (5 workers)
+    assert!(
+        walked.rows.len() < grid.rows.len(),
+        "{} rows",
+        walked.rows.len()
+    );
+    assert_eq!(walked_parallel.rows.len(), walked.rows.len());
+    let by_hash = |hash: &str| grid.rows.iter().find(|row| row.candidate == hash).unwrap();
+    for row in &walked.rows {
+        let mut report = row.report.clone();
+        let mut expected = by_hash(&row.candidate).report.clone();
+        for key in SIMULATOR_SPEED_KEYS {
+            report.remove(key);
+            expected.remove(key);
+        }
+        assert_eq!(report, expected, "{}", row.candidate);
+    }
+    let best: Value =
+        serde_json::from_str(&fs::read_to_string(one.path().join("best.json")).unwrap()).unwrap();
+    let best_hash = best["best"]["throughput_per_user"]["candidate"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let best_row = by_hash(&best_hash);
+    let keys = descent_spec.swept_keys();
+    let per_user = |row: &Row| row.metric("mean_output_token_throughput_per_user").unwrap();
+    let feasible = |row: &Row| {
+        row.error.is_empty() && row.metric("p95_ttft_ms").is_some_and(|ttft| ttft <= 400.0)
+    };
+    assert!(feasible(best_row));
+    for other in &grid.rows {
+        let differing = keys
+            .iter()
+            .filter(|key| other.settings.get(key) != best_row.settings.get(key))
+            .count();
+        if differing == 1 && feasible(other) {
+            assert!(
+                per_user(other) <= per_user(best_row),
+                "{} beats the descent's best {best_hash} along one axis",
+                other.candidate
+            );
+        }
+    }
+    // A rerun finds every visited candidate stored.
+    let again = run(&descent_spec, one.path(), &jobs(2)).unwrap();
+    assert_eq!((again.evaluated, again.stored), (0, walked.rows.len()));
+}
