@@ -741,6 +741,7 @@ impl Evaluator {
             rows,
             guessed: Vec::new(),
             ahead: Vec::new(),
+            declined: Vec::new(),
             failure: None,
         });
         let changed = Condvar::new();
@@ -801,15 +802,11 @@ impl Evaluator {
                             .is_some_and(|journal| journal.stored(hash).is_some())
                 };
                 let pick = guess(&schedule.rows).into_iter().find(|candidate| {
-                    !known(&candidate.hash)
-                        && !schedule
-                            .guessed
-                            .iter()
-                            .any(|(hash, _)| *hash == candidate.hash)
-                        && !schedule
-                            .ahead
-                            .iter()
-                            .any(|(hash, _)| *hash == candidate.hash)
+                    let hash = &candidate.hash;
+                    !known(hash)
+                        && !schedule.guessed.iter().any(|(other, _)| other == hash)
+                        && !schedule.ahead.iter().any(|(other, _)| other == hash)
+                        && !schedule.declined.contains(hash)
                 });
                 let Some(candidate) = pick else {
                     schedule = changed
@@ -827,6 +824,9 @@ impl Evaluator {
                     .map(|job| this.simulate_pending(&job, &cancel));
                 schedule = lock();
                 schedule.guessed.retain(|(hash, _)| *hash != candidate.hash);
+                if outcome.is_none() {
+                    schedule.declined.push(candidate.hash.clone());
+                }
                 if let Some(outcome) = outcome {
                     if !cancel.load(Ordering::Relaxed) {
                         if let Err(err) = this.store(&candidate, &outcome) {
@@ -886,6 +886,9 @@ struct Schedule {
     guessed: Vec<(String, Arc<AtomicBool>)>,
     /// Guessed candidates finished (and stored).
     ahead: Vec<(String, Stored)>,
+    /// Guessed candidates not run ahead (rejected, over the budget, or of a workload not
+    /// read yet): they run when asked for.
+    declined: Vec<String>,
     failure: Option<Error>,
 }
 
