@@ -10,8 +10,9 @@
 
 use std::process::Command;
 
-use dynosim::aic::build::{self, BlockEstimate, TableExtent};
 use dynosim::aic::AicConfig;
+use dynosim::aic::BlockEstimate;
+use dynosim::aic_build::{self as build, TableExtent};
 use dynosim::config::EngineArgs;
 use serde_json::{json, Value};
 

@@ -6,7 +6,7 @@
 //! tokens, contexts to 32768), so both share the cached tables. Skips, saying so, without a
 //! Python that has aiconfigurator-core (see `tests/aic.rs`).
 
-use dynosim::aic::build::{self, TableExtent};
+use dynosim::aic_build::{self as build, TableExtent};
 use dynosim::config::EngineArgs;
 use serde_json::json;
 

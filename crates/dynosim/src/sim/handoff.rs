@@ -70,32 +70,32 @@ pub(super) enum Event {
 /// Where an active handoff stands: the one fact it waits for next. Each step issues the action
 /// that leads to that fact, so every phase names exactly what has been asked for so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
+enum Awaiting {
     /// The prefill was submitted; waiting for the source to hold the prompt's KV.
-    AwaitHeld,
+    Held,
     /// Source first: held, the destination reservation asked for; waiting for it.
-    AwaitReserved,
+    Reserved,
     /// Destination first: the reservation asked for; waiting for it.
-    AwaitReservedFirst,
+    ReservedFirst,
     /// Destination first: reserved, the prefill submitted; waiting for the source to hold.
-    AwaitHeldSecond { transferable_tokens: usize },
+    HeldSecond { transferable_tokens: usize },
     /// Both sides ready, the transfer started; waiting for it to land.
-    AwaitTransfer,
+    Transfer,
     /// The destination's activation asked for; waiting for it to be applied.
-    AwaitActivation,
+    Activation,
     /// The source's release asked for; waiting for it to be done.
-    AwaitRelease,
+    Release,
 }
 
-impl Phase {
+impl Awaiting {
     /// Whether the prefill was submitted (so the source must be cancelled on failure).
     fn submitted_prefill(self) -> bool {
-        !matches!(self, Phase::AwaitReservedFirst)
+        !matches!(self, Awaiting::ReservedFirst)
     }
 
     /// Whether the destination reservation was asked for (so it must be cancelled on failure).
     fn asked_destination(self) -> bool {
-        !matches!(self, Phase::AwaitHeld)
+        !matches!(self, Awaiting::Held)
     }
 }
 
@@ -111,7 +111,7 @@ enum Cleanup {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
-    Active(Phase),
+    Active(Awaiting),
     CleaningUp {
         source: Cleanup,
         destination: Cleanup,
@@ -155,8 +155,8 @@ impl Handoff {
     /// A new handoff and its first step.
     pub(super) fn start(order: Order) -> (Self, Action) {
         let (phase, first) = match order {
-            Order::SourceFirst => (Phase::AwaitHeld, Action::SubmitPrefill),
-            Order::DestinationFirst => (Phase::AwaitReservedFirst, Action::ReserveDestination),
+            Order::SourceFirst => (Awaiting::Held, Action::SubmitPrefill),
+            Order::DestinationFirst => (Awaiting::ReservedFirst, Action::ReserveDestination),
         };
         let handoff = Self {
             state: State::Active(phase),
@@ -182,7 +182,7 @@ impl Handoff {
         }
     }
 
-    fn on_active(&mut self, phase: Phase, event: Event) -> Steps {
+    fn on_active(&mut self, phase: Awaiting, event: Event) -> Steps {
         let (next, action) = match (phase, event) {
             (
                 _,
@@ -192,53 +192,57 @@ impl Handoff {
                     ..
                 },
             ) => return self.fail(phase),
-            (Phase::AwaitHeld, Event::SourceHeld) => {
-                (Phase::AwaitReserved, Action::ReserveDestination)
-            }
+            (Awaiting::Held, Event::SourceHeld) => (Awaiting::Reserved, Action::ReserveDestination),
             (
-                Phase::AwaitReserved,
+                Awaiting::Reserved,
                 Event::DestinationReserved {
                     transferable_tokens,
                 },
             ) => (
-                Phase::AwaitTransfer,
+                Awaiting::Transfer,
                 Action::StartTransfer {
                     missing_tokens: transferable_tokens,
                 },
             ),
             (
-                Phase::AwaitReservedFirst,
+                Awaiting::ReservedFirst,
                 Event::DestinationReserved {
                     transferable_tokens,
                 },
             ) => (
-                Phase::AwaitHeldSecond {
+                Awaiting::HeldSecond {
                     transferable_tokens,
                 },
                 Action::SubmitPrefill,
             ),
             (
-                Phase::AwaitHeldSecond {
+                Awaiting::HeldSecond {
                     transferable_tokens,
                 },
                 Event::SourceHeld,
             ) => (
-                Phase::AwaitTransfer,
+                Awaiting::Transfer,
                 Action::StartTransfer {
                     missing_tokens: transferable_tokens,
                 },
             ),
-            (Phase::AwaitTransfer, Event::TransferDone) => {
-                (Phase::AwaitActivation, Action::ActivateDestination)
+            (Awaiting::Transfer, Event::TransferDone) => {
+                (Awaiting::Activation, Action::ActivateDestination)
             }
-            (Phase::AwaitActivation, Event::Stepped { action, .. })
-                if action == Action::ActivateDestination =>
-            {
-                (Phase::AwaitRelease, Action::ReleaseSource)
-            }
-            (Phase::AwaitRelease, Event::Stepped { action, .. })
-                if action == Action::ReleaseSource =>
-            {
+            (
+                Awaiting::Activation,
+                Event::Stepped {
+                    action: Action::ActivateDestination,
+                    ..
+                },
+            ) => (Awaiting::Release, Action::ReleaseSource),
+            (
+                Awaiting::Release,
+                Event::Stepped {
+                    action: Action::ReleaseSource,
+                    ..
+                },
+            ) => {
                 self.state = State::Complete { success: true };
                 return Steps::one(Action::Complete);
             }
@@ -249,7 +253,7 @@ impl Handoff {
     }
 
     /// Leaves the active path from `phase`: cancel each side that was asked for.
-    fn fail(&mut self, phase: Phase) -> Steps {
+    fn fail(&mut self, phase: Awaiting) -> Steps {
         let side = |asked: bool| {
             if asked {
                 Cleanup::Cancelling
