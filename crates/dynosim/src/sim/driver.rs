@@ -22,9 +22,10 @@
 //! blocks, so the next turn reuses them like the reference reuses its planned output tokens.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use crate::config::{compact_f64, ArrivalMode, MAX_VIRTUAL_TIME_MS};
+use crate::engine::kv::FastMap;
 use crate::error::{Error, Result};
 use crate::tokens::{generated_token, TokenSeq};
 use crate::workload::synthetic::SyntheticSessions;
@@ -289,7 +290,8 @@ enum SessionStore {
     Listed(Vec<Session>),
     Generated {
         source: Box<SyntheticSessions>,
-        live: HashMap<usize, Session>,
+        /// Keyed by dense session index, hashed by multiplication rather than SipHash.
+        live: FastMap<usize, Session>,
     },
 }
 
@@ -503,7 +505,7 @@ impl Driver {
         let delays = turn_delays(&source.clone().next_session().expect("request_count >= 1"));
         let mut sessions = SessionStore::Generated {
             source: Box::new(source),
-            live: HashMap::new(),
+            live: FastMap::default(),
         };
         let mut ready = BinaryHeap::new();
         let mut arrival_start_ms = 0.0;
