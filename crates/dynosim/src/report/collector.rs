@@ -270,7 +270,7 @@ impl Collector {
         at_ms: f64,
         input_length: usize,
         requested_output_length: usize,
-        session: Option<(&str, usize)>,
+        session: Option<(&dyn std::fmt::Display, usize)>,
     ) {
         if id < self.base {
             return;
@@ -818,7 +818,7 @@ mod tests {
     #[test]
     fn counts_latencies_and_gaps_of_completed_requests_only() {
         let mut c = Collector::new(Sla::default(), true);
-        c.on_arrival(0, 0.0, 100, 3, Some(("s1", 2)));
+        c.on_arrival(0, 0.0, 100, 3, Some((&"s1", 2)));
         c.on_admit(0, 1.0, 10, 3);
         c.on_tokens(0, 10.0, 1);
         c.on_tokens(0, 12.0, 1);

@@ -4,6 +4,7 @@
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use super::driver::{Driver, Terminal};
 use super::event_loop::ProgressPoint;
@@ -269,7 +270,7 @@ pub(super) struct RouteHints {
     pub(super) arrival_ms: f64,
     pub(super) priority: i32,
     pub(super) strict_priority: u32,
-    pub(super) policy_class: Option<String>,
+    pub(super) policy_class: Option<Arc<str>>,
 }
 
 impl RouteHints {
