@@ -19,7 +19,8 @@
 //!   (new workers start, or serve at once without a startup time; a smaller target cancels
 //!   starting workers, then drains the highest active ids), [`Pool::activate_due`] brings up
 //!   the workers whose startup ended, [`Pool::retire_drained`] retires draining workers with
-//!   nothing left. The router hears of every change. With metrics on, the pool keeps the
+//!   nothing left. The router hears of every change; queued requests a KV router places when
+//!   a worker joins wait in [`Pool::take_placements`]. With metrics on, the pool keeps the
 //!   latest forward-pass metrics per (worker, rank) ([`super::scaling::FpmBuffer`]).
 
 use super::common::EventQueue;
@@ -30,6 +31,7 @@ use crate::engine::fpm::ForwardPassMetrics;
 use crate::engine::kv::KvEvent;
 use crate::engine::{EngineRequest, PassEvent, RankLoad, RankScheduler, RequestId};
 use crate::planner::PoolWorkers;
+use crate::router::kv::Placement;
 use crate::router::Router;
 
 /// Where a worker is in its life. Only active workers receive new requests; draining ones
@@ -92,6 +94,8 @@ pub(super) struct Pool {
     fpm: Option<FpmBuffer>,
     /// Workers still starting, by the time they become ready.
     starting: EventQueue<usize>,
+    /// Queued requests the KV router placed when workers joined, for the topology to send.
+    placements: Vec<Placement>,
     /// Scratch buffers.
     pass_events: Vec<PassEvent>,
     kv_events: Vec<KvEvent>,
@@ -127,6 +131,7 @@ impl Pool {
             retired: 0,
             fpm: None,
             starting: EventQueue::new(),
+            placements: Vec::new(),
             pass_events: Vec::new(),
             kv_events: Vec::new(),
         }
@@ -198,7 +203,7 @@ impl Pool {
             if self.workers[worker].phase == WorkerPhase::Active {
                 self.workers[worker].phase = WorkerPhase::Draining;
                 self.draining += 1;
-                self.router.worker_draining(worker);
+                self.router.worker_draining(worker, self.dp_size);
                 excess -= 1;
             }
         }
@@ -232,7 +237,15 @@ impl Pool {
         if let Some(buffer) = &mut self.fpm {
             buffer.activate(worker, self.dp_size, now_ms);
         }
-        self.router.worker_ready(worker, self.dp_size);
+        self.router
+            .worker_ready(worker, self.dp_size, now_ms, &mut self.placements);
+    }
+
+    /// The queued requests the KV router placed as workers joined since the last call (the
+    /// topology sends them on; `out` is cleared first).
+    pub(super) fn take_placements(&mut self, out: &mut Vec<Placement>) {
+        out.clear();
+        out.append(&mut self.placements);
     }
 
     /// When the next starting worker becomes ready, if any.
@@ -270,7 +283,7 @@ impl Pool {
             self.workers[worker].phase = WorkerPhase::Retired;
             self.draining -= 1;
             self.retired += 1;
-            self.router.worker_removed(worker);
+            self.router.worker_removed(worker, self.dp_size);
             any = true;
         }
         any
