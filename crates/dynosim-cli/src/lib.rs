@@ -95,18 +95,34 @@ pub fn replay_scaled_cancellable(
     cancel: &AtomicBool,
     policy: &mut dyn dynosim::planner::ScalingPolicy,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>, PlannerOutcome)> {
+    replay_scaled_observed(spec, cancel, &Observers::default(), policy)
+        .map(|(report, records, outcome, _)| (report, records, outcome))
+}
+
+/// [`replay_scaled_cancellable`], recording what `observers` ask for (the HTML report's time
+/// series come back with [`Observers::timeseries`]).
+pub fn replay_scaled_observed(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    policy: &mut dyn dynosim::planner::ScalingPolicy,
+) -> dynosim::Result<(
+    Report,
+    Vec<RequestRecord>,
+    PlannerOutcome,
+    Option<TimeSeries>,
+)> {
     spec.check_scaling("scaling_policy")?;
     let prepared = dynosim::prepare(spec)?;
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
-    let observers = dynosim::sim::Observers::default();
     let mut simulated = dynosim::sim::simulate_scaled(
         spec,
         workload,
         &mut VirtualClock,
         cancel,
-        &observers,
+        observers,
         None,
         Some(policy),
     )?;
@@ -114,8 +130,9 @@ pub fn replay_scaled_cancellable(
         return Err(dynosim::Error::runtime("replay interrupted"));
     }
     let outcome = simulated.take_planner().unwrap_or_default();
+    let series = simulated.take_timeseries();
     let (report, records) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
-    Ok((report, records, outcome))
+    Ok((report, records, outcome, series))
 }
 
 /// [`replay`] with what the planner did when the spec has one, stopping with a runtime error
@@ -124,13 +141,33 @@ pub fn replay_planned_cancellable(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
 ) -> dynosim::Result<(Report, Vec<RequestRecord>, Option<PlannerOutcome>)> {
-    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
+    replay_planned_observed(spec, cancel, &Observers::default())
+        .map(|(report, records, planner, _)| (report, records, planner))
+}
+
+/// A planned run: the report, the records (when the spec asks for them), what the planner did
+/// (when the spec has one) and the time series (when the observers asked for them).
+pub type PlannedRun = (
+    Report,
+    Vec<RequestRecord>,
+    Option<PlannerOutcome>,
+    Option<TimeSeries>,
+);
+
+/// [`replay_planned_cancellable`], recording what `observers` ask for.
+pub fn replay_planned_observed(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+) -> dynosim::Result<PlannedRun> {
+    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, observers, None)?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(dynosim::Error::runtime("replay interrupted"));
     }
     let planner = simulated.take_planner();
+    let series = simulated.take_timeseries();
     let (report, records) = simulated.into_report(wall_time_ms);
-    Ok((report, records, planner))
+    Ok((report, records, planner, series))
 }
 
 /// [`replay_lazily`], recording what `observers` ask for: with [`Observers::timeseries`],
@@ -182,9 +219,48 @@ pub fn render_html_report(
     report: &Report,
     series: &TimeSeries,
 ) -> String {
+    render_html_report_planned(invocation, spec, report, series, None)
+}
+
+/// [`render_html_report`] of a run a planner scaled: its scaling events and worker counts
+/// join the page.
+pub fn render_html_report_planned(
+    invocation: &str,
+    spec: &ReplaySpec,
+    report: &Report,
+    series: &TimeSeries,
+    planner: Option<&PlannerOutcome>,
+) -> String {
+    use dynosim::report::html::{render_run_report_scaled, scaling_json, ScalingMark};
     let mut configuration = vec![("command".to_string(), invocation.to_string())];
     configuration.extend(dynosim::report::html::spec_configuration(spec));
-    dynosim::report::html::render_run_report("dynosim run report", &configuration, report, series)
+    let scaling = planner.map(|outcome| {
+        let initial = match &spec.disaggregation {
+            Some(pools) => vec![
+                ("prefill", pools.num_prefill_workers),
+                ("decode", spec.num_workers),
+            ],
+            None => vec![("agg", spec.num_workers)],
+        };
+        let marks: Vec<ScalingMark<'_>> = outcome
+            .events
+            .iter()
+            .map(|e| ScalingMark {
+                at_s: e.at_s,
+                component: e.component,
+                from: e.from,
+                to: e.to,
+            })
+            .collect();
+        scaling_json(&initial, &marks, outcome.ticks)
+    });
+    render_run_report_scaled(
+        "dynosim run report",
+        &configuration,
+        report,
+        series,
+        scaling.as_ref(),
+    )
 }
 
 /// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
@@ -452,7 +528,8 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     }
     drop(records);
     if let (Some(html), Some(series)) = (&mut html, &series) {
-        html.write_all(render_html_report(invocation, &spec, &report, series).as_bytes())?;
+        let page = render_html_report_planned(invocation, &spec, &report, series, planner.as_ref());
+        html.write_all(page.as_bytes())?;
     }
     report_file.write_all(report.to_json_file_string().as_bytes())?;
     output::commit(jsonl.into_iter().chain(html).chain([report_file]).collect())?;

@@ -257,3 +257,118 @@ fn conversation_trace_report_opens_in_headless_chromium_with_every_plot_drawn() 
     assert!(png.starts_with(b"\x89PNG"));
     assert!(png.len() > 100_000, "the screenshot is {} bytes", png.len());
 }
+
+/// The planner example (aggregated, load mode) on the burst trace of the parity cases.
+const PLANNER_RUN: [&str; 5] = [
+    "--planner-config",
+    r#"{"mode":"agg","optimization_target":"load","decode_scale_up_kv_rate":60,
+        "decode_scale_down_kv_rate":20,"report_interval_hours":null,"live_dashboard_port":0}"#,
+    "--extra-engine-args",
+    r#"{"num_gpu_blocks":1024,"block_size":64,"startup_time":5}"#,
+    "--quiet",
+];
+
+fn planner_trace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/parity/traces/planner_burst.jsonl")
+}
+
+#[test]
+fn a_planner_run_puts_its_scaling_events_in_the_html_report() {
+    let dir = TempDir::new().unwrap();
+    let trace = planner_trace();
+    let mut args = vec![trace.to_str().unwrap(), "--html-report", "run.html"];
+    args.extend(PLANNER_RUN);
+    let out = dynosim(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let page = fs::read_to_string(dir.path().join("run.html")).unwrap();
+    assert_self_contained(&page);
+    assert!(page.contains(r#"<canvas id="plot-workers">"#));
+    let scaling = &page_data(&page)["scaling"];
+    // The reference's events on this run (parity case planner_agg_load): one more worker every
+    // 10 s from 25 s to 85 s, then two fewer.
+    assert_eq!(scaling["ticks"], 24);
+    assert_eq!(scaling["initial"]["agg"], 1);
+    let events = scaling["events"].as_array().unwrap();
+    assert_eq!(events.len(), 9);
+    assert_eq!(events[0]["at_s"], 25.0);
+    assert_eq!(
+        (events[0]["from"].as_u64(), events[0]["to"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(events[6]["to"], 8);
+    assert_eq!(events[8]["reason"], "scale_down");
+    assert_eq!(events[8]["to"], 6);
+    // Without a planner: no scaling section.
+    let plain = dynosim(
+        dir.path(),
+        &[
+            trace.to_str().unwrap(),
+            "--html-report",
+            "plain.html",
+            "--quiet",
+        ],
+    );
+    assert_eq!(
+        plain.status.code(),
+        Some(0),
+        "stderr: {}",
+        text(&plain.stderr)
+    );
+    let page = fs::read_to_string(dir.path().join("plain.html")).unwrap();
+    assert!(!page.contains(r#"<canvas id="plot-workers">"#));
+    assert!(page_data(&page).get("scaling").is_none());
+}
+
+#[test]
+fn a_planner_report_opens_in_headless_chromium_with_its_scaling_drawn() {
+    let Some(browser) = chromium_binary() else {
+        eprintln!(
+            "SKIPPED a_planner_report_opens_in_headless_chromium_with_its_scaling_drawn: \
+             Chromium is not installed (Debian package `chromium`)"
+        );
+        return;
+    };
+    let dir = TempDir::new().unwrap();
+    let trace = planner_trace();
+    let mut args = vec![trace.to_str().unwrap(), "--html-report", "run.html"];
+    args.extend(PLANNER_RUN);
+    let out = dynosim(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let page_path = dir.path().join("run.html");
+    let url = format!("file://{}", page_path.display());
+    let profile = dir.path().join("chromium-profile");
+    let Some(dom) = chromium(&browser, &profile, &["--dump-dom", &url]) else {
+        panic!("headless Chromium did not finish loading the page within 240 s");
+    };
+    let console: Vec<&str> = dom
+        .stderr
+        .lines()
+        .filter(|line| line.contains(":CONSOLE"))
+        .collect();
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    // The eight plots of every run and the workers plot.
+    assert!(
+        dom.stdout
+            .contains(r#"<p id="render-status">drawn 9 of 9 plots</p>"#),
+        "the page did not report every plot drawn: {}",
+        dom.stdout
+            .lines()
+            .find(|line| line.contains("render-status"))
+            .unwrap_or("(no status line)")
+    );
+    assert!(
+        dom.stdout
+            .contains("9 scaling events over 24 planner ticks."),
+        "no scaling summary"
+    );
+    // The events table: a header row and one row per event.
+    let table = dom
+        .stdout
+        .split(r#"<table id="scaling-events">"#)
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .expect("the events table");
+    assert_eq!(table.matches("<tr>").count(), 10, "{table}");
+    assert!(table.contains(r#"<td class="up">scale_up</td>"#));
+    assert!(table.contains(r#"<td class="down">scale_down</td>"#));
+}

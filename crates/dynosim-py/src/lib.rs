@@ -152,12 +152,7 @@ fn replay_to_dict<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let scaling_policy = scaling_policy.filter(|policy| !policy.is_none());
     if scaling_policy.is_some() || options.planner_config.is_some() {
-        if outputs.html_report.is_some() {
-            return Err(PyValueError::new_err(
-                "html_report is not supported with a planner yet",
-            ));
-        }
-        return planned_replay(py, options, outputs.aiperf_dir, scaling_policy);
+        return planned_replay(py, options, outputs, scaling_policy);
     }
     replay_report_dict(py, options, outputs).map(Bound::into_any)
 }
@@ -166,9 +161,14 @@ fn replay_to_dict<'py>(
 fn planned_replay<'py>(
     py: Python<'py>,
     options: ReplayOptions,
-    aiperf_dir: Option<PathBuf>,
+    outputs: ExtraOutputs,
     scaling_policy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let ExtraOutputs {
+        function,
+        aiperf_dir,
+        html_report,
+    } = outputs;
     if scaling_policy.is_some() && options.planner_config.is_some() {
         return Err(PyValueError::new_err(
             "give planner_config (dynosim's planner) or scaling_policy (your own), not both",
@@ -182,17 +182,29 @@ fn planned_replay<'py>(
         dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
         spec.capture_requests = true;
     }
+    // Checked and opened before the run; published only when complete.
+    let html = html_report
+        .as_deref()
+        .map(|path| PreparedOutput::prepare("HTML report", path))
+        .transpose()
+        .map_err(to_py_err)?;
     let mut policy = scaling_policy
         .map(planner::PyScalingPolicy::new)
         .transpose()?;
     let policy_object = policy.as_ref().map(|p| p.object().clone_ref(py));
     let (result, policy) = run_interruptibly(py, move |cancelled| {
-        let replayed = match &mut policy {
-            Some(policy) => dynosim_cli::replay_scaled_cancellable(&spec, cancelled, policy)
-                .map(|(report, records, outcome)| (report, records, Some(outcome))),
-            None => dynosim_cli::replay_planned_cancellable(&spec, cancelled),
+        let observers = dynosim::sim::Observers {
+            timeseries: html.is_some(),
+            progress: None,
         };
-        let written = replayed.and_then(|(report, records, outcome)| {
+        let replayed = match &mut policy {
+            Some(policy) => dynosim_cli::replay_scaled_observed(
+                &spec, cancelled, &observers, policy,
+            )
+            .map(|(report, records, outcome, series)| (report, records, Some(outcome), series)),
+            None => dynosim_cli::replay_planned_observed(&spec, cancelled, &observers),
+        };
+        let written = replayed.and_then(|(report, records, outcome, series)| {
             // A run the caller has given up on writes nothing.
             if cancelled.load(Ordering::Relaxed) {
                 return Err(dynosim::Error::runtime("replay interrupted"));
@@ -203,7 +215,20 @@ fn planned_replay<'py>(
             if let Some(dir) = aiperf_dir {
                 dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
             }
-            Ok((report, outcome.unwrap_or_default()))
+            let outcome = outcome.unwrap_or_default();
+            if let (Some(mut html), Some(series)) = (html, series) {
+                let invocation = format!("{function}(...) (Python API)");
+                let page = dynosim_cli::render_html_report_planned(
+                    &invocation,
+                    &spec,
+                    &report,
+                    &series,
+                    Some(&outcome),
+                );
+                html.write_all(page.as_bytes())?;
+                dynosim_cli::output::commit(vec![html])?;
+            }
+            Ok((report, outcome))
         });
         (written, policy)
     })?;

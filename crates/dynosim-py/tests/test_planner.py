@@ -222,3 +222,57 @@ def test_the_reference_adapter_with_arima_drives_dynosim_to_its_scaling_events()
     assert ours["total_ticks"] == expected["total_ticks"]
     for key in ("prefill_worker_seconds", "decode_worker_seconds"):
         assert math.isclose(ours[key], expected[key], rel_tol=1e-6), key
+
+
+def _page_data(path):
+    import re
+
+    found = re.search(
+        r'<script type="application/json" id="run-data">(.*?)</script>', path.read_text(), re.S
+    )
+    assert found, "the page holds its data"
+    return json.loads(found.group(1))
+
+
+def test_html_report_shows_the_native_planners_scaling(tmp_path):
+    report = dynosim.run_trace_replay(
+        TRACE, planner_config=AGG_LOAD, extra_engine_args=ENGINE, html_report=tmp_path / "run.html"
+    )
+    scaling = _page_data(tmp_path / "run.html")["scaling"]
+    assert scaling["ticks"] == report.total_ticks == 24
+    assert scaling["initial"] == {"agg": 1}
+    assert [
+        (e["at_s"], e["component"], e["from"], e["to"], e["reason"]) for e in scaling["events"]
+    ] == golden_events("planner_agg_load")
+
+
+def test_html_report_shows_a_policys_scaling(tmp_path):
+    report = dynosim.run_trace_replay(
+        TRACE,
+        extra_engine_args=ENGINE,
+        scaling_policy=Schedule({10000.0: 3, 60000.0: 1}),
+        html_report=str(tmp_path / "run.html"),
+    )
+    data = _page_data(tmp_path / "run.html")
+    assert [(e["at_s"], e["to"]) for e in data["scaling"]["events"]] == [(10.0, 3), (60.0, 1)]
+    assert data["report"]["completed_requests"] == report.trace_report["completed_requests"]
+
+
+def test_the_kv_router_follows_the_workers_and_reports_its_cache_hits():
+    policy = Schedule({10000.0: 3, 60000.0: 1})
+    report = dynosim.run_trace_replay(
+        TRACE,
+        num_workers=2,
+        router_mode="kv_router",
+        extra_engine_args=ENGINE,
+        scaling_policy=policy,
+    )
+    assert as_tuples(report.scaling_events) == [
+        (10.0, "agg", 2, 3, "scale_up"),
+        (60.0, "agg", 3, 1, "scale_down"),
+    ]
+    assert report.trace_report["completed_requests"] == 560
+    # The KV router's placements feed the traffic window's hit rate (round robin: count 0).
+    counts = [s["traffic"]["hit_rate_count"] for s in policy.snapshots]
+    assert sum(counts) == 560
+    assert all(0.0 <= s["traffic"]["avg_kv_hit_rate"] <= 1.0 for s in policy.snapshots)

@@ -8,6 +8,9 @@
 //! - [`render_run_report`]: the `--html-report` page of one run: its report, its time series
 //!   and its configuration, as one file with the library, the data and the page script inlined.
 //!   [`spec_configuration`] lists what a spec says about the deployment, for that page.
+//!   [`render_run_report_scaled`] adds a planner's scaling (see [`scaling_json`]): the events
+//!   marked on the time plots and listed in a table, and the workers the planner asked for
+//!   over time.
 //! - [`json_for_script`]: JSON made safe to inline in a `<script>` element.
 //!
 //! The page reports on itself: once every plot is drawn, the element `#render-status` says
@@ -125,6 +128,38 @@ pub fn spec_configuration(spec: &ReplaySpec) -> Vec<(String, String)> {
     rows
 }
 
+/// One scaling event of a planner, for the page.
+#[derive(Clone, Copy, Debug)]
+pub struct ScalingMark<'a> {
+    pub at_s: f64,
+    /// `agg`, `prefill` or `decode`.
+    pub component: &'a str,
+    pub from: usize,
+    pub to: usize,
+}
+
+/// A planner's scaling as the page reads it: the worker count each component started with,
+/// the events (in order) and the number of ticks.
+pub fn scaling_json(initial: &[(&str, usize)], events: &[ScalingMark<'_>], ticks: u64) -> Json {
+    let initial: serde_json::Map<String, Json> = initial
+        .iter()
+        .map(|&(component, count)| (component.to_string(), json!(count)))
+        .collect();
+    let events: Vec<Json> = events
+        .iter()
+        .map(|e| {
+            json!({
+                "at_s": e.at_s,
+                "component": e.component,
+                "from": e.from,
+                "to": e.to,
+                "reason": if e.to > e.from { "scale_up" } else { "scale_down" },
+            })
+        })
+        .collect();
+    json!({ "initial": initial, "events": events, "ticks": ticks })
+}
+
 /// The HTML report of one run: `configuration` rows (the command and the deployment), the
 /// report, and the time series recorded during it. The page needs no network.
 pub fn render_run_report(
@@ -132,6 +167,18 @@ pub fn render_run_report(
     configuration: &[(String, String)],
     report: &Report,
     series: &TimeSeries,
+) -> String {
+    render_run_report_scaled(title, configuration, report, series, None)
+}
+
+/// [`render_run_report`] of a run scaled by a planner: `scaling` (from [`scaling_json`]) adds
+/// the scaling section and marks the events on the time plots.
+pub fn render_run_report_scaled(
+    title: &str,
+    configuration: &[(String, String)],
+    report: &Report,
+    series: &TimeSeries,
+    scaling: Option<&Json>,
 ) -> String {
     let report_json: serde_json::Map<String, Json> = report
         .entries
@@ -145,10 +192,17 @@ pub fn render_run_report(
             ((*key).to_string(), value)
         })
         .collect();
-    let data = json!({
+    let mut data = json!({
         "report": report_json,
         "series": series.to_json(MAX_WORKER_LINES),
     });
+    let scaling_section = match scaling {
+        Some(scaling) => {
+            data["scaling"] = scaling.clone();
+            SCALING_SECTION
+        }
+        None => "",
+    };
     let mut config_rows = String::new();
     for (name, value) in configuration {
         config_rows.push_str(&format!(
@@ -182,6 +236,7 @@ h1 {{ font-size: 1.5em; }} h2 {{ font-size: 1.15em; margin-top: 1.6em; }}
 table {{ border-collapse: collapse; font-size: 0.85em; }}
 th, td {{ text-align: left; padding: 0.15em 0.8em 0.15em 0; border-bottom: 1px solid #eee; }}
 td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+td.up {{ color: #1e8449; }} td.down {{ color: #b03a2e; }}
 #render-status {{ font-size: 0.8em; color: #777; margin-top: 2em; }}
 </style>
 </head>
@@ -203,7 +258,7 @@ td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 <div class="plot"><h3>KV-cache use per worker</h3><div class="canvas-box"><canvas id="plot-kv"></canvas></div><p>Share of the KV cache held by requests (idle cached prefixes excluded).</p></div>
 <div class="plot"><h3>Prefix-cache reuse</h3><div class="canvas-box"><canvas id="plot-reuse"></canvas></div><p>Prompt tokens served from the prefix cache, of requests completed in each interval, and cumulatively (the report's prefix_cache_reused_ratio at the end).</p></div>
 </div>
-<h2>Configuration</h2>
+{scaling_section}<h2>Configuration</h2>
 <table id="configuration">
 {config_rows}</table>
 <details><summary>All report keys</summary><table id="report-keys"></table></details>
@@ -224,6 +279,15 @@ td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
         page_script = RUN_REPORT_SCRIPT,
     )
 }
+
+/// The scaling section of a planner run's page (the script fills it from the data).
+const SCALING_SECTION: &str = r#"<h2>Scaling</h2>
+<p id="scaling-summary"></p>
+<div class="grid">
+<div class="plot"><h3>Workers</h3><div class="canvas-box"><canvas id="plot-workers"></canvas></div><p>Workers the planner asked for (starting and active; draining ones excluded), per pool. The time plots above mark its scaling events: green up, red down.</p></div>
+</div>
+<table id="scaling-events"><tr><th>time (s)</th><th>pool</th><th>from</th><th>to</th><th>reason</th></tr></table>
+"#;
 
 #[cfg(test)]
 mod tests {
@@ -271,6 +335,8 @@ mod tests {
         };
         let configuration = vec![("command".to_string(), "dynosim <trace> & more".to_string())];
         let page = render_run_report("dynosim run <1>", &configuration, &report, &series);
+        // Without a planner the page has no scaling section.
+        assert!(!page.contains(r#"<canvas id="plot-workers">"#));
         assert!(page.starts_with("<!DOCTYPE html>"));
         assert!(page.contains("<title>dynosim run &lt;1&gt;</title>"));
         assert!(page.contains("<td>dynosim &lt;trace&gt; &amp; more</td>"));
@@ -285,5 +351,37 @@ mod tests {
         let data: Json = serde_json::from_str(&page[start..end]).unwrap();
         assert_eq!(data["report"]["num_requests"], 1);
         assert_eq!(data["series"]["output_tokens"], json!([1]));
+    }
+
+    #[test]
+    fn a_planner_run_adds_its_scaling_section_and_data() {
+        let series = TimeSeries::new(&["worker"]);
+        let report = Report { entries: vec![] };
+        let events = [
+            ScalingMark {
+                at_s: 25.0,
+                component: "agg",
+                from: 1,
+                to: 2,
+            },
+            ScalingMark {
+                at_s: 115.0,
+                component: "agg",
+                from: 2,
+                to: 1,
+            },
+        ];
+        let scaling = scaling_json(&[("agg", 1)], &events, 24);
+        let page = render_run_report_scaled("run", &[], &report, &series, Some(&scaling));
+        assert!(page.contains(r#"<canvas id="plot-workers">"#));
+        assert!(page.contains(r#"<table id="scaling-events">"#));
+        let start = page.find(r#"id="run-data">"#).unwrap() + r#"id="run-data">"#.len();
+        let end = start + page[start..].find("</script>").unwrap();
+        let data: Json = serde_json::from_str(&page[start..end]).unwrap();
+        assert_eq!(data["scaling"]["ticks"], 24);
+        assert_eq!(data["scaling"]["initial"]["agg"], 1);
+        assert_eq!(data["scaling"]["events"][0]["reason"], "scale_up");
+        assert_eq!(data["scaling"]["events"][1]["reason"], "scale_down");
+        assert_eq!(data["scaling"]["events"][1]["at_s"], 115.0);
     }
 }

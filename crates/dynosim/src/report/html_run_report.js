@@ -47,8 +47,32 @@
       if (extra) extra(options);
       return options;
     };
+    // A planner run: its scaling events, drawn as vertical lines on every time plot.
+    var scaling = data.scaling || null;
+    var scalingMarks = {
+      id: "scalingMarks",
+      afterDatasetsDraw: function (chart) {
+        if (!scaling || !chart.scales.x || chart.scales.x.type !== "linear") return;
+        var area = chart.chartArea;
+        var ctx = chart.ctx;
+        ctx.save();
+        ctx.lineWidth = 1;
+        ctx.setLineDash([4, 3]);
+        scaling.events.forEach(function (e) {
+          var x = chart.scales.x.getPixelForValue(e.at_s);
+          if (x < area.left || x > area.right) return;
+          ctx.strokeStyle = e.to > e.from ? "rgba(30, 132, 73, 0.7)" : "rgba(176, 58, 46, 0.7)";
+          ctx.beginPath();
+          ctx.moveTo(x, area.top);
+          ctx.lineTo(x, area.bottom);
+          ctx.stroke();
+        });
+        ctx.restore();
+      },
+    };
     var draw = function (id, config) {
       expected.push(id);
+      if (scaling && config.type === "line") config.plugins = [scalingMarks];
       return new Chart(document.getElementById(id), config);
     };
 
@@ -185,6 +209,46 @@
         o.scales.y.max = 100;
       }),
     });
+
+    // The scaling section: the events as a table, and the workers asked for over time (a
+    // step line per pool, from its initial count through each event).
+    if (scaling) {
+      document.getElementById("scaling-summary").textContent =
+        scaling.events.length + " scaling events over " + scaling.ticks + " planner ticks.";
+      var events = document.getElementById("scaling-events");
+      scaling.events.forEach(function (e) {
+        var tr = document.createElement("tr");
+        [fmt(e.at_s, 1), e.component, e.from, e.to, e.reason].forEach(function (v, i) {
+          var td = document.createElement("td");
+          td.textContent = String(v);
+          if (i >= 2 && i <= 3) td.className = "num";
+          if (i === 4) td.className = e.reason === "scale_up" ? "up" : "down";
+          tr.appendChild(td);
+        });
+        events.appendChild(tr);
+      });
+      var end = Math.max(timeAxis.max, scaling.events.length > 0 ? scaling.events[scaling.events.length - 1].at_s : 0);
+      var components = Object.keys(scaling.initial);
+      var datasets = components.map(function (component, i) {
+        var count = scaling.initial[component];
+        var steps = [{ x: 0, y: count }];
+        scaling.events.forEach(function (e) {
+          if (e.component !== component) return;
+          steps.push({ x: e.at_s, y: e.to });
+          count = e.to;
+        });
+        steps.push({ x: end, y: count });
+        return { label: component, data: steps, stepped: "after", borderColor: palette(i, components.length) };
+      });
+      draw("plot-workers", {
+        type: "line",
+        data: { datasets: datasets },
+        options: lineOptions("workers", function (o) {
+          o.scales.x = { type: "linear", min: 0, max: end, title: { display: true, text: "model time (s)" } };
+          o.scales.y.ticks = { precision: 0 };
+        }),
+      });
+    }
 
     // A plot counts as drawn when its canvas holds any non-transparent pixel.
     var drawn = expected.filter(function (id) {
