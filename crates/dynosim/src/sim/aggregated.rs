@@ -365,12 +365,13 @@ impl Aggregated<'_> {
         for (index, &event) in events.iter().enumerate() {
             match event {
                 PassEvent::Tokens { id, count } => {
-                    self.requests.on_tokens(id, count);
+                    let first_tokens = self.requests.on_tokens(id, count);
                     self.collector.on_tokens(id, self.now_ms, count);
                     // A token followed by the request's completion is its final token: the
-                    // router then releases everything at once, at the completion.
+                    // router then releases everything at once, at the completion. Later tokens
+                    // release nothing (the router frees a prefill once), so they skip it.
                     let final_token = events.get(index + 1) == Some(&PassEvent::Completed { id });
-                    if !final_token {
+                    if first_tokens && !final_token {
                         self.release_router_load(id, false);
                     }
                 }

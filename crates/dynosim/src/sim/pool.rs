@@ -84,6 +84,10 @@ pub(super) struct Pool {
     routes_on_kv_events: bool,
     /// Integral of the worker count over model time (ms).
     worker_ms: f64,
+    /// Workers draining, and workers retired (kept so that the per-timestamp steps need not
+    /// scan every worker).
+    draining: usize,
+    retired: usize,
     /// With a planner: the latest forward-pass metrics per (worker, rank).
     fpm: Option<FpmBuffer>,
     /// Workers still starting, by the time they become ready.
@@ -119,6 +123,8 @@ impl Pool {
             router,
             routes_on_kv_events,
             worker_ms: 0.0,
+            draining: 0,
+            retired: 0,
             fpm: None,
             starting: EventQueue::new(),
             pass_events: Vec::new(),
@@ -181,6 +187,7 @@ impl Pool {
             if self.workers[worker].phase == WorkerPhase::Starting {
                 // Its pending ready event becomes stale.
                 self.workers[worker].phase = WorkerPhase::Retired;
+                self.retired += 1;
                 excess -= 1;
             }
         }
@@ -190,6 +197,7 @@ impl Pool {
             }
             if self.workers[worker].phase == WorkerPhase::Active {
                 self.workers[worker].phase = WorkerPhase::Draining;
+                self.draining += 1;
                 self.router.worker_draining(worker);
                 excess -= 1;
             }
@@ -248,6 +256,9 @@ impl Pool {
     /// Retires draining workers that hold nothing and have no pass in flight. Whether any was.
     pub(super) fn retire_drained(&mut self) -> bool {
         let mut any = false;
+        if self.draining == 0 {
+            return false;
+        }
         for worker in 0..self.workers.len() {
             let state = &self.workers[worker];
             if state.phase != WorkerPhase::Draining || state.busy || !state.deferred.is_empty() {
@@ -257,6 +268,8 @@ impl Pool {
                 continue;
             }
             self.workers[worker].phase = WorkerPhase::Retired;
+            self.draining -= 1;
+            self.retired += 1;
             self.router.worker_removed(worker);
             any = true;
         }
@@ -289,11 +302,14 @@ impl Pool {
     /// Every live worker (starting, active or draining) is provisioned for another `dt_ms`
     /// of model time.
     pub(super) fn accrue(&mut self, dt_ms: f64) {
-        let live = self
-            .workers
-            .iter()
-            .filter(|w| w.phase != WorkerPhase::Retired)
-            .count();
+        let live = self.workers.len() - self.retired;
+        debug_assert_eq!(
+            live,
+            self.workers
+                .iter()
+                .filter(|w| w.phase != WorkerPhase::Retired)
+                .count()
+        );
         self.worker_ms += live as f64 * dt_ms;
     }
 
