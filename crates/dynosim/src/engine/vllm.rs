@@ -486,6 +486,10 @@ impl VllmScheduler {
         // (a) Running requests first, in admission order.
         let mut index = 0;
         while index < self.running.len() && budget > 0 {
+            if self.schedule_plain_decode(index, &mut budget, &mut batch) {
+                index += 1;
+                continue;
+            }
             match self.schedule(Slot::Running(index), None, &mut budget, &mut batch) {
                 Outcome::Scheduled { .. } => index += 1,
                 Outcome::Blocked => break,
@@ -744,6 +748,52 @@ impl VllmScheduler {
         }
         *budget = budget.saturating_sub(tokens);
         Outcome::Scheduled { tokens }
+    }
+
+    /// The common case of [`VllmScheduler::schedule`], for a running request that only has
+    /// its last generated token to compute and whose token neither needs a new block nor
+    /// completes one: nothing to allocate, nothing to make cache-visible. Schedules it exactly
+    /// as `schedule` would and returns true, or returns false having changed nothing. (`budget`
+    /// is positive.)
+    fn schedule_plain_decode(
+        &mut self,
+        index: usize,
+        budget: &mut usize,
+        batch: &mut Batch,
+    ) -> bool {
+        let bs = self.block_size;
+        let caching = self.pool.caching();
+        let max_model_len = self.max_model_len;
+        let request = &mut self.running[index];
+        let before = request.num_computed;
+        let len = request.len();
+        if before == 0 || before < request.prompt_len || before + 1 != len {
+            return false;
+        }
+        // `allocate`'s no-op case: the held blocks already cover the token.
+        let known_blocks = len.div_ceil(bs);
+        let have = request.allocated_tokens.div_ceil(bs).min(known_blocks);
+        if len > request.allocated_tokens && known_blocks > have {
+            return false;
+        }
+        // `finalize_computed`'s no-op case: the token does not end a block.
+        if caching && len.is_multiple_of(bs) {
+            return false;
+        }
+        request.allocated_tokens = request.allocated_tokens.max(len);
+        request.num_computed = len;
+        let prompt_len = request.prompt_len;
+        batch.scheduled.push(Scheduled {
+            id: request.id,
+            tokens: 1,
+            prompt_before: prompt_len,
+            prompt_after: prompt_len,
+            terminal: request.remaining_generation(max_model_len) == 0,
+            prompt_len,
+            sequence_len: len,
+        });
+        *budget -= 1;
+        true
     }
 
     /// Grows the request's block table to cover `target` tokens. The first allocation reuses

@@ -618,9 +618,7 @@ mod tests {
         alloc(&mut pool, &[], &[None, None]).unwrap();
         assert_eq!(pool.lookup(7), Some(true));
         // A new copy is appended after the lone survivor; evicting the oldest promotes it.
-        for id in [filler[1]] {
-            pool.release(id);
-        }
+        pool.release(filler[1]);
         let d = alloc(&mut pool, &[], &[Some(7)]).unwrap()[0];
         pool.finalize(d);
         pool.release(a);

@@ -43,4 +43,13 @@ impl PassTimer for AicTables {
             1.0,
         )
     }
+
+    fn decode_inputs(&self, batch: &DecodeBatch) -> DecodeBatch {
+        DecodeBatch {
+            ready: batch.ready,
+            active_kv_tokens: 0,
+            total_kv_tokens: 0,
+            context_tokens: batch.mean_context(),
+        }
+    }
 }

@@ -100,6 +100,12 @@ pub trait PassTimer: Debug + Send + Sync {
     fn prefill_ms(&self, batch: &PrefillBatch) -> f64;
     /// Raw decode duration of `batch` (at least one ready request).
     fn decode_ms(&self, batch: &DecodeBatch) -> f64;
+    /// The part of `batch` that [`PassTimer::decode_ms`] reads: batches with equal inputs take
+    /// the same time, which lets a rank remember durations instead of recomputing them every
+    /// pass. The default is the whole batch.
+    fn decode_inputs(&self, batch: &DecodeBatch) -> DecodeBatch {
+        *batch
+    }
 }
 
 /// The reference's default polynomials (engine.md §2.2, §2.3). They describe no real model:
@@ -114,6 +120,15 @@ impl PassTimer for Polynomial {
 
     fn decode_ms(&self, batch: &DecodeBatch) -> f64 {
         polynomial_decode_ms(batch.active_kv_tokens, batch.total_kv_tokens)
+    }
+
+    fn decode_inputs(&self, batch: &DecodeBatch) -> DecodeBatch {
+        DecodeBatch {
+            ready: 1,
+            active_kv_tokens: batch.active_kv_tokens,
+            total_kv_tokens: batch.total_kv_tokens,
+            context_tokens: 0,
+        }
     }
 }
 
@@ -131,6 +146,15 @@ impl PassTimer for ProfileTable {
     fn decode_ms(&self, batch: &DecodeBatch) -> f64 {
         self.decode_ms_at(batch.active_kv_tokens as f64, batch.mean_context() as f64)
             .max(1.0)
+    }
+
+    fn decode_inputs(&self, batch: &DecodeBatch) -> DecodeBatch {
+        DecodeBatch {
+            ready: 1,
+            active_kv_tokens: batch.active_kv_tokens,
+            total_kv_tokens: 0,
+            context_tokens: batch.mean_context(),
+        }
     }
 }
 
@@ -207,12 +231,54 @@ pub fn polynomial_decode_ms(active_kv_tokens: usize, total_kv_tokens: usize) -> 
     ms.max(1.0)
 }
 
+/// Decode clock increments a rank computed recently, by their timer inputs
+/// ([`PassTimer::decode_inputs`]): direct-mapped, a few KB. A rank decoding steadily sees the
+/// same few KV levels pass after pass, and the timer and the nanosecond rounding cost more
+/// than a probe here. Only ever holds exact earlier results, so it changes no duration.
+#[derive(Clone, Debug)]
+struct DecodeMemo {
+    entries: Vec<Option<(DecodeBatch, f64)>>,
+}
+
+impl DecodeMemo {
+    const ENTRIES: usize = 64;
+
+    fn new() -> Self {
+        Self {
+            entries: vec![None; Self::ENTRIES],
+        }
+    }
+
+    fn index(inputs: &DecodeBatch) -> usize {
+        let mut h = (inputs.active_kv_tokens as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(inputs.context_tokens as u64)
+            .wrapping_mul(0xBF58_476D_1CE4_E5B9)
+            .wrapping_add((inputs.ready as u64) ^ (inputs.total_kv_tokens as u64));
+        h ^= h >> 29;
+        (h as usize) % Self::ENTRIES
+    }
+
+    fn get_or_insert(&mut self, inputs: DecodeBatch, compute: impl FnOnce() -> f64) -> f64 {
+        let entry = &mut self.entries[Self::index(&inputs)];
+        match entry {
+            Some((key, ms)) if *key == inputs => *ms,
+            _ => {
+                let ms = compute();
+                *entry = Some((inputs, ms));
+                ms
+            }
+        }
+    }
+}
+
 /// A rank's timing model: a shared [`PassTimer`] and the speed-up ratios.
 #[derive(Clone, Debug)]
 pub struct TimingModel {
     timer: Arc<dyn PassTimer>,
     prefill_ratio: f64,
     decode_ratio: f64,
+    decode_memo: DecodeMemo,
 }
 
 impl TimingModel {
@@ -234,6 +300,7 @@ impl TimingModel {
             timer,
             prefill_ratio: args.speedup_ratio,
             decode_ratio: args.speedup_ratio * args.decode_speedup_ratio,
+            decode_memo: DecodeMemo::new(),
         }
     }
 
@@ -251,11 +318,14 @@ impl TimingModel {
     }
 
     /// Clock increment for the decode part of a pass (0 when no request is ready).
-    pub fn decode_clock_ms(&self, batch: &DecodeBatch) -> f64 {
+    pub fn decode_clock_ms(&mut self, batch: &DecodeBatch) -> f64 {
         if batch.ready == 0 {
             return 0.0;
         }
-        scaled_clock_ms(self.timer.decode_ms(batch), self.decode_ratio)
+        let inputs = self.timer.decode_inputs(batch);
+        let (timer, ratio) = (&self.timer, self.decode_ratio);
+        self.decode_memo
+            .get_or_insert(inputs, || scaled_clock_ms(timer.decode_ms(batch), ratio))
     }
 }
 
@@ -364,7 +434,7 @@ mod tests {
             decode_speedup_ratio: 2.0,
             ..EngineArgs::default()
         };
-        let model = TimingModel::new(&args);
+        let mut model = TimingModel::new(&args);
         let mut prefill = PrefillBatch::default();
         assert_eq!(model.prefill_clock_ms(&prefill), 0.0);
         prefill.add(0, 1000);
@@ -381,6 +451,27 @@ mod tests {
             model.decode_clock_ms(&DecodeBatch { ready: 0, ..decode }),
             0.0
         );
+    }
+
+    #[test]
+    fn remembered_decode_durations_equal_computed_ones() {
+        // Colliding and repeated inputs, through the memo and straight from the timer.
+        let args = EngineArgs {
+            speedup_ratio: 1.7,
+            ..EngineArgs::default()
+        };
+        let mut model = TimingModel::new(&args);
+        let ratio = model.decode_ratio;
+        for step in 0..2000usize {
+            let batch = DecodeBatch {
+                ready: 1 + step % 7,
+                active_kv_tokens: (step * 37 % 301) * 16,
+                total_kv_tokens: 16 * 1000,
+                context_tokens: step * 13,
+            };
+            let direct = scaled_clock_ms(model.timer().decode_ms(&batch), ratio);
+            assert_eq!(model.decode_clock_ms(&batch).to_bits(), direct.to_bits());
+        }
     }
 
     #[test]
