@@ -127,7 +127,7 @@ while IFS=$'\t' read -r name args mark; do
     extra=()
     [[ $trace == 1 && $close == 0 && $planner == 0 ]] && extra=(--report-jsonl "$out.jsonl")
     if ! (cd "$root" && DYN_LOG=warn "$ref/bin/python" -m dynamo.replay "${argv[@]}" \
-        --report-json "$out.run$i.json" "${extra[@]}" >"$out.stdout" 2>"$out.err"); then
+        --report-json "$out.run$i.json" "${extra[@]}" >"$out.run$i.stdout" 2>"$out.err"); then
       failed+=("$name: $(tail -1 "$out.err")")
       ok=0
       break
@@ -136,13 +136,29 @@ while IFS=$'\t' read -r name args mark; do
   [[ $ok == 1 ]] || { echo "FAIL $name"; continue; }
   mv "$out.run1.json" "$out.json"
   if [[ $planner == 1 ]]; then
-    # The planner's lines: the scaling events block and the tick count.
-    awk '/^Scaling events:$/ {on = 1; print; next}
-         on && /^  t=/ {print; next}
-         {on = 0}
-         /^Planner ticks: / {print}' "$out.stdout" >"$out.planner.txt"
+    # The planner's lines: the scaling events block and the tick count. A close case keeps
+    # every distinct variant its runs printed (the kv_router's randomness can shift a scaling
+    # event), in the order first seen, separated by a line "# or".
+    : >"$out.planner.txt"
+    for ((i = 1; i <= n; i++)); do
+      awk '/^Scaling events:$/ {on = 1; print; next}
+           on && /^  t=/ {print; next}
+           {on = 0}
+           /^Planner ticks: / {print}' "$out.run$i.stdout" >"$out.variant"
+      if ! python3 - "$out.planner.txt" "$out.variant" <<'EOF'
+import sys
+stored, variant = (open(p).read() for p in sys.argv[1:])
+variants = stored.split("# or\n") if stored else []
+sys.exit(0 if variant in variants else 1)
+EOF
+      then
+        [[ -s $out.planner.txt ]] && echo "# or" >>"$out.planner.txt"
+        cat "$out.variant" >>"$out.planner.txt"
+      fi
+    done
+    rm -f "$out.variant"
   fi
-  rm -f "$out.stdout"
+  rm -f "$out".run*.stdout
   records='"compared"'
   if [[ $close == 1 ]]; then
     python3 - "$out.spread.json" "$out.json" "$out".run*.json <<'EOF'

@@ -8,32 +8,16 @@
 //! Tables are cached under `$HOME/.cache/dynosim/aic/`, so only the first run pays for building
 //! them (several seconds per configuration).
 
-use std::path::Path;
 use std::process::Command;
 
-use dynosim::aic::build::{self, BlockEstimate, TableExtent};
 use dynosim::aic::AicConfig;
+use dynosim::aic::BlockEstimate;
+use dynosim::aic_build::{self as build, TableExtent};
 use dynosim::config::EngineArgs;
 use serde_json::{json, Value};
 
-/// An interpreter that has aiconfigurator-core, or `None` (the caller skips, saying so).
-fn python() -> Option<String> {
-    let mut candidates = Vec::new();
-    if let Ok(python) = std::env::var("DYNOSIM_PYTHON") {
-        candidates.push(python);
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let venv = Path::new(&home).join(".cache/dynosim-aic-venv/bin/python");
-        candidates.push(venv.display().to_string());
-    }
-    candidates.push("python3".into());
-    candidates.into_iter().find(|python| {
-        Command::new(python)
-            .args(["-c", "import aiconfigurator_core"])
-            .output()
-            .is_ok_and(|out| out.status.success())
-    })
-}
+mod common;
+use common::aic_python as python;
 
 macro_rules! python_or_skip {
     ($test:expr) => {

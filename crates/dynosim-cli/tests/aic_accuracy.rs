@@ -6,32 +6,14 @@
 //! tokens, contexts to 32768), so both share the cached tables. Skips, saying so, without a
 //! Python that has aiconfigurator-core (see `tests/aic.rs`).
 
-use std::path::Path;
-use std::process::Command;
-
-use dynosim::aic::build::{self, TableExtent};
+use dynosim::aic_build::{self as build, TableExtent};
 use dynosim::config::EngineArgs;
 use serde_json::json;
 
-const POINTS: usize = 10_000;
+mod common;
+use common::aic_python as python;
 
-fn python() -> Option<String> {
-    let mut candidates = Vec::new();
-    if let Ok(python) = std::env::var("DYNOSIM_PYTHON") {
-        candidates.push(python);
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        let venv = Path::new(&home).join(".cache/dynosim-aic-venv/bin/python");
-        candidates.push(venv.display().to_string());
-    }
-    candidates.push("python3".into());
-    candidates.into_iter().find(|python| {
-        Command::new(python)
-            .args(["-c", "import aiconfigurator_core"])
-            .output()
-            .is_ok_and(|out| out.status.success())
-    })
-}
+const POINTS: usize = 10_000;
 
 /// (median, p99, max) of relative errors, in percent.
 fn summary(mut errors: Vec<f64>) -> (f64, f64, f64) {

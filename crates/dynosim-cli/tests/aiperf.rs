@@ -6,10 +6,13 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 use tempfile::TempDir;
+
+mod common;
+use common::dynosim;
 
 /// A small Mooncake trace: 6 requests, some sharing prefix blocks, one with a single token.
 const TRACE: &str = concat!(
@@ -20,14 +23,6 @@ const TRACE: &str = concat!(
     "{\"timestamp\": 45, \"input_length\": 1024, \"output_length\": 64, \"hash_ids\": [4, 5]}\n",
     "{\"timestamp\": 90, \"input_length\": 900, \"output_length\": 12, \"hash_ids\": [0, 6]}\n",
 );
-
-fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dynosim"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the dynosim binary runs")
-}
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&fs::read_to_string(path).expect("file exists")).expect("valid JSON")

@@ -3,10 +3,12 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 use tempfile::TempDir;
+
+mod common;
+use common::{dynosim, read_json_object as read_json, text, with_args};
 
 const SYNTHETIC: [&str; 8] = [
     "--input-tokens",
@@ -28,35 +30,12 @@ const TINY_TRACE: &str = concat!(
     "{\"timestamp\": 40, \"input_length\": 512, \"output_length\": 2, \"hash_ids\": [4]}\n",
 );
 
-fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dynosim"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the dynosim binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
-}
-
-fn with_args<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
-    base.iter().chain(extra).copied().collect()
-}
-
 fn saved_path(stdout: &str) -> PathBuf {
     let line = stdout.lines().last().expect("stdout has lines");
     PathBuf::from(
         line.strip_prefix("Saved full report to: ")
             .expect("last line names the report"),
     )
-}
-
-fn read_json(path: &Path) -> serde_json::Map<String, Value> {
-    match serde_json::from_str(&fs::read_to_string(path).expect("report exists")).unwrap() {
-        Value::Object(map) => map,
-        other => panic!("report is not an object: {other}"),
-    }
 }
 
 fn report_files(dir: &Path) -> Vec<PathBuf> {

@@ -6,9 +6,12 @@ use std::fs;
 use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use tempfile::TempDir;
+
+mod common;
+use common::{command, dynosim, text};
 
 /// A small Mooncake trace: 4 requests, two sharing a prefix block.
 const TINY_TRACE: &str = concat!(
@@ -17,22 +20,6 @@ const TINY_TRACE: &str = concat!(
     "{\"timestamp\": 25, \"input_length\": 300, \"output_length\": 4, \"hash_ids\": [3]}\n",
     "{\"timestamp\": 40, \"input_length\": 512, \"output_length\": 2, \"hash_ids\": [4]}\n",
 );
-
-fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_dynosim"));
-    command.args(args).current_dir(dir);
-    command
-}
-
-fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    command(dir, args)
-        .output()
-        .expect("the dynosim binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// A directory holding `trace.jsonl`.
 fn with_trace() -> TempDir {

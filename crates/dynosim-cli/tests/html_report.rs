@@ -4,11 +4,14 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 use tempfile::TempDir;
+
+mod common;
+use common::{dynosim, text, with_args};
 
 const SYNTHETIC: [&str; 10] = [
     "--input-tokens",
@@ -22,22 +25,6 @@ const SYNTHETIC: [&str; 10] = [
     "--num-workers",
     "3",
 ];
-
-fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dynosim"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the dynosim binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn with_args<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
-    base.iter().chain(extra).copied().collect()
-}
 
 /// The JSON the page script reads.
 fn page_data(page: &str) -> Value {

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 use tempfile::TempDir;
 
+mod common;
+use common::read_json_object as read_json;
+
 /// A Mooncake trace of `count` requests, one every `interval_ms`, three shared prefixes.
 fn write_trace(dir: &Path, count: usize, interval_ms: usize) -> PathBuf {
     let mut text = String::new();
@@ -63,13 +66,6 @@ fn report(dir: &Path, trace: &Path, name: &str, extra: &[&str]) -> Map<String, V
         String::from_utf8_lossy(&out.stderr)
     );
     read_json(&path)
-}
-
-fn read_json(path: &Path) -> Map<String, Value> {
-    match serde_json::from_str(&fs::read_to_string(path).expect("report exists")).unwrap() {
-        Value::Object(map) => map,
-        other => panic!("report is not an object: {other}"),
-    }
 }
 
 fn float(report: &Map<String, Value>, key: &str) -> f64 {

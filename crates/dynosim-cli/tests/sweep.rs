@@ -5,23 +5,14 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use dynosim_sweep::{SweepSpec, SIMULATOR_SPEED_KEYS};
 use serde_json::Value;
 use tempfile::TempDir;
 
-fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dynosim"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the dynosim binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{dynosim, text};
 
 /// Runs a command line as a user would paste it (`dynosim ...`), with `--report-json` added,
 /// and returns the report.

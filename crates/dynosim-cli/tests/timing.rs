@@ -4,25 +4,15 @@
 //! whatever the numbers.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod common;
+use common::{dynosim, text};
+
 fn profiles() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/parity/profiles")
-}
-
-fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dynosim"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("the dynosim binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
 }
 
 /// Runs a small synthetic replay with `engine_args` and returns the report.

@@ -130,10 +130,18 @@ pub fn sweep<'py>(
     py.import("json")?.call_method1("loads", (text,))
 }
 
-/// The sweep spec behind a Ray sweep (a `ReplayOptimizeSpec` searches stage by stage and runs
-/// in-process only).
+/// The sweep spec behind a Ray sweep (a `ReplayOptimizeSpec`, and `strategy: descent`, search
+/// stage by stage and run in-process only).
 fn sweep_spec_of(spec: &Bound<'_, PyAny>) -> PyResult<dynosim_sweep::SweepSpec> {
     match read_spec(spec)? {
+        AnySpec::Sweep(sweep)
+            if matches!(sweep.strategy, dynosim_sweep::Strategy::Descent { .. }) =>
+        {
+            Err(pyo3::exceptions::PyValueError::new_err(
+                "ray: search: {strategy: descent} goes stage by stage in-process; run it \
+                 without ray",
+            ))
+        }
         AnySpec::Sweep(sweep) => Ok(sweep),
         AnySpec::Optimize(_) => Err(pyo3::exceptions::PyValueError::new_err(
             "ray: a ReplayOptimizeSpec is searched stage by stage in-process; run it without ray",

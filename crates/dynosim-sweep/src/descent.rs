@@ -7,6 +7,9 @@
 //! - [`Space`]: topology, GPU budget, TP sizes, router states (in the reference's order).
 //! - [`descend`]: the states visited, in evaluation order, each with its [`Scored`] record
 //!   (the reference's cache, whose best is the result).
+//! - [`descend_guessing`]: the same, each batch handed with a [`Guess`] of the next batch
+//!   from its records so far, so that an evaluator can start on the next stage while a stage's
+//!   last states finish (the reference waits for every stage).
 //! - [`pick_best`]: the reference's `_pick_best_record` (best feasible, else least violation).
 
 use std::cmp::Ordering;
@@ -176,24 +179,72 @@ pub fn pick_best<T>(records: &[(T, Scored)]) -> Option<usize> {
     best
 }
 
+/// A guess of the next stage's new states from the records of the current batch so far
+/// (`None`: not evaluated yet): the stage the descent would take next if the best record so
+/// far stays the best. With every record in, it is exactly the next stage's new states.
+pub type Guess<'a> = dyn Fn(&[Option<Scored>]) -> Vec<State> + Sync + 'a;
+
+/// Evaluates a batch of states, given a [`Guess`] of the batch after it (to start on while the
+/// batch's last states finish); returns their records in order.
+pub type GuessingEvaluate<'a> = dyn FnMut(&[State], &Guess) -> Result<Vec<Scored>> + 'a;
+
 /// The descent's memory: every evaluated state with its record, in evaluation order.
-struct Cache<'a> {
+struct Cache<'a, 'b> {
     visited: Vec<(State, Scored)>,
-    evaluate: &'a mut dyn FnMut(&[State]) -> Result<Vec<Scored>>,
+    evaluate: &'a mut GuessingEvaluate<'b>,
 }
 
-impl Cache<'_> {
+fn seen(visited: &[(State, Scored)], state: &State) -> Option<Scored> {
+    visited
+        .iter()
+        .find(|(known, _)| known == state)
+        .map(|&(_, scored)| scored)
+}
+
+impl Cache<'_, '_> {
     /// Evaluates a stage's states not seen before (as one batch), then returns the best of
-    /// the stage (`None` for an empty stage).
-    fn best_of(&mut self, stage: &[State]) -> Result<Option<State>> {
+    /// the stage (`None` for an empty stage). `next` is the stage that follows a winner.
+    fn best_of(
+        &mut self,
+        stage: &[State],
+        next: &(dyn Fn(State) -> Vec<State> + Sync),
+    ) -> Result<Option<State>> {
         let mut fresh: Vec<State> = Vec::new();
         for state in stage {
-            if !self.visited.iter().any(|(seen, _)| seen == state) && !fresh.contains(state) {
+            if seen(&self.visited, state).is_none() && !fresh.contains(state) {
                 fresh.push(*state);
             }
         }
         if !fresh.is_empty() {
-            let scored = (self.evaluate)(&fresh)?;
+            let Cache { visited, evaluate } = self;
+            let visited: &[(State, Scored)] = visited;
+            let fresh_states: &[State] = &fresh;
+            let guess = move |partial: &[Option<Scored>]| -> Vec<State> {
+                let records: Vec<(State, Scored)> = stage
+                    .iter()
+                    .filter_map(|state| {
+                        let scored = seen(visited, state).or_else(|| {
+                            let position = fresh_states.iter().position(|f| f == state)?;
+                            partial.get(position).copied().flatten()
+                        })?;
+                        Some((*state, scored))
+                    })
+                    .collect();
+                let Some(best) = pick_best(&records) else {
+                    return Vec::new();
+                };
+                let mut states: Vec<State> = Vec::new();
+                for state in next(records[best].0) {
+                    if seen(visited, &state).is_none()
+                        && !fresh_states.contains(&state)
+                        && !states.contains(&state)
+                    {
+                        states.push(state);
+                    }
+                }
+                states
+            };
+            let scored = (evaluate)(&fresh, &guess)?;
             if scored.len() != fresh.len() {
                 return Err(Error::runtime(format!(
                     "the descent asked for {} evaluations and got {}",
@@ -206,11 +257,8 @@ impl Cache<'_> {
         let records: Vec<(State, Scored)> = stage
             .iter()
             .map(|state| {
-                *self
-                    .visited
-                    .iter()
-                    .find(|(seen, _)| seen == state)
-                    .expect("every stage state was evaluated")
+                let scored = seen(&self.visited, state).expect("every stage state was evaluated");
+                (*state, scored)
             })
             .collect();
         Ok(pick_best(&records).map(|index| records[index].0))
@@ -222,6 +270,14 @@ impl Cache<'_> {
 pub fn descend(
     space: &Space,
     evaluate: &mut dyn FnMut(&[State]) -> Result<Vec<Scored>>,
+) -> Result<Vec<(State, Scored)>> {
+    descend_guessing(space, &mut |states: &[State], _: &Guess| evaluate(states))
+}
+
+/// [`descend`], handing each batch's evaluation a [`Guess`] of the next batch.
+pub fn descend_guessing(
+    space: &Space,
+    evaluate: &mut GuessingEvaluate,
 ) -> Result<Vec<(State, Scored)>> {
     if space.tps.is_empty() {
         return Err(Error::usage("no TP sizes to search"));
@@ -240,6 +296,7 @@ pub fn descend(
             let fits = |workers: u64, router: RouterState| {
                 router.mode == RouterMode::RoundRobin || workers > 1
             };
+            // Each TP size with as many workers as fit.
             let tp_stage = |router: RouterState| -> Vec<State> {
                 space
                     .tps
@@ -252,6 +309,33 @@ pub fn descend(
                     })
                     .collect()
             };
+            // Every worker count of the incumbent's TP.
+            let worker_stage = |incumbent: State| -> Vec<State> {
+                let State::Aggregated { tp, router, .. } = incumbent else {
+                    unreachable!("aggregated search holds aggregated states");
+                };
+                (1..=budget / tp)
+                    .filter(|&workers| fits(workers, router))
+                    .map(|workers| State::Aggregated {
+                        tp,
+                        workers,
+                        router,
+                    })
+                    .collect()
+            };
+            // Every router state of the incumbent's deployment.
+            let router_stage = |incumbent: State| -> Vec<State> {
+                let State::Aggregated { workers, .. } = incumbent else {
+                    unreachable!("aggregated search holds aggregated states");
+                };
+                space
+                    .routers
+                    .iter()
+                    .filter(|router| fits(workers, **router))
+                    .map(|&router| incumbent.with_router(router))
+                    .collect()
+            };
+            let next_round = |incumbent: State| tp_stage(incumbent.router());
             let Some(mut incumbent) = tp_stage(first_router).first().copied() else {
                 return Err(Error::usage(format!(
                     "no TP candidates fit within max_total_gpus={budget} for aggregated replay"
@@ -259,33 +343,13 @@ pub fn descend(
             };
             for _ in 0..SEARCH_ROUNDS {
                 let start = incumbent;
-                if let Some(best) = cache.best_of(&tp_stage(incumbent.router()))? {
+                if let Some(best) = cache.best_of(&tp_stage(incumbent.router()), &worker_stage)? {
                     incumbent = best;
                 }
-                let State::Aggregated { tp, router, .. } = incumbent else {
-                    unreachable!("aggregated search holds aggregated states");
-                };
-                let worker_stage: Vec<State> = (1..=budget / tp)
-                    .filter(|&workers| fits(workers, router))
-                    .map(|workers| State::Aggregated {
-                        tp,
-                        workers,
-                        router,
-                    })
-                    .collect();
-                if let Some(best) = cache.best_of(&worker_stage)? {
+                if let Some(best) = cache.best_of(&worker_stage(incumbent), &router_stage)? {
                     incumbent = best;
                 }
-                let State::Aggregated { workers, .. } = incumbent else {
-                    unreachable!("aggregated search holds aggregated states");
-                };
-                let router_stage: Vec<State> = space
-                    .routers
-                    .iter()
-                    .filter(|router| fits(workers, **router))
-                    .map(|&router| incumbent.with_router(router))
-                    .collect();
-                if let Some(best) = cache.best_of(&router_stage)? {
+                if let Some(best) = cache.best_of(&router_stage(incumbent), &next_round)? {
                     incumbent = best;
                 }
                 if incumbent == start {
@@ -313,17 +377,9 @@ pub fn descend(
                 }
                 stage
             };
-            let Some(mut incumbent) = tp_stage(first_router).first().copied() else {
-                return Err(Error::usage(format!(
-                    "no TP candidates fit within max_total_gpus={budget} with equal prefill and \
-                     decode workers"
-                )));
-            };
-            for _ in 0..SEARCH_ROUNDS {
-                let start = incumbent;
-                if let Some(best) = cache.best_of(&tp_stage(incumbent.router()))? {
-                    incumbent = best;
-                }
+            // The budget's edge: worker splits of the incumbent's TP pair using the most GPUs
+            // that fit.
+            let edge_stage = |incumbent: State| -> Vec<State> {
                 let State::Disaggregated {
                     prefill_tp,
                     decode_tp,
@@ -333,7 +389,6 @@ pub fn descend(
                 else {
                     unreachable!("disaggregated search holds disaggregated states");
                 };
-                // The budget's edge: worker splits using the most GPUs that fit.
                 let mut splits = Vec::new();
                 for prefill_workers in 1..=budget / prefill_tp {
                     for decode_workers in 1..=budget / decode_tp {
@@ -344,7 +399,7 @@ pub fn descend(
                     }
                 }
                 let most = splits.iter().map(|&(used, _, _)| used).max().unwrap_or(0);
-                let edge: Vec<State> = splits
+                splits
                     .into_iter()
                     .filter(|&(used, _, _)| used == most)
                     .map(
@@ -356,16 +411,31 @@ pub fn descend(
                             router,
                         },
                     )
-                    .collect();
-                if let Some(best) = cache.best_of(&edge)? {
-                    incumbent = best;
-                }
-                let router_stage: Vec<State> = space
+                    .collect()
+            };
+            let router_stage = |incumbent: State| -> Vec<State> {
+                space
                     .routers
                     .iter()
                     .map(|&router| incumbent.with_router(router))
-                    .collect();
-                if let Some(best) = cache.best_of(&router_stage)? {
+                    .collect()
+            };
+            let next_round = |incumbent: State| tp_stage(incumbent.router());
+            let Some(mut incumbent) = tp_stage(first_router).first().copied() else {
+                return Err(Error::usage(format!(
+                    "no TP candidates fit within max_total_gpus={budget} with equal prefill and \
+                     decode workers"
+                )));
+            };
+            for _ in 0..SEARCH_ROUNDS {
+                let start = incumbent;
+                if let Some(best) = cache.best_of(&tp_stage(incumbent.router()), &edge_stage)? {
+                    incumbent = best;
+                }
+                if let Some(best) = cache.best_of(&edge_stage(incumbent), &router_stage)? {
+                    incumbent = best;
+                }
+                if let Some(best) = cache.best_of(&router_stage(incumbent), &next_round)? {
                     incumbent = best;
                 }
                 if incumbent == start {

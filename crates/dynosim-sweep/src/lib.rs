@@ -9,6 +9,8 @@
 //! - [`SweepSpec`] (`spec.rs`): the checked spec; bad specs are usage errors naming the spec
 //!   and key.
 //! - [`candidates`]: the spec's candidates (grid order; seeded sampling), each with its hash.
+//!   With `search: {strategy: descent}`, [`run`] walks the grid's axes instead (coordinate
+//!   descent, each stage's new candidates in parallel, idle threads on the guessed next stage).
 //! - [`run`]: evaluates every candidate not already stored in `DIR/journal.jsonl` and writes
 //!   `results.csv`, `pareto.csv`, `best.json` and `report.html`; returns the rows and counts.
 //! - [`settings::Settings`]: the one mapping from a candidate's settings to `ReplayOptions`
@@ -18,6 +20,7 @@
 //! row's `error`) -> GPUs (over the budget: skipped, not run) -> the workload, read once per
 //! distinct workload and shared -> `prepare` -> `simulate` -> the report's keys.
 
+pub mod columnar;
 pub mod descent;
 pub mod html;
 pub mod objectives;
@@ -27,12 +30,13 @@ pub mod spec;
 pub mod store;
 pub mod table;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::IsTerminal;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::{Condvar, Mutex};
 use std::time::Instant;
 
 use dynosim::config::spelling::python_message;
@@ -140,9 +144,25 @@ fn canonical(value: &Value) -> Value {
     }
 }
 
+/// The candidate at one point of a grid (a value index per axis).
+fn grid_candidate(spec: &SweepSpec, grid: &spec::Grid, point: &[usize]) -> Candidate {
+    let mut settings = spec.base.clone();
+    // Whole values first, then dotted keys into them, whatever their order in the spec.
+    for pass_dotted in [false, true] {
+        for ((key, values), &digit) in grid.axes.iter().zip(point) {
+            if key.contains('.') == pass_dotted {
+                settings.set(key, values[digit].clone());
+            }
+        }
+    }
+    let hash = candidate_hash(&settings);
+    Candidate { hash, settings }
+}
+
 /// The spec's candidates in table order: each grid's cartesian product (first key outermost),
 /// grids one after another, repeats (same hash) dropped; then, for `strategy: random`, a
-/// seeded sample kept in that order.
+/// seeded sample kept in that order. For `strategy: descent`, the whole grid (the space the
+/// descent walks; [`run`] visits only its path).
 pub fn candidates(spec: &SweepSpec) -> Vec<Candidate> {
     let mut all = Vec::new();
     let mut seen = HashSet::new();
@@ -150,18 +170,9 @@ pub fn candidates(spec: &SweepSpec) -> Vec<Candidate> {
         let sizes: Vec<usize> = grid.axes.iter().map(|(_, values)| values.len()).collect();
         let mut digits = vec![0usize; sizes.len()];
         loop {
-            let mut settings = spec.base.clone();
-            // Whole values first, then dotted keys into them, whatever their order in the spec.
-            for pass_dotted in [false, true] {
-                for ((key, values), &digit) in grid.axes.iter().zip(&digits) {
-                    if key.contains('.') == pass_dotted {
-                        settings.set(key, values[digit].clone());
-                    }
-                }
-            }
-            let hash = candidate_hash(&settings);
-            if seen.insert(hash.clone()) {
-                all.push(Candidate { hash, settings });
+            let candidate = grid_candidate(spec, grid, &digits);
+            if seen.insert(candidate.hash.clone()) {
+                all.push(candidate);
             }
             // Next combination, the last key fastest.
             let mut position = sizes.len();
@@ -182,7 +193,7 @@ pub fn candidates(spec: &SweepSpec) -> Vec<Candidate> {
         }
     }
     match spec.strategy {
-        Strategy::Grid => all,
+        Strategy::Grid | Strategy::Descent { .. } => all,
         Strategy::Random { samples, seed } => {
             if samples >= all.len() {
                 return all;
@@ -271,14 +282,21 @@ fn report_map(report: &Report) -> Map<String, Value> {
 }
 
 /// Runs one validated candidate on a shared workload; errors (and panics) become its error.
+/// Setting `cancel` ends the run early (its outcome is then to be dropped).
 fn simulate_one(
     spec: &ReplaySpec,
     workload: &Workload,
+    cancel: &AtomicBool,
 ) -> std::result::Result<Map<String, Value>, String> {
     let ran = catch_unwind(AssertUnwindSafe(|| -> Result<Report> {
         let prepared = dynosim::prepare(spec)?;
         let started = Instant::now();
-        let simulated = dynosim::simulate(prepared.as_ref(), workload.clone())?;
+        let simulated = dynosim::simulate_with(
+            prepared.as_ref(),
+            workload.clone(),
+            &mut dynosim::sim::VirtualClock,
+            cancel,
+        )?;
         let (report, _) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
         Ok(report)
     }));
@@ -303,13 +321,17 @@ fn simulate_one(
 /// finish; then the tables are written.
 pub fn run(spec: &SweepSpec, out: &Path, options: &RunOptions) -> Result<Outcome> {
     let mut evaluator = Evaluator::open(out, options, spec.gpu_budget)?;
-    let candidates = candidates(spec);
-    let rows: Vec<Row> = evaluator
-        .evaluate(&candidates)?
-        .into_iter()
-        .enumerate()
-        .filter_map(|(index, row)| row.map(|row| Row { index, ..row }))
-        .collect();
+    let rows: Vec<Row> = match spec.strategy {
+        Strategy::Descent { rounds, objective } => {
+            descend_grid(spec, &mut evaluator, rounds, objective)?
+        }
+        Strategy::Grid | Strategy::Random { .. } => evaluator
+            .evaluate(&candidates(spec))?
+            .into_iter()
+            .enumerate()
+            .filter_map(|(index, row)| row.map(|row| Row { index, ..row }))
+            .collect(),
+    };
     let files = table::write_outputs(spec, &rows, evaluator.over_budget, out)?;
     Ok(Outcome {
         rows,
@@ -318,6 +340,154 @@ pub fn run(spec: &SweepSpec, out: &Path, options: &RunOptions) -> Result<Outcome
         over_budget: evaluator.over_budget,
         files,
     })
+}
+
+/// The best of a stage's rows (ties: the first): the SLA-feasible row best by `objective`,
+/// else, when none is feasible, the row nearest its SLAs, then with the higher throughput.
+fn descent_pick(
+    rows: &[&Row],
+    sla: &[objectives::SlaBound],
+    objective: objectives::Objective,
+) -> Option<usize> {
+    let mut best: Option<usize> = None;
+    let feasible: Vec<bool> = rows
+        .iter()
+        .map(|row| objectives::feasible(row, sla) && objective.value(row).is_some())
+        .collect();
+    let any_feasible = feasible.iter().any(|&ok| ok);
+    for (index, row) in rows.iter().enumerate() {
+        let better = match best {
+            None => !any_feasible || feasible[index],
+            Some(current) if any_feasible => {
+                feasible[index]
+                    && objective.compare(row, rows[current]) == std::cmp::Ordering::Greater
+            }
+            Some(current) => {
+                let throughput =
+                    |row: &Row| row.metric("output_throughput_tok_s").unwrap_or(f64::MIN);
+                objectives::violation(row, sla)
+                    .total_cmp(&objectives::violation(rows[current], sla))
+                    .then(throughput(rows[current]).total_cmp(&throughput(row)))
+                    == std::cmp::Ordering::Less
+            }
+        };
+        if better {
+            best = Some(index);
+        }
+    }
+    best
+}
+
+/// `strategy: descent`: coordinate descent over the grid's axes (see [`Strategy::Descent`]);
+/// the visited rows in visiting order.
+fn descend_grid(
+    spec: &SweepSpec,
+    evaluator: &mut Evaluator,
+    rounds: usize,
+    objective: objectives::Objective,
+) -> Result<Vec<Row>> {
+    let grid = &spec.grids[0];
+    let axes = grid.axes.len();
+    // The stage of `axis` through `point`: every value of that axis, the others held.
+    let stage_of = |point: &[usize], axis: usize| -> Vec<(Vec<usize>, Candidate)> {
+        (0..grid.axes[axis].1.len())
+            .map(|value| {
+                let mut varied = point.to_vec();
+                varied[axis] = value;
+                let candidate = grid_candidate(spec, grid, &varied);
+                (varied, candidate)
+            })
+            .collect()
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    let mut over_budget: HashSet<String> = HashSet::new();
+    let mut point = vec![0usize; axes];
+    for round in 0..rounds {
+        let start = point.clone();
+        for axis in 0..axes {
+            let stage = stage_of(&point, axis);
+            let known = |hash: &str, rows: &[Row]| {
+                over_budget.contains(hash) || rows.iter().any(|row| row.candidate == hash)
+            };
+            let mut fresh: Vec<Candidate> = Vec::new();
+            for (_, candidate) in &stage {
+                if !known(&candidate.hash, &rows)
+                    && !fresh.iter().any(|other| other.hash == candidate.hash)
+                {
+                    fresh.push(candidate.clone());
+                }
+            }
+            if !fresh.is_empty() {
+                let visited: &[Row] = &rows;
+                let fresh_list: &[Candidate] = &fresh;
+                let stage_list: &[(Vec<usize>, Candidate)] = &stage;
+                let known_list = &over_budget;
+                // The next stage from the best point so far (the next axis, or the next
+                // round's first), for idle threads to start on.
+                let guess = move |partial: &[Option<Row>]| -> Vec<Candidate> {
+                    let mut points: Vec<&Vec<usize>> = Vec::new();
+                    let mut stage_rows: Vec<&Row> = Vec::new();
+                    for (varied, candidate) in stage_list {
+                        let row = visited
+                            .iter()
+                            .find(|row| row.candidate == candidate.hash)
+                            .or_else(|| {
+                                let position =
+                                    fresh_list.iter().position(|f| f.hash == candidate.hash)?;
+                                partial.get(position)?.as_ref()
+                            });
+                        if let Some(row) = row {
+                            points.push(varied);
+                            stage_rows.push(row);
+                        }
+                    }
+                    let Some(best) = descent_pick(&stage_rows, &spec.sla, objective) else {
+                        return Vec::new();
+                    };
+                    let next_axis = (axis + 1) % axes;
+                    if next_axis == 0 && round + 1 == rounds {
+                        return Vec::new();
+                    }
+                    stage_of(points[best], next_axis)
+                        .into_iter()
+                        .map(|(_, candidate)| candidate)
+                        .filter(|candidate| {
+                            !known_list.contains(&candidate.hash)
+                                && !visited.iter().any(|row| row.candidate == candidate.hash)
+                                && !fresh_list.iter().any(|f| f.hash == candidate.hash)
+                        })
+                        .collect()
+                };
+                let outcomes = evaluator.evaluate_guessing(&fresh, &guess)?;
+                for (candidate, row) in fresh.iter().zip(outcomes) {
+                    match row {
+                        Some(row) => rows.push(Row {
+                            index: rows.len(),
+                            ..row
+                        }),
+                        None => {
+                            over_budget.insert(candidate.hash.clone());
+                        }
+                    }
+                }
+            }
+            let mut points: Vec<&Vec<usize>> = Vec::new();
+            let mut stage_rows: Vec<&Row> = Vec::new();
+            for (varied, candidate) in &stage {
+                if let Some(row) = rows.iter().find(|row| row.candidate == candidate.hash) {
+                    points.push(varied);
+                    stage_rows.push(row);
+                }
+            }
+            if let Some(best) = descent_pick(&stage_rows, &spec.sla, objective) {
+                point = points[best].clone();
+            }
+        }
+        if point == start {
+            break;
+        }
+    }
+    Ok(rows)
 }
 
 /// Evaluates candidates against one output directory's store: each candidate is validated,
@@ -332,6 +502,9 @@ pub struct Evaluator {
     cancel: Option<Arc<AtomicBool>>,
     workload_keys: Vec<String>,
     workloads: Vec<std::result::Result<Arc<Workload>, String>>,
+    /// Outcomes simulated ahead of being asked for (guessed by [`Evaluator::evaluate_guessing`]),
+    /// by hash; they count as evaluated when asked for.
+    ahead: HashMap<String, Stored>,
     /// Candidates simulated (or rejected) so far.
     pub evaluated: usize,
     /// Candidates taken from the store so far.
@@ -378,6 +551,7 @@ impl Evaluator {
             cancel: options.cancel.clone(),
             workload_keys: Vec::new(),
             workloads: Vec::new(),
+            ahead: HashMap::new(),
             evaluated: 0,
             stored: 0,
             over_budget: 0,
@@ -448,6 +622,11 @@ impl Evaluator {
                     continue;
                 }
             }
+            if let Some(outcome) = self.ahead.remove(&candidate.hash) {
+                self.evaluated += 1;
+                rows[index] = Some(row(&outcome));
+                continue;
+            }
             if let Some(stored) = self
                 .journal
                 .as_ref()
@@ -483,6 +662,29 @@ impl Evaluator {
         Ok((rows, pending))
     }
 
+    /// Simulates one validated candidate on its shared workload (`cancel` ends it early).
+    fn simulate_pending(&self, job: &Pending, cancel: &AtomicBool) -> Stored {
+        let result = match &self.workloads[job.workload] {
+            Ok(workload) => simulate_one(&job.spec, workload, cancel),
+            Err(error) => Err(error.clone()),
+        };
+        let (report, error) = match result {
+            Ok(report) => (report, String::new()),
+            Err(error) => (Map::new(), error),
+        };
+        Stored {
+            gpus: Some(job.gpus),
+            error,
+            report,
+        }
+    }
+
+    fn interrupted(&self) -> bool {
+        self.cancel
+            .as_deref()
+            .is_some_and(|cancel| cancel.load(Ordering::Relaxed))
+    }
+
     /// Simulates the pending candidates in parallel, storing each as it finishes.
     fn execute(
         &mut self,
@@ -491,30 +693,18 @@ impl Evaluator {
         pending: Vec<Pending>,
     ) -> Result<Vec<Option<Row>>> {
         let progress = progress_bar(self.progress, pending.len());
-        let (this, workloads) = (&*self, &self.workloads);
-        let cancel = self.cancel.as_deref();
+        let this = &*self;
         let finished: Vec<(usize, Stored)> = self.pool.install(|| {
             pending
                 .par_iter()
+                // One candidate at a time per thread: candidates are long and unequal.
+                .with_max_len(1)
                 .map(|job| {
-                    if cancel.is_some_and(|cancel| cancel.load(Ordering::Relaxed)) {
+                    if this.interrupted() {
                         return Err(Error::runtime("sweep interrupted"));
                     }
-                    let result = match &workloads[job.workload] {
-                        Ok(workload) => simulate_one(&job.spec, workload),
-                        Err(error) => Err(error.clone()),
-                    };
-                    let (report, error) = match result {
-                        Ok(report) => (report, String::new()),
-                        Err(error) => (Map::new(), error),
-                    };
-                    let outcome = Stored {
-                        gpus: Some(job.gpus),
-                        error,
-                        report,
-                    };
-                    let candidate = &candidates[job.index];
-                    let appended = this.store(candidate, &outcome);
+                    let outcome = this.simulate_pending(job, &AtomicBool::new(false));
+                    let appended = this.store(&candidates[job.index], &outcome);
                     progress.inc(1);
                     appended.map(|()| (job.index, outcome))
                 })
@@ -523,17 +713,193 @@ impl Evaluator {
         progress.finish_and_clear();
         self.evaluated += finished.len();
         for (index, outcome) in finished {
-            let candidate = &candidates[index];
-            rows[index] = Some(Row {
-                index,
-                candidate: candidate.hash.clone(),
-                settings: candidate.settings.clone(),
-                gpus: outcome.gpus,
-                error: outcome.error,
-                report: outcome.report,
-            });
+            rows[index] = Some(row_of(index, &candidates[index], outcome));
         }
         Ok(rows)
+    }
+
+    /// [`Evaluator::evaluate`], and while the batch's last candidates run (threads would
+    /// otherwise wait for them), runs the candidates that `guess` expects to be asked for
+    /// next, from the rows so far (`None`: not finished), most likely first. Their outcomes
+    /// are stored as usual and kept for the next call; once the batch is done, guessed runs
+    /// that the finished batch no longer points to are cancelled and dropped.
+    pub fn evaluate_guessing(
+        &mut self,
+        candidates: &[Candidate],
+        guess: &(dyn Fn(&[Option<Row>]) -> Vec<Candidate> + Sync),
+    ) -> Result<Vec<Option<Row>>> {
+        let threads = self.pool.current_num_threads();
+        let (rows, pending) = self.prepare(candidates)?;
+        if threads <= 1 || pending.is_empty() {
+            return self.execute(candidates, rows, pending);
+        }
+        let progress = progress_bar(self.progress, pending.len());
+        let batch: HashSet<&str> = candidates.iter().map(|c| c.hash.as_str()).collect();
+        let shared = Mutex::new(Schedule {
+            next: 0,
+            left: pending.len(),
+            rows,
+            guessed: Vec::new(),
+            ahead: Vec::new(),
+            declined: Vec::new(),
+            failure: None,
+        });
+        let changed = Condvar::new();
+        let this = &*self;
+        let worker = || {
+            let lock = || {
+                shared
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+            };
+            let mut schedule = lock();
+            loop {
+                if schedule.failure.is_some() {
+                    return;
+                }
+                if schedule.next < pending.len() {
+                    if this.interrupted() {
+                        schedule.failure = Some(Error::runtime("sweep interrupted"));
+                        changed.notify_all();
+                        return;
+                    }
+                    let job = &pending[schedule.next];
+                    schedule.next += 1;
+                    drop(schedule);
+                    let outcome = this.simulate_pending(job, &AtomicBool::new(false));
+                    let stored = this.store(&candidates[job.index], &outcome);
+                    progress.inc(1);
+                    schedule = lock();
+                    if let Err(err) = stored {
+                        schedule.failure = Some(err);
+                    }
+                    schedule.rows[job.index] =
+                        Some(row_of(job.index, &candidates[job.index], outcome));
+                    schedule.left -= 1;
+                    if schedule.left == 0 {
+                        // The batch is complete: its guess is now what the caller asks next.
+                        let next: HashSet<String> =
+                            guess(&schedule.rows).into_iter().map(|c| c.hash).collect();
+                        for (hash, cancel) in &schedule.guessed {
+                            if !next.contains(hash) {
+                                cancel.store(true, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    changed.notify_all();
+                    continue;
+                }
+                if schedule.left == 0 {
+                    return;
+                }
+                // The batch's last candidates are running: start on a guessed one.
+                let known = |hash: &str| {
+                    batch.contains(hash)
+                        || this.ahead.contains_key(hash)
+                        || this
+                            .journal
+                            .as_ref()
+                            .is_some_and(|journal| journal.stored(hash).is_some())
+                };
+                let pick = guess(&schedule.rows).into_iter().find(|candidate| {
+                    let hash = &candidate.hash;
+                    !known(hash)
+                        && !schedule.guessed.iter().any(|(other, _)| other == hash)
+                        && !schedule.ahead.iter().any(|(other, _)| other == hash)
+                        && !schedule.declined.contains(hash)
+                });
+                let Some(candidate) = pick else {
+                    schedule = changed
+                        .wait(schedule)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    continue;
+                };
+                let cancel = Arc::new(AtomicBool::new(false));
+                schedule
+                    .guessed
+                    .push((candidate.hash.clone(), Arc::clone(&cancel)));
+                drop(schedule);
+                let outcome = this
+                    .pending_of(&candidate)
+                    .map(|job| this.simulate_pending(&job, &cancel));
+                schedule = lock();
+                schedule.guessed.retain(|(hash, _)| *hash != candidate.hash);
+                if outcome.is_none() {
+                    schedule.declined.push(candidate.hash.clone());
+                }
+                if let Some(outcome) = outcome {
+                    if !cancel.load(Ordering::Relaxed) {
+                        if let Err(err) = this.store(&candidate, &outcome) {
+                            schedule.failure = Some(err);
+                        }
+                        schedule.ahead.push((candidate.hash, outcome));
+                    }
+                }
+                changed.notify_all();
+            }
+        };
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(worker);
+            }
+        });
+        progress.finish_and_clear();
+        let schedule = shared
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(err) = schedule.failure {
+            return Err(err);
+        }
+        self.evaluated += pending.len();
+        self.ahead.extend(schedule.ahead);
+        Ok(schedule.rows)
+    }
+
+    /// A guessed candidate ready to run: valid, within the budget, and of a workload already
+    /// read (`None` otherwise: it is left for when it is asked for).
+    fn pending_of(&self, candidate: &Candidate) -> Option<Pending> {
+        let spec = candidate.settings.to_options().ok()?.into_spec().ok()?;
+        let gpus = gpus_of(&spec);
+        if self.budget.is_some_and(|budget| gpus > budget) {
+            return None;
+        }
+        let key = workload_key(&spec);
+        let workload = self.workload_keys.iter().position(|known| *known == key)?;
+        Some(Pending {
+            index: 0,
+            spec,
+            gpus,
+            workload,
+        })
+    }
+}
+
+/// What the threads of [`Evaluator::evaluate_guessing`] share.
+struct Schedule {
+    /// The next pending candidate to start.
+    next: usize,
+    /// Pending candidates not finished.
+    left: usize,
+    /// The batch's rows so far.
+    rows: Vec<Option<Row>>,
+    /// Guessed candidates running, with their cancel flags.
+    guessed: Vec<(String, Arc<AtomicBool>)>,
+    /// Guessed candidates finished (and stored).
+    ahead: Vec<(String, Stored)>,
+    /// Guessed candidates not run ahead (rejected, over the budget, or of a workload not
+    /// read yet): they run when asked for.
+    declined: Vec<String>,
+    failure: Option<Error>,
+}
+
+fn row_of(index: usize, candidate: &Candidate, outcome: Stored) -> Row {
+    Row {
+        index,
+        candidate: candidate.hash.clone(),
+        settings: candidate.settings.clone(),
+        gpus: outcome.gpus,
+        error: outcome.error,
+        report: outcome.report,
     }
 }
 

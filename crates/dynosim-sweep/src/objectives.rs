@@ -3,6 +3,7 @@
 //! INTERFACE
 //! - [`SlaBound`]: one bound of the spec's `sla:`; [`feasible`] checks a row against all.
 //! - [`Objective`]: what "best" means; [`best_row`] picks the best feasible row.
+//! - [`violation`]: how far a row is from its SLAs (what ranks infeasible rows).
 //! - [`pareto_front`]: the rows not dominated in (output tokens/s per GPU, tokens/s per user).
 
 use std::cmp::Ordering;
@@ -71,6 +72,26 @@ fn goodput_ratio(row: &Row) -> Option<f64> {
     (completed > 0.0).then(|| good / completed)
 }
 
+/// How far a row is from meeting the SLAs: the sum over bounds of the relative excess
+/// (`value / limit - 1` for an upper bound, `limit / ratio - 1` for the goodput ratio), 0 when
+/// feasible; infinite for a failed row or a missing metric.
+pub fn violation(row: &Row, sla: &[SlaBound]) -> f64 {
+    if !row.error.is_empty() {
+        return f64::INFINITY;
+    }
+    sla.iter()
+        .map(|bound| {
+            let excess = if bound.metric == GOODPUT_RATIO {
+                goodput_ratio(row).map(|ratio| bound.limit / ratio - 1.0)
+            } else {
+                row.metric(&bound.metric)
+                    .map(|value| value / bound.limit - 1.0)
+            };
+            excess.map_or(f64::INFINITY, |excess| excess.max(0.0))
+        })
+        .sum()
+}
+
 /// Whether a row ran and meets every bound.
 pub fn feasible(row: &Row, sla: &[SlaBound]) -> bool {
     row.error.is_empty() && sla.iter().all(|bound| bound.holds(row))
@@ -129,7 +150,7 @@ impl Objective {
     }
 
     /// Orders two rows: `Greater` when `a` is better.
-    fn compare(self, a: &Row, b: &Row) -> Ordering {
+    pub fn compare(self, a: &Row, b: &Row) -> Ordering {
         let primary = match (self.value(a), self.value(b)) {
             (Some(x), Some(y)) if self == Objective::FewestGpus => y.total_cmp(&x),
             (Some(x), Some(y)) => x.total_cmp(&y),

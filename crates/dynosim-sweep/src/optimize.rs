@@ -814,18 +814,26 @@ pub fn search(
         routers: spec.routers.clone(),
     };
     let mut records: Vec<Record> = Vec::new();
-    let mut evaluate = |states: &[State]| -> Result<Vec<Scored>> {
-        let candidates: Vec<Candidate> = states
-            .iter()
-            .map(|state| {
-                let settings = spec.settings(state);
-                Candidate {
-                    hash: candidate_hash(&settings),
-                    settings,
-                }
-            })
-            .collect();
-        let rows = evaluator.evaluate(&candidates)?;
+    let candidate_of = |state: &State| {
+        let settings = spec.settings(state);
+        Candidate {
+            hash: candidate_hash(&settings),
+            settings,
+        }
+    };
+    let mut evaluate = |states: &[State], next: &descent::Guess| -> Result<Vec<Scored>> {
+        let candidates: Vec<Candidate> = states.iter().map(candidate_of).collect();
+        // While a stage's last states run, idle threads start on the stage its best so far
+        // leads to.
+        let guess = |rows: &[Option<crate::Row>]| -> Vec<Candidate> {
+            let partial: Vec<Option<Scored>> = states
+                .iter()
+                .zip(rows)
+                .map(|(state, row)| row.as_ref().map(|row| score_row(spec, state, row).scored))
+                .collect();
+            next(&partial).iter().map(candidate_of).collect()
+        };
+        let rows = evaluator.evaluate_guessing(&candidates, &guess)?;
         let mut scored = Vec::new();
         for (state, row) in states.iter().zip(rows) {
             let row = row.ok_or_else(|| Error::runtime("a descent state was over the budget"))?;
@@ -835,7 +843,7 @@ pub fn search(
         }
         Ok(scored)
     };
-    descent::descend(&space, &mut evaluate)?;
+    descent::descend_guessing(&space, &mut evaluate)?;
     // The reference's feasible table: feasible records sorted (stably) best first.
     let keyed: Vec<(usize, Scored)> = records
         .iter()

@@ -21,6 +21,7 @@
 //! sla: {p95_ttft_ms: 300, mean_tpot_ms: 20, goodput_ratio: 0.9}
 //! objectives: [throughput, throughput_per_gpu]     # default: all of them
 //! search: {strategy: random, samples: 20, seed: 7} # default: the whole grid
+//! # or: search: {strategy: descent, objective: throughput, rounds: 3}
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -38,7 +39,16 @@ pub enum Strategy {
     Grid,
     /// `samples` distinct candidates drawn with `seed`, kept in grid order.
     Random { samples: usize, seed: u64 },
+    /// Coordinate descent over the grid's axes (the idea of the reference's `replay_optimize`
+    /// search, on any keys): from the first value of every axis, each axis in turn is swept
+    /// with the others held, and the best point (SLA-feasible, best by `objective`; else the
+    /// least SLA violation) kept; at most `rounds` rounds, stopping after a round that moved
+    /// nothing. Candidates over the budget are skipped.
+    Descent { rounds: usize, objective: Objective },
 }
+
+/// Rounds of `strategy: descent` unless the spec says (the reference's fixed number).
+pub const DESCENT_ROUNDS: usize = 3;
 
 /// One mapping of the grid: keys in spec order, each with its values.
 #[derive(Clone, Debug, PartialEq)]
@@ -216,7 +226,7 @@ impl SweepSpec {
 
         let strategy = match top.get("search") {
             None | Some(Value::Null) => Strategy::Grid,
-            Some(Value::Object(search)) => read_strategy(search)
+            Some(Value::Object(search)) => read_strategy(search, &objectives)
                 .map_err(|(key, message)| fail(&format!("search.{key}"), message))?,
             Some(other) => {
                 return Err(fail(
@@ -227,6 +237,13 @@ impl SweepSpec {
                 ))
             }
         };
+
+        if matches!(strategy, Strategy::Descent { .. }) && grids.len() != 1 {
+            return Err(fail(
+                "search.strategy",
+                "descent walks the axes of one grid; give grid: as one mapping, not a list".into(),
+            ));
+        }
 
         Ok(SweepSpec {
             name: name.to_owned(),
@@ -314,12 +331,16 @@ fn read_grid(name: &str, key: &str, map: &Map<String, Value>) -> Result<Grid> {
     Ok(Grid { axes })
 }
 
-fn read_strategy(search: &Map<String, Value>) -> std::result::Result<Strategy, (String, String)> {
+fn read_strategy(
+    search: &Map<String, Value>,
+    objectives: &[Objective],
+) -> std::result::Result<Strategy, (String, String)> {
+    const KEYS: [&str; 5] = ["strategy", "samples", "seed", "rounds", "objective"];
     for key in search.keys() {
-        if !["strategy", "samples", "seed"].contains(&key.as_str()) {
+        if !KEYS.contains(&key.as_str()) {
             return Err((
                 key.clone(),
-                "unknown key; expected strategy, samples or seed".into(),
+                format!("unknown key; expected one of: {}", KEYS.join(", ")),
             ));
         }
     }
@@ -328,36 +349,46 @@ fn read_strategy(search: &Map<String, Value>) -> std::result::Result<Strategy, (
         Some(value) => value.as_str().ok_or_else(|| {
             (
                 "strategy".to_owned(),
-                format!("expected grid or random, got {value}"),
+                format!("expected grid, random or descent, got {value}"),
             )
         })?,
     };
+    let used_by = |keys: &[&str], strategy: &str| -> std::result::Result<(), (String, String)> {
+        match keys.iter().find(|key| search.contains_key(**key)) {
+            Some(key) => Err((
+                (*key).to_owned(),
+                format!("only used by strategy: {strategy}"),
+            )),
+            None => Ok(()),
+        }
+    };
+    let positive = |key: &str| -> std::result::Result<Option<u64>, (String, String)> {
+        search
+            .get(key)
+            .map(|value| {
+                value.as_u64().filter(|&count| count >= 1).ok_or_else(|| {
+                    (
+                        key.to_owned(),
+                        format!("expected a positive integer, got {value}"),
+                    )
+                })
+            })
+            .transpose()
+    };
     match strategy {
         "grid" => {
-            if let Some(key) = ["samples", "seed"]
-                .iter()
-                .find(|key| search.contains_key(**key))
-            {
-                return Err(((*key).to_owned(), "only used by strategy: random".into()));
-            }
+            used_by(&["samples", "seed"], "random")?;
+            used_by(&["rounds", "objective"], "descent")?;
             Ok(Strategy::Grid)
         }
         "random" => {
-            let samples = search.get("samples").ok_or_else(|| {
+            used_by(&["rounds", "objective"], "descent")?;
+            let samples = positive("samples")?.ok_or_else(|| {
                 (
                     "samples".to_owned(),
                     "missing: how many candidates to draw".into(),
                 )
             })?;
-            let samples = samples
-                .as_u64()
-                .filter(|&samples| samples >= 1)
-                .ok_or_else(|| {
-                    (
-                        "samples".to_owned(),
-                        format!("expected a positive integer, got {samples}"),
-                    )
-                })?;
             let seed = match search.get("seed") {
                 None => 0,
                 Some(seed) => seed.as_u64().ok_or_else(|| {
@@ -372,9 +403,35 @@ fn read_strategy(search: &Map<String, Value>) -> std::result::Result<Strategy, (
                 seed,
             })
         }
+        "descent" => {
+            used_by(&["samples", "seed"], "random")?;
+            let rounds = positive("rounds")?.map_or(DESCENT_ROUNDS, |rounds| {
+                usize::try_from(rounds).unwrap_or(usize::MAX)
+            });
+            let objective = match search.get("objective") {
+                None => objectives[0],
+                Some(value) => value
+                    .as_str()
+                    .and_then(Objective::from_name)
+                    .ok_or_else(|| {
+                        (
+                            "objective".to_owned(),
+                            format!(
+                                "unknown objective {value}; expected one of: {}",
+                                Objective::ALL
+                                    .iter()
+                                    .map(|objective| objective.name())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        )
+                    })?,
+            };
+            Ok(Strategy::Descent { rounds, objective })
+        }
         other => Err((
             "strategy".into(),
-            format!("unknown strategy '{other}'; expected grid or random"),
+            format!("unknown strategy '{other}'; expected grid, random or descent"),
         )),
     }
 }
@@ -424,6 +481,33 @@ mod tests {
     }
 
     #[test]
+    fn descent_takes_the_first_objective_unless_told() {
+        let read = |search: Value| {
+            SweepSpec::from_value(
+                "s.yaml",
+                &json!({"base": {}, "grid": {"num_workers": [1, 2]},
+                        "objectives": ["throughput_per_gpu", "throughput"], "search": search}),
+            )
+            .unwrap()
+            .strategy
+        };
+        assert_eq!(
+            read(json!({"strategy": "descent"})),
+            Strategy::Descent {
+                rounds: DESCENT_ROUNDS,
+                objective: Objective::ThroughputPerGpu
+            }
+        );
+        assert_eq!(
+            read(json!({"strategy": "descent", "objective": "fewest_gpus", "rounds": 5})),
+            Strategy::Descent {
+                rounds: 5,
+                objective: Objective::FewestGpus
+            }
+        );
+    }
+
+    #[test]
     fn bad_specs_name_the_file_and_key() {
         assert_eq!(
             error_of(json!({"base": {}, "grid": {"num_workers": []}})),
@@ -465,5 +549,26 @@ mod tests {
             ),
             "s.yaml: search.samples: missing: how many candidates to draw"
         );
+        assert_eq!(
+            error_of(
+                json!({"base": {}, "grid": [{"num_workers": [1]}, {"num_workers": [2]}],
+                            "search": {"strategy": "descent"}})
+            ),
+            "s.yaml: search.strategy: descent walks the axes of one grid; give grid: as one \
+             mapping, not a list"
+        );
+        assert_eq!(
+            error_of(json!({"base": {}, "grid": {"num_workers": [1]},
+                            "search": {"strategy": "descent", "seed": 1}})),
+            "s.yaml: search.seed: only used by strategy: random"
+        );
+        assert_eq!(
+            error_of(json!({"base": {}, "grid": {"num_workers": [1]},
+                            "search": {"rounds": 2}})),
+            "s.yaml: search.rounds: only used by strategy: descent"
+        );
+        assert!(error_of(json!({"base": {}, "grid": {"num_workers": [1]},
+                                "search": {"strategy": "descent", "objective": "pareto"}}))
+        .starts_with("s.yaml: search.objective: unknown objective \"pareto\""));
     }
 }

@@ -1,9 +1,10 @@
-//! The sweep's rows and the files written from them: `results.csv`, `pareto.csv`, `best.json`
-//! (and `report.html`, from [`crate::html`]).
+//! The sweep's rows and the files written from them: `results.csv`, `results.parquet` (the
+//! same table, typed; [`crate::columnar`]), `pareto.csv`, `best.json` (and `report.html`, from
+//! [`crate::html`]).
 //!
 //! INTERFACE
 //! - [`Row`]: one candidate's outcome (hash, settings, GPUs, error, report keys).
-//! - [`write_outputs`]: writes the four files into the output directory, each replaced
+//! - [`write_outputs`]: writes the five files into the output directory, each replaced
 //!   atomically (temporary file, then rename), so a reader never sees half a table.
 //!
 //! Columns: `candidate`, one per swept key (named as in the spec), `gpus`, `feasible` (the
@@ -14,7 +15,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use dynosim::report::key_order;
 use dynosim::{Error, Result};
 use serde_json::{json, Map, Value};
 
@@ -59,37 +59,20 @@ pub fn cell(value: Option<&Value>) -> String {
     }
 }
 
-/// The report columns of a table: the report's key order, with the goodput keys when any row
-/// has them.
-fn report_columns(rows: &[Row]) -> Vec<&'static str> {
-    let with_goodput = rows
-        .iter()
-        .any(|row| row.report.contains_key("goodput_completed_requests"));
-    key_order(with_goodput)
+/// Header and cells of the table for `rows` (the columns of [`crate::columnar::columns`], each
+/// cell as [`cell`] writes it).
+pub fn table(spec: &SweepSpec, rows: &[Row]) -> (Vec<String>, Vec<Vec<String>>) {
+    text_table(&crate::columnar::columns(spec, rows), rows.len())
 }
 
-/// Header and cells of the table for `rows`.
-pub fn table(spec: &SweepSpec, rows: &[Row]) -> (Vec<String>, Vec<Vec<String>>) {
-    let swept = spec.swept_keys();
-    let report_keys = report_columns(rows);
-    let mut header = vec!["candidate".to_owned()];
-    header.extend(swept.iter().cloned());
-    header.extend(["gpus", "feasible", "error"].map(String::from));
-    header.extend(report_keys.iter().map(|key| (*key).to_owned()));
-    let cells = rows
-        .iter()
-        .map(|row| {
-            let mut line = vec![row.candidate.clone()];
-            line.extend(swept.iter().map(|key| cell(row.settings.get(key))));
-            line.push(row.gpus.map(|gpus| gpus.to_string()).unwrap_or_default());
-            line.push(if row.error.is_empty() {
-                feasible(row, &spec.sla).to_string()
-            } else {
-                String::new()
-            });
-            line.push(row.error.clone());
-            line.extend(report_keys.iter().map(|key| cell(row.report.get(*key))));
-            line
+fn text_table(columns: &[crate::columnar::Column], rows: usize) -> (Vec<String>, Vec<Vec<String>>) {
+    let header = columns.iter().map(|column| column.name.clone()).collect();
+    let cells = (0..rows)
+        .map(|index| {
+            columns
+                .iter()
+                .map(|column| cell(column.cells[index].as_ref()))
+                .collect()
         })
         .collect();
     (header, cells)
@@ -157,15 +140,17 @@ pub fn best_json(spec: &SweepSpec, rows: &[Row], over_budget: usize) -> Value {
     })
 }
 
-/// Writes `results.csv`, `pareto.csv`, `best.json` and `report.html` into `dir`; returns
-/// their paths.
+/// Writes `results.csv`, `results.parquet`, `pareto.csv`, `best.json` and `report.html` into
+/// `dir`; returns their paths.
 pub fn write_outputs(
     spec: &SweepSpec,
     rows: &[Row],
     over_budget: usize,
     dir: &Path,
 ) -> Result<Vec<PathBuf>> {
-    let (header, cells) = table(spec, rows);
+    let columns = crate::columnar::columns(spec, rows);
+    let parquet = crate::columnar::parquet_bytes(&columns)?;
+    let (header, cells) = text_table(&columns, rows.len());
     let front: Vec<Vec<String>> = pareto_front(rows)
         .into_iter()
         .map(|index| cells[index].clone())
@@ -175,6 +160,7 @@ pub fn write_outputs(
     best.push('\n');
     let files = [
         ("results.csv", csv_text(&header, &cells)?),
+        ("results.parquet", parquet),
         ("pareto.csv", csv_text(&header, &front)?),
         ("best.json", best.into_bytes()),
         (
@@ -182,12 +168,23 @@ pub fn write_outputs(
             crate::html::report_html(spec, rows, over_budget).into_bytes(),
         ),
     ];
-    let mut written = Vec::new();
-    for (name, bytes) in files {
-        let path = dir.join(name);
-        write_atomically(&path, &bytes)?;
-        written.push(path);
-    }
+    // One thread per file: each waits for its own fsync, and the waits overlap.
+    let written: Vec<PathBuf> = files.iter().map(|(name, _)| dir.join(name)).collect();
+    std::thread::scope(|scope| {
+        let writers: Vec<_> = files
+            .iter()
+            .zip(&written)
+            .map(|((_, bytes), path)| scope.spawn(move || write_atomically(path, bytes)))
+            .collect();
+        writers
+            .into_iter()
+            .map(|writer| {
+                writer
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::runtime("a table writer failed")))
+            })
+            .collect::<Result<Vec<()>>>()
+    })?;
     Ok(written)
 }
 

@@ -3,7 +3,8 @@
 //! best; once driven by the recorded numbers themselves, once by our own simulated runs.
 
 use dynosim_sweep::descent::{
-    descend, pick_best, RouterMode, RouterState, Scored, Space, State, Topology,
+    descend, descend_guessing, pick_best, Guess, RouterMode, RouterState, Scored, Space, State,
+    Topology,
 };
 use dynosim_sweep::optimize::{self, OptimizeSpec};
 use dynosim_sweep::RunOptions;
@@ -307,4 +308,119 @@ fn optimize_specs_are_checked_like_the_reference() {
     assert!(
         error(spec).starts_with("o.yaml: router.prefillLoadScales: expected finite numbers >= 0")
     );
+}
+
+/// Each batch's guess, given the batch's full records, is exactly the next batch the descent
+/// asks for (so a parallel evaluator that starts on it never runs a state for nothing, except
+/// after the last stage).
+#[test]
+fn a_finished_batch_guesses_exactly_the_next_batch() {
+    let scales = [0.0, 0.25, 0.5, 1.0, 2.0, 4.0];
+    let routers: Vec<RouterState> = std::iter::once(router("rr", 0.0))
+        .chain(scales.iter().map(|&scale| RouterState {
+            mode: RouterMode::KvRouter,
+            credit: 1.0,
+            scale,
+        }))
+        .collect();
+    for (topology, budget) in [(Topology::Disaggregated, 16), (Topology::Aggregated, 8)] {
+        let space = Space {
+            topology,
+            budget,
+            tps: vec![1, 2, 4, 8],
+            routers: routers.clone(),
+        };
+        // A made-up metric with a unique best away from the first states: the path crosses
+        // every kind of stage and more than one round.
+        let metric = |state: &State| -> Scored {
+            let (workers, tp_penalty) = match *state {
+                State::Aggregated { tp, workers, .. } => (workers as f64, tp as f64),
+                State::Disaggregated {
+                    prefill_tp,
+                    decode_tp,
+                    prefill_workers,
+                    decode_workers,
+                    ..
+                } => (
+                    (prefill_workers * 3 + decode_workers) as f64
+                        - (prefill_workers as f64 - 11.0).powi(2),
+                    (prefill_tp + decode_tp) as f64,
+                ),
+            };
+            let router = state.router();
+            let throughput = workers * 10.0 - tp_penalty + router.scale * (4.0 - router.scale);
+            Scored {
+                score: throughput,
+                throughput,
+                mean_e2e_latency_ms: None,
+                gpus: state.gpus(),
+                feasible: true,
+                violation_penalty: 0.0,
+            }
+        };
+        let mut batches: Vec<Vec<State>> = Vec::new();
+        let mut guesses: Vec<Vec<State>> = Vec::new();
+        let mut evaluate = |states: &[State], guess: &Guess| {
+            let scored: Vec<Scored> = states.iter().map(metric).collect();
+            let full: Vec<Option<Scored>> = scored.iter().copied().map(Some).collect();
+            batches.push(states.to_vec());
+            guesses.push(guess(&full));
+            Ok(scored)
+        };
+        let visited = descend_guessing(&space, &mut evaluate).unwrap();
+        assert!(
+            batches.len() >= 4,
+            "{topology:?}: {} batches",
+            batches.len()
+        );
+        for (index, next) in batches.iter().enumerate().skip(1) {
+            assert_eq!(&guesses[index - 1], next, "{topology:?}: batch {index}");
+        }
+        // The same states as the plain descent.
+        let plain = descend(&space, &mut |states: &[State]| {
+            Ok(states.iter().map(metric).collect())
+        })
+        .unwrap();
+        assert_eq!(visited, plain);
+    }
+}
+
+/// A ReplayOptimizeSpec search gives the same evaluated table on one thread and on two (where
+/// idle threads run guessed next-stage states ahead).
+#[test]
+fn the_search_table_does_not_depend_on_the_thread_count() {
+    let spec = section6_spec(
+        json!({"model": "Qwen/Qwen3-32B", "backend": "vllm", "timing": "polynomial",
+               "basePrefillEngineArgs": engine_args(), "baseDecodeEngineArgs": engine_args()}),
+        6,
+        json!({"mode": "both", "overlapCredits": [0.0, 1.0], "prefillLoadScales": [1.0]}),
+    );
+    let table = |jobs: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let options = RunOptions {
+            jobs: Some(jobs),
+            progress: false,
+            cancel: None,
+        };
+        let result = optimize::run(&spec, dir.path(), &options).unwrap();
+        let mut reader = csv::Reader::from_path(dir.path().join("evaluated.csv")).unwrap();
+        let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+        let rows: Vec<Vec<String>> = reader
+            .records()
+            .map(|record| {
+                header
+                    .iter()
+                    .zip(record.unwrap().iter())
+                    .filter(|(column, _)| {
+                        !dynosim_sweep::SIMULATOR_SPEED_KEYS.contains(&column.as_str())
+                    })
+                    .map(|(_, cell)| cell.to_owned())
+                    .collect()
+            })
+            .collect();
+        (result["evaluations"].clone(), rows)
+    };
+    let (serial, parallel) = (table(1), table(2));
+    assert!(serial.1.len() > 10, "{} rows", serial.1.len());
+    assert_eq!(serial, parallel);
 }

@@ -313,3 +313,216 @@ proptest! {
         prop_assert_eq!(pareto_front(&rows), expected);
     }
 }
+
+/// Every cell of a Parquet file as results.csv writes it (a null is an empty cell).
+fn parquet_as_text(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+    let reader = SerializedFileReader::new(fs::File::open(path).unwrap()).unwrap();
+    let header = reader
+        .metadata()
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .map(|column| column.name().to_owned())
+        .collect();
+    let rows = reader
+        .get_row_iter(None)
+        .unwrap()
+        .map(|row| {
+            row.unwrap()
+                .get_column_iter()
+                .map(|(_, field)| match field {
+                    Field::Null => String::new(),
+                    Field::Bool(value) => value.to_string(),
+                    Field::Long(value) => value.to_string(),
+                    Field::Double(value) => value.to_string(),
+                    Field::Str(value) => value.clone(),
+                    other => panic!("unexpected Parquet field {other:?}"),
+                })
+                .collect()
+        })
+        .collect();
+    (header, rows)
+}
+
+fn csv_as_text(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header = reader.headers().unwrap().iter().map(String::from).collect();
+    let rows = reader
+        .records()
+        .map(|record| record.unwrap().iter().map(String::from).collect())
+        .collect();
+    (header, rows)
+}
+
+#[test]
+fn results_parquet_holds_the_rows_and_columns_of_results_csv() {
+    let spec = spec(json!({
+        "base": {
+            "input_tokens": 512, "output_tokens": 32, "request_count": 24,
+            "replay_concurrency": 8, "extra_engine_args": {"num_gpu_blocks": 120, "block_size": 64},
+        },
+        "grid": {
+            "num_workers": [1, 2],
+            "router_mode": ["round_robin", "kv_router"],
+            "router_config": [{"overlap_score_credit": 0.5}],
+        },
+        "sla": {"p95_ttft_ms": 60},
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run(&spec, dir.path(), &jobs(2)).unwrap();
+    assert_eq!(outcome.rows.len(), 4);
+    let csv = csv_as_text(&dir.path().join("results.csv"));
+    let parquet = parquet_as_text(&dir.path().join("results.parquet"));
+    assert_eq!(parquet, csv);
+    // Failed rows (kv_router over one worker), both feasibility values and a mapping-valued
+    // column are all in the compared table.
+    let column = |name: &str| csv.0.iter().position(|key| key == name).unwrap();
+    let cells =
+        |name: &str| -> Vec<&str> { csv.1.iter().map(|row| row[column(name)].as_str()).collect() };
+    assert!(cells("error").iter().any(|error| !error.is_empty()));
+    assert!(cells("feasible").contains(&""));
+    assert_eq!(cells("router_config")[0], r#"{"overlap_score_credit":0.5}"#);
+
+    // Another implementation reads it too: pyarrow, where a Python that has it is given.
+    let python = ["DYNOSIM_PYTHON", "DYNOSIM_AIPERF_PYTHON"]
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find(|python| {
+            std::process::Command::new(python)
+                .args(["-c", "import pyarrow.parquet"])
+                .output()
+                .is_ok_and(|output| output.status.success())
+        });
+    let Some(python) = python else {
+        println!(
+            "SKIPPED results_parquet_holds_the_rows_and_columns_of_results_csv (pyarrow part): \
+             no Python with pyarrow in DYNOSIM_PYTHON or DYNOSIM_AIPERF_PYTHON"
+        );
+        return;
+    };
+    let script = r#"
+import csv, json, sys
+import pyarrow.parquet as pq
+table = pq.read_table(sys.argv[1])
+with open(sys.argv[2], newline="") as f:
+    rows = list(csv.reader(f))
+assert table.column_names == rows[0], (table.column_names, rows[0])
+assert table.num_rows == len(rows) - 1
+def text(value):
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    return str(value)
+for index, record in enumerate(table.to_pylist()):
+    got = [text(record[name]) for name in table.column_names]
+    want = rows[index + 1]
+    for name, a, b in zip(table.column_names, got, want):
+        if a != b and not (a and b and float(a) == float(b)):
+            sys.exit(f"row {index} column {name}: parquet {a!r} != csv {b!r}")
+print("ok", table.num_rows, table.num_columns)
+"#;
+    let output = std::process::Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(dir.path().join("results.parquet"))
+        .arg(dir.path().join("results.csv"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "pyarrow: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `search: {strategy: descent}` walks the grid's axes: every row it visits equals that
+/// candidate's row in the full grid, it visits fewer candidates than the grid has, and (having
+/// stopped before its last round) its best is a coordinate-wise optimum of the full grid: no
+/// feasible point that differs on one axis is better. The same table on one thread and two.
+#[test]
+fn descent_walks_the_axes_to_a_coordinate_optimum() {
+    let value = json!({
+        "base": {
+            "input_tokens": 512, "output_tokens": 32, "request_count": 24,
+            "replay_concurrency": 8, "extra_engine_args": {"num_gpu_blocks": 120, "block_size": 64},
+        },
+        "grid": {
+            "num_workers": [1, 2, 3, 4, 5],
+            "extra_engine_args.max_num_seqs": [2, 4, 8, 16],
+            "extra_engine_args.max_num_batched_tokens": [512, 2048],
+        },
+        "budget": {"gpus": 4},
+        "sla": {"p95_ttft_ms": 400},
+        "objectives": ["throughput_per_user"],
+        "search": {"strategy": "descent", "rounds": 10},
+    });
+    let descent_spec = spec(value.clone());
+    let mut grid_value = value;
+    grid_value.as_object_mut().unwrap().remove("search");
+    let grid_spec = spec(grid_value);
+    let (grid_dir, one, two) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let grid = run(&grid_spec, grid_dir.path(), &jobs(2)).unwrap();
+    let walked = run(&descent_spec, one.path(), &jobs(1)).unwrap();
+    let walked_parallel = run(&descent_spec, two.path(), &jobs(2)).unwrap();
+    assert_eq!(
+        comparable_table(&one.path().join("results.csv")),
+        comparable_table(&two.path().join("results.csv"))
+    );
+    assert_eq!(grid.rows.len(), 32); // 40 points, 8 over the budget (5 workers)
+    assert!(
+        walked.rows.len() < grid.rows.len(),
+        "{} rows",
+        walked.rows.len()
+    );
+    assert_eq!(walked_parallel.rows.len(), walked.rows.len());
+    let by_hash = |hash: &str| grid.rows.iter().find(|row| row.candidate == hash).unwrap();
+    for row in &walked.rows {
+        let mut report = row.report.clone();
+        let mut expected = by_hash(&row.candidate).report.clone();
+        for key in SIMULATOR_SPEED_KEYS {
+            report.remove(key);
+            expected.remove(key);
+        }
+        assert_eq!(report, expected, "{}", row.candidate);
+    }
+    let best: Value =
+        serde_json::from_str(&fs::read_to_string(one.path().join("best.json")).unwrap()).unwrap();
+    let best_hash = best["best"]["throughput_per_user"]["candidate"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let best_row = by_hash(&best_hash);
+    let keys = descent_spec.swept_keys();
+    let per_user = |row: &Row| row.metric("mean_output_token_throughput_per_user").unwrap();
+    let feasible = |row: &Row| {
+        row.error.is_empty() && row.metric("p95_ttft_ms").is_some_and(|ttft| ttft <= 400.0)
+    };
+    assert!(feasible(best_row));
+    for other in &grid.rows {
+        let differing = keys
+            .iter()
+            .filter(|key| other.settings.get(key) != best_row.settings.get(key))
+            .count();
+        if differing == 1 && feasible(other) {
+            assert!(
+                per_user(other) <= per_user(best_row),
+                "{} beats the descent's best {best_hash} along one axis",
+                other.candidate
+            );
+        }
+    }
+    // A rerun finds every visited candidate stored.
+    let again = run(&descent_spec, one.path(), &jobs(2)).unwrap();
+    assert_eq!((again.evaluated, again.stored), (0, walked.rows.len()));
+}

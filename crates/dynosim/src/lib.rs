@@ -6,6 +6,7 @@
 //! See `docs/ARCHITECTURE.md` for the code map and invariants.
 
 pub mod aic;
+pub mod aic_build;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -52,17 +53,17 @@ pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
 /// running the Python builder once per engine configuration). This is I/O and may take seconds
 /// on a first run; [`simulate`] refuses a spec that needed it and did not get it.
 pub fn prepare(spec: &ReplaySpec) -> Result<std::borrow::Cow<'_, ReplaySpec>> {
-    if !aic::build::needs_prepare(spec) {
+    if !aic_build::needs_prepare(spec) {
         return Ok(std::borrow::Cow::Borrowed(spec));
     }
     let mut prepared = spec.clone();
-    aic::build::prepare(&mut prepared)?;
+    aic_build::prepare(&mut prepared)?;
     Ok(std::borrow::Cow::Owned(prepared))
 }
 
 /// Runs the replay in virtual time. Pure: no I/O, no clocks.
 pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<sim::Simulated> {
-    if aic::build::needs_prepare(spec) {
+    if aic_build::needs_prepare(spec) {
         return Err(Error::runtime(
             "AIC timing tables are not built: call dynosim::prepare on the spec first",
         ));

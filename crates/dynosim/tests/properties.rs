@@ -39,7 +39,7 @@ fn arb_turn(first: bool) -> impl Strategy<Value = Turn> {
                 input_length,
                 max_output_tokens: output,
                 delay_ms,
-                prompt: Prompt::HashIds { ids, block_size },
+                prompt: Prompt::hash_ids(ids, block_size),
                 priority: 0,
                 strict_priority: 0,
                 policy_class: None,
@@ -57,9 +57,9 @@ fn arb_session() -> impl Strategy<Value = Session> {
             let mut turns = vec![first];
             turns.extend(rest);
             Session {
-                id: String::new(),
+                id: "".into(),
                 first_timestamp_ms: Some(ts),
-                turns,
+                turns: turns.into(),
             }
         })
 }
@@ -67,7 +67,7 @@ fn arb_session() -> impl Strategy<Value = Session> {
 fn arb_workload() -> impl Strategy<Value = Workload> {
     prop::collection::vec(arb_session(), 1..14).prop_map(|mut sessions| {
         for (i, s) in sessions.iter_mut().enumerate() {
-            s.id = format!("s{i}");
+            s.id = format!("s{i}").into();
         }
         Workload {
             sessions,

@@ -117,22 +117,23 @@ fn workload(requests: &[(usize, usize, f64)]) -> Workload {
         .iter()
         .enumerate()
         .map(|(i, &(input, output, ts))| Session {
-            id: format!("s{i}"),
+            id: format!("s{i}").into(),
             first_timestamp_ms: Some(ts),
-            turns: vec![Turn {
+            turns: [Turn {
                 input_length: input,
                 max_output_tokens: output,
                 delay_ms: 0.0,
-                prompt: Prompt::HashIds {
-                    ids: (0..input.div_ceil(256) as u32)
+                prompt: Prompt::hash_ids(
+                    (0..input.div_ceil(256) as u32)
                         .map(|b| b + (i as u32 % 3) * 100)
                         .collect(),
-                    block_size: 256,
-                },
+                    256,
+                ),
                 priority: 0,
                 strict_priority: 0,
                 policy_class: None,
-            }],
+            }]
+            .into(),
         })
         .collect();
     Workload {

@@ -3,18 +3,19 @@
 //!
 //! INTERFACE
 //! - [`AicConfig`]: the validated `aic_*` settings of one engine configuration (or of the
-//!   router's `--aic-*` flags), plus, once [`prepare`](build::prepare) has run, its
+//!   router's `--aic-*` flags), plus, once [`prepare`](crate::aic_build::prepare) has run, its
 //!   [`AicTables`].
 //! - [`AicTables::prefill_ms`] / [`AicTables::decode_ms`]: the package's
 //!   `predict_prefill_latency(n, e + p, p)` and `predict_decode_latency(b, c, 2)`, in raw ms,
 //!   from the tables (no floors, no speed-up ratios: the timing model applies those).
-//! - [`build`]: runs the Python table builder once per configuration and caches its output on
-//!   disk. This is I/O: it runs before the simulation, never inside it.
+//! - [`BlockEstimate`]: the inputs of the package's KV-capacity estimate.
+//!
+//! This module is data and lookups only, below `config`. Building the tables (running the
+//! Python builder, caching its output) is I/O over a whole spec and lives above `config`, in
+//! [`crate::aic_build`]; it runs before the simulation, never inside it.
 //!
 //! How the tables are laid out and why is explained in `docs/timing.md` (AIC section) and in the
 //! builder, `crates/dynosim-py/python/dynosim/aic_tables.py`.
-
-pub mod build;
 
 use std::sync::Arc;
 
@@ -46,7 +47,7 @@ pub struct AicConfig {
     pub comm_dtype: Option<String>,
     /// Draft tokens per verification round (0 = none).
     pub nextn: usize,
-    /// Built by [`build::prepare`] before the simulation starts.
+    /// Built by [`crate::aic_build::prepare`] before the simulation starts.
     pub tables: Option<Arc<AicTables>>,
 }
 
@@ -58,6 +59,16 @@ pub fn normalize_dtype(value: Option<&str>) -> Option<String> {
         return None;
     }
     Some(if value == "int4" { "int4_wo" } else { value }.to_string())
+}
+
+/// The inputs of `estimate_num_gpu_blocks` (asked for when `num_gpu_blocks` is absent).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockEstimate {
+    pub block_size: usize,
+    pub max_num_batched_tokens: Option<usize>,
+    pub gpu_memory_utilization: Option<f64>,
+    pub mem_fraction_static: Option<f64>,
+    pub free_gpu_memory_fraction: Option<f64>,
 }
 
 /// The builder's output: the package's answers, tabulated.

@@ -32,7 +32,7 @@
 //! `aic_nextn`, `aic_nextn_accept_rates` and `aic_mtp_seed` become [`SpeculativeArgs`].
 //!
 //! With `aic_backend` set, the `aic_*` keys become an [`AicConfig`] (AIC timing; its tables are
-//! built later, by `aic::build::prepare`, before the simulation) and, when `num_gpu_blocks` is
+//! built later, by `aic_build::prepare`, before the simulation) and, when `num_gpu_blocks` is
 //! absent, a [`BlockEstimate`] asking the package for the KV capacity.
 
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ use serde_json::{Map, Value};
 use super::json_fields::{read_object, show_f64, unknown_field_message, ObjectError, Slot};
 use super::profile_table::ProfileTable;
 use super::router_config::RouterQueuePolicy;
-use crate::aic::build::BlockEstimate;
+use crate::aic::BlockEstimate;
 use crate::aic::{normalize_dtype, AicConfig, BACKENDS, DEFAULT_SYSTEM};
 use crate::error::{Error, Result};
 

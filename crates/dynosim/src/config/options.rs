@@ -756,12 +756,6 @@ impl ReplayOptions {
             );
         }
         let planner = PlannerSpec::from_arg(config)?;
-        if choices.router_mode == Ok(RouterMode::KvRouter) {
-            return Err(flag_error(
-                "--planner-config",
-                "the planner does not support --router-mode kv_router yet (use round_robin)",
-            ));
-        }
         planner.check_native_predictor()?;
         let engine_types = [&engines.aggregated, &engines.prefill, &engines.decode];
         if engine_types.iter().any(|args| {
@@ -1101,8 +1095,9 @@ impl ReplayOptions {
             });
         }
         let engine = engines.aggregated.unwrap_or_default();
-        // Online, the reference's live KV router also serves a single target.
-        let single_target_kv_refused = !choices.is_online();
+        // Online, the reference's live KV router also serves a single target; so does the
+        // multi-worker loop a planner always runs (its workers come and go).
+        let single_target_kv_refused = !choices.is_online() && self.planner_config.is_none();
         self.check_aggregated_workers(
             router_mode,
             num_workers,
@@ -2043,15 +2038,13 @@ mod tests {
             ..synthetic()
         });
         assert_eq!(planned.planner.unwrap().scale_interval_s, 5.0);
-        assert_error(
-            ReplayOptions {
-                planner_config: Some(AGG_LOAD.into()),
-                router_mode: "kv_router".into(),
-                ..synthetic()
-            },
-            "--planner-config: the planner does not support --router-mode kv_router yet (use \
-             round_robin)",
-        );
+        // The KV router learns of joining and leaving workers.
+        let planned = spec(ReplayOptions {
+            planner_config: Some(AGG_LOAD.into()),
+            router_mode: "kv_router".into(),
+            ..synthetic()
+        });
+        assert!(planned.planner.is_some());
         // A ceiling below one worker's GPUs would scale to zero workers.
         assert_error(
             ReplayOptions {

@@ -17,24 +17,18 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{EngineType, ReplayMode, ReplaySpec, RouterMode};
+use super::{EngineType, ReplayMode, ReplaySpec};
 use crate::error::{Error, Result};
 
 impl ReplaySpec {
-    /// Whether workers of this deployment can be scaled by a planner: offline replay, round
-    /// robin, vLLM or TRT-LLM engines. `what` names the planner in the message (the flag, or
+    /// Whether workers of this deployment can be scaled by a planner: offline replay, vLLM or
+    /// TRT-LLM engines (either router). `what` names the planner in the message (the flag, or
     /// the Python API's `scaling_policy`).
     pub fn check_scaling(&self, what: &str) -> Result<()> {
         if self.replay_mode != ReplayMode::Offline {
             return Err(Error::usage(format!(
                 "{what} only supports replay_mode='offline'"
             )));
-        }
-        if self.router_mode != RouterMode::RoundRobin {
-            return Err(Error::usage_about(
-                what,
-                "the planner does not support --router-mode kv_router yet (use round_robin)",
-            ));
         }
         let engines = std::iter::once(&self.engine)
             .chain(self.disaggregation.as_ref().map(|disagg| &disagg.prefill));

@@ -195,7 +195,14 @@ pub struct Collector {
     duration_ms: f64,
     /// Recorded only when the caller asked for the time series (the HTML report).
     timeseries: Option<Box<TimeSeries>>,
+    /// Emptied token-run buffers of ended requests, reused by later arrivals (growing a fresh
+    /// one token by token was a good part of the run's allocations).
+    spare_token_runs: Vec<Vec<(f64, usize)>>,
 }
+
+/// At most this many spare token-run buffers are kept, each of at most this many runs.
+const SPARE_TOKEN_RUN_BUFFERS: usize = 1024;
+const SPARE_TOKEN_RUN_CAPACITY: usize = 4096;
 
 /// The key that sorts records: arrival time (in `f64::total_cmp` order), then id.
 fn record_key(arrival_ms: f64, id: RequestId) -> (u64, RequestId) {
@@ -229,6 +236,7 @@ impl Collector {
             output_token_throughput_per_user: StreamingDistribution::new(),
             duration_ms: 0.0,
             timeseries: None,
+            spare_token_runs: Vec::new(),
         }
     }
 
@@ -262,7 +270,7 @@ impl Collector {
         at_ms: f64,
         input_length: usize,
         requested_output_length: usize,
-        session: Option<(&str, usize)>,
+        session: Option<(&dyn std::fmt::Display, usize)>,
     ) {
         if id < self.base {
             return;
@@ -279,6 +287,7 @@ impl Collector {
             arrival_ms: at_ms,
             input_length,
             requested_output_length,
+            pending_token_runs: self.spare_token_runs.pop().unwrap_or_default(),
             ..RequestState::default()
         });
         if self.capture_records {
@@ -423,7 +432,7 @@ impl Collector {
             unreachable!("matched above")
         };
         state.terminal = Some((at_ms, status));
-        let runs = std::mem::take(&mut state.pending_token_runs);
+        let mut runs = std::mem::take(&mut state.pending_token_runs);
         if state.is_completed() {
             let completed = CompletedRequest {
                 ttft_ms: state.ttft_ms(),
@@ -441,6 +450,12 @@ impl Collector {
                 series.on_completed(at_ms, &completed, &runs);
             }
             self.fold_completed(&state);
+        }
+        if self.spare_token_runs.len() < SPARE_TOKEN_RUN_BUFFERS
+            && runs.capacity() <= SPARE_TOKEN_RUN_CAPACITY
+        {
+            runs.clear();
+            self.spare_token_runs.push(runs);
         }
         if self.capture_records {
             let key = record_key(state.arrival_ms, id);
@@ -803,7 +818,7 @@ mod tests {
     #[test]
     fn counts_latencies_and_gaps_of_completed_requests_only() {
         let mut c = Collector::new(Sla::default(), true);
-        c.on_arrival(0, 0.0, 100, 3, Some(("s1", 2)));
+        c.on_arrival(0, 0.0, 100, 3, Some((&"s1", 2)));
         c.on_admit(0, 1.0, 10, 3);
         c.on_tokens(0, 10.0, 1);
         c.on_tokens(0, 12.0, 1);

@@ -106,27 +106,34 @@ impl Router {
         }
     }
 
-    /// Worker `worker` (of `dp_size` ranks) starts receiving requests.
-    pub fn worker_ready(&mut self, worker: usize, _dp_size: usize) {
+    /// Worker `worker` (of `dp_size` ranks) starts receiving requests at `now_ms`; queued
+    /// requests the KV router now lets through are appended to `placed`.
+    pub fn worker_ready(
+        &mut self,
+        worker: usize,
+        dp_size: usize,
+        now_ms: f64,
+        placed: &mut Vec<Placement>,
+    ) {
         match self {
             Router::RoundRobin(router) => router.worker_ready(worker),
-            Router::Kv(_) => unreachable!("the planner is refused with the KV router"),
+            Router::Kv(router) => router.add_targets(ranks(worker, dp_size), now_ms, placed),
         }
     }
 
     /// Worker `worker` stops receiving requests (it drains what it holds).
-    pub fn worker_draining(&mut self, worker: usize) {
+    pub fn worker_draining(&mut self, worker: usize, dp_size: usize) {
         match self {
             Router::RoundRobin(router) => router.worker_leaving(worker),
-            Router::Kv(_) => unreachable!("the planner is refused with the KV router"),
+            Router::Kv(router) => router.leave_targets(ranks(worker, dp_size)),
         }
     }
 
     /// Worker `worker` is gone.
-    pub fn worker_removed(&mut self, worker: usize) {
+    pub fn worker_removed(&mut self, worker: usize, dp_size: usize) {
         match self {
             Router::RoundRobin(router) => router.worker_leaving(worker),
-            Router::Kv(_) => unreachable!("the planner is refused with the KV router"),
+            Router::Kv(router) => router.forget_targets(ranks(worker, dp_size)),
         }
     }
 
@@ -135,4 +142,9 @@ impl Router {
             router.apply_kv_events(target, events);
         }
     }
+}
+
+/// The (worker, rank) targets of `worker`.
+fn ranks(worker: usize, dp_size: usize) -> std::ops::Range<usize> {
+    worker * dp_size..(worker + 1) * dp_size
 }

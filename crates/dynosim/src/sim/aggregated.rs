@@ -227,6 +227,7 @@ impl Topology for Aggregated<'_> {
                 changed = true;
             }
             changed |= self.pool.activate_due(self.now_ms);
+            self.send_joined_placements();
             if !(self.release_between_passes_only && self.pool.is_busy(0)) {
                 changed |= self.release_arrivals();
             }
@@ -264,6 +265,7 @@ impl Aggregated<'_> {
         if let Some(target) = decision.target_decode {
             let startup_ms = self.spec.engine.startup_time * 1000.0;
             self.pool.scale_to(target, self.now_ms, startup_ms);
+            self.send_joined_placements();
         }
         Ok(true)
     }
@@ -278,7 +280,13 @@ impl Aggregated<'_> {
             self.now_ms,
         ));
         match routed {
-            Routed::Placed { target, .. } => self.pool.enqueue(target, request),
+            Routed::Placed {
+                target,
+                overlap_blocks,
+            } => {
+                self.note_placement(overlap_blocks, request.prompt.len());
+                self.pool.enqueue(target, request);
+            }
             Routed::Queued => {
                 let id = request.id;
                 if id >= self.parked.len() {
@@ -309,13 +317,35 @@ impl Aggregated<'_> {
                 .router
                 .on_first_token(id, self.now_ms, &mut placements);
         }
+        self.send_placements(&mut placements);
+        self.placements = placements;
+    }
+
+    /// Sends the queued requests the KV router placed when workers joined.
+    fn send_joined_placements(&mut self) {
+        let mut placements = std::mem::take(&mut self.placements);
+        self.pool.take_placements(&mut placements);
+        self.send_placements(&mut placements);
+        self.placements = placements;
+    }
+
+    /// Sends parked requests the KV router took out of its queue to their schedulers.
+    fn send_placements(&mut self, placements: &mut Vec<Placement>) {
         for placement in placements.drain(..) {
             let request = self.parked[placement.id]
                 .take()
                 .expect("the router places only parked requests");
+            self.note_placement(placement.overlap_blocks, request.prompt.len());
             self.pool.enqueue(placement.target, request);
         }
-        self.placements = placements;
+    }
+
+    /// The planner's traffic window counts the KV router's cache hits.
+    fn note_placement(&mut self, overlap_blocks: u32, isl: usize) {
+        if let (Some(scaling), true) = (&mut self.scaling, self.pool.routes_on_kv_events()) {
+            let isl_blocks = isl.div_ceil(self.spec.engine.block_size.max(1));
+            scaling.traffic.on_placement(overlap_blocks, isl_blocks);
+        }
     }
 
     /// Starts a pass on `worker` if it is idle and has work (all of a worker's DP ranks pass
@@ -365,12 +395,13 @@ impl Aggregated<'_> {
         for (index, &event) in events.iter().enumerate() {
             match event {
                 PassEvent::Tokens { id, count } => {
-                    self.requests.on_tokens(id, count);
+                    let first_tokens = self.requests.on_tokens(id, count);
                     self.collector.on_tokens(id, self.now_ms, count);
                     // A token followed by the request's completion is its final token: the
-                    // router then releases everything at once, at the completion.
+                    // router then releases everything at once, at the completion. Later tokens
+                    // release nothing (the router frees a prefill once), so they skip it.
                     let final_token = events.get(index + 1) == Some(&PassEvent::Completed { id });
-                    if !final_token {
+                    if first_tokens && !final_token {
                         self.release_router_load(id, false);
                     }
                 }

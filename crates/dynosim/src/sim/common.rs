@@ -3,13 +3,15 @@
 //! flight), and building a KV router for a pool.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use super::driver::{Driver, Terminal};
 use super::event_loop::ProgressPoint;
 use super::pool::Pool;
 use super::scaling::Traffic;
 use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
+use crate::engine::kv::FastMap;
 use crate::engine::RequestId;
 use crate::error::Error;
 use crate::report::Collector;
@@ -113,8 +115,9 @@ pub(super) struct ReleasedRequest {
 /// request once it ended, so memory follows the requests in flight, not the run's length.
 pub(super) struct Requests {
     driver: Driver,
-    /// The origin of every request in flight.
-    origins: HashMap<RequestId, RequestOrigin>,
+    /// The origin of every request in flight (looked up for every pass's tokens: dense ids,
+    /// hashed by multiplication rather than SipHash).
+    origins: FastMap<RequestId, RequestOrigin>,
     /// The id the next released request takes.
     next_id: RequestId,
     /// Requests that ended (completed or not).
@@ -158,7 +161,7 @@ impl Requests {
 
     pub(super) fn new(driver: Driver) -> Self {
         Self {
-            origins: HashMap::new(),
+            origins: FastMap::default(),
             driver,
             next_id: 0,
             ended: 0,
@@ -231,10 +234,16 @@ impl Requests {
         })
     }
 
-    /// Request `id` produced `count` more tokens.
-    pub(super) fn on_tokens(&mut self, id: RequestId, count: usize) {
-        if let Some(origin) = self.origins.get_mut(&id) {
-            origin.generated += count;
+    /// Request `id` produced `count` more tokens. Whether it had produced none before (or is
+    /// not in flight): only then can these be its first tokens.
+    pub(super) fn on_tokens(&mut self, id: RequestId, count: usize) -> bool {
+        match self.origins.get_mut(&id) {
+            Some(origin) => {
+                let first = origin.generated == 0;
+                origin.generated += count;
+                first
+            }
+            None => true,
         }
     }
 
@@ -261,7 +270,7 @@ pub(super) struct RouteHints {
     pub(super) arrival_ms: f64,
     pub(super) priority: i32,
     pub(super) strict_priority: u32,
-    pub(super) policy_class: Option<String>,
+    pub(super) policy_class: Option<Arc<str>>,
 }
 
 impl RouteHints {

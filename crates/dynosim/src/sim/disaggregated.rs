@@ -258,6 +258,7 @@ impl<'s> Disaggregated<'s> {
             let startup_ms = self.decode.args.startup_time * 1000.0;
             self.decode.scale_to(target, self.now_ms, startup_ms);
         }
+        self.send_joined_placements();
         Ok(true)
     }
 
@@ -394,6 +395,7 @@ impl Topology for Disaggregated<'_> {
             }
             changed |= self.prefill.activate_due(now);
             changed |= self.decode.activate_due(now);
+            self.send_joined_placements();
             changed |= self.release_arrivals();
             changed |= self.drive_actions();
             changed |= self.drive_pool(Stage::Prefill);
@@ -443,10 +445,15 @@ impl Disaggregated<'_> {
             Routed::Placed {
                 target,
                 overlap_blocks,
-            } => Routing::Placed {
-                worker: target,
-                overlap_tokens: (overlap_blocks as usize * block_size).min(isl),
-            },
+            } => {
+                if stage == Stage::Prefill {
+                    self.note_prefill_placement(overlap_blocks, isl);
+                }
+                Routing::Placed {
+                    worker: target,
+                    overlap_tokens: (overlap_blocks as usize * block_size).min(isl),
+                }
+            }
             Routed::Queued => Routing::Queued,
             Routed::Rejected => Routing::Rejected,
         }
@@ -751,8 +758,28 @@ impl Disaggregated<'_> {
         let block_size = self.prefill.args.block_size.max(1);
         for placement in placements.drain(..) {
             let isl = self.released.origin(placement.id).input_length;
+            self.note_prefill_placement(placement.overlap_blocks, isl);
             let overlap_tokens = (placement.overlap_blocks as usize * block_size).min(isl);
             self.submit_prefill(placement.id, placement.target, overlap_tokens);
+        }
+    }
+
+    /// Sends the queued prefills the prefill router placed when prefill workers joined (the
+    /// decode router holds nothing back).
+    fn send_joined_placements(&mut self) {
+        let mut placements = std::mem::take(&mut self.placements);
+        self.decode.take_placements(&mut placements);
+        debug_assert!(placements.is_empty(), "the decode router never queues");
+        self.prefill.take_placements(&mut placements);
+        self.dispatch_prefill_placements(&mut placements);
+        self.placements = placements;
+    }
+
+    /// The planner's traffic window counts the prefill KV router's cache hits.
+    fn note_prefill_placement(&mut self, overlap_blocks: u32, isl: usize) {
+        if let (Some(scaling), true) = (&mut self.scaling, self.prefill.routes_on_kv_events()) {
+            let isl_blocks = isl.div_ceil(self.prefill.args.block_size.max(1));
+            scaling.traffic.on_placement(overlap_blocks, isl_blocks);
         }
     }
 

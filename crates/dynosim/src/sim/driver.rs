@@ -22,13 +22,16 @@
 //! blocks, so the next turn reuses them like the reference reuses its planned output tokens.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use crate::config::{compact_f64, ArrivalMode, MAX_VIRTUAL_TIME_MS};
+use crate::engine::kv::FastMap;
 use crate::error::{Error, Result};
 use crate::tokens::{generated_token, TokenSeq};
 use crate::workload::synthetic::SyntheticSessions;
-use crate::workload::{DependencyGraph, GraphTiming, PromptMode, Session, Trigger, Turn, Workload};
+use crate::workload::{
+    DependencyGraph, GraphTiming, PromptMode, Session, SessionId, Trigger, Turn, Turns, Workload,
+};
 
 /// A turn released to the router.
 #[derive(Debug)]
@@ -36,7 +39,7 @@ pub struct Release<'w> {
     /// The time the turn became ready (open loop: its scheduled arrival).
     pub ready_at_ms: f64,
     pub session_index: usize,
-    pub session_id: &'w str,
+    pub session_id: &'w SessionId,
     pub turn_index: usize,
     pub turn: &'w Turn,
     /// The prompt to send (for cumulative prompts, longer than `turn.input_length`).
@@ -256,7 +259,7 @@ impl GraphState {
 /// within the horizon (service times come on top; they are bounded by the simulation itself).
 fn check_session_delays(session: &Session, first_ms: f64, divisor: f64) -> Result<()> {
     let delays = session.turns.iter().skip(1).map(|turn| turn.delay_ms);
-    check_turn_delays(|| session.id.clone(), delays, first_ms, divisor)
+    check_turn_delays(|| session.id.to_string(), delays, first_ms, divisor)
 }
 
 /// [`check_session_delays`] over the delays of turns 1.. of the session `id` names.
@@ -289,7 +292,8 @@ enum SessionStore {
     Listed(Vec<Session>),
     Generated {
         source: Box<SyntheticSessions>,
-        live: HashMap<usize, Session>,
+        /// Keyed by dense session index, hashed by multiplication rather than SipHash.
+        live: FastMap<usize, Session>,
     },
 }
 
@@ -328,7 +332,7 @@ impl SessionStore {
     /// any more (its id stays readable for listed sessions).
     fn finish(&mut self, index: usize) {
         match self {
-            Self::Listed(sessions) => sessions[index].turns = Vec::new(),
+            Self::Listed(sessions) => sessions[index].turns = Turns::new(),
             Self::Generated { live, .. } => {
                 live.remove(&index);
             }
@@ -503,7 +507,7 @@ impl Driver {
         let delays = turn_delays(&source.clone().next_session().expect("request_count >= 1"));
         let mut sessions = SessionStore::Generated {
             source: Box::new(source),
-            live: HashMap::new(),
+            live: FastMap::default(),
         };
         let mut ready = BinaryHeap::new();
         let mut arrival_start_ms = 0.0;
@@ -575,7 +579,7 @@ impl Driver {
     }
 
     /// The id of session `index` (as written in the trace, or generated).
-    pub fn session_id(&self, index: usize) -> &str {
+    pub fn session_id(&self, index: usize) -> &SessionId {
         &self.sessions.get(index).id
     }
 
@@ -884,10 +888,7 @@ mod tests {
             ..Default::default()
         };
         for (k, t) in w.sessions[0].turns.iter_mut().enumerate() {
-            t.prompt = Prompt::HashIds {
-                ids: vec![k as u32],
-                block_size: 8,
-            };
+            t.prompt = Prompt::hash_ids(vec![k as u32], 8);
             t.input_length = 8;
         }
         let mut d = Driver::new(w, ArrivalMode::Timestamps { speedup: 1.0 }).unwrap();

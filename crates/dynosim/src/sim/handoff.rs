@@ -67,11 +67,58 @@ pub(super) enum Event {
     },
 }
 
+/// Where an active handoff stands: the one fact it waits for next. Each step issues the action
+/// that leads to that fact, so every phase names exactly what has been asked for so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
-    Active,
-    CleaningUp,
-    Complete { success: bool },
+enum Awaiting {
+    /// The prefill was submitted; waiting for the source to hold the prompt's KV.
+    Held,
+    /// Source first: held, the destination reservation asked for; waiting for it.
+    Reserved,
+    /// Destination first: the reservation asked for; waiting for it.
+    ReservedFirst,
+    /// Destination first: reserved, the prefill submitted; waiting for the source to hold.
+    HeldSecond { transferable_tokens: usize },
+    /// Both sides ready, the transfer started; waiting for it to land.
+    Transfer,
+    /// The destination's activation asked for; waiting for it to be applied.
+    Activation,
+    /// The source's release asked for; waiting for it to be done.
+    Release,
+}
+
+impl Awaiting {
+    /// Whether the prefill was submitted (so the source must be cancelled on failure).
+    fn submitted_prefill(self) -> bool {
+        !matches!(self, Awaiting::ReservedFirst)
+    }
+
+    /// Whether the destination reservation was asked for (so it must be cancelled on failure).
+    fn asked_destination(self) -> bool {
+        !matches!(self, Awaiting::Held)
+    }
+}
+
+/// One side's clean-up after a failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cleanup {
+    /// Never asked for: nothing to undo.
+    Untouched,
+    /// Its cancellation is issued and not yet done.
+    Cancelling,
+    Clean,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Active(Awaiting),
+    CleaningUp {
+        source: Cleanup,
+        destination: Cleanup,
+    },
+    Complete {
+        success: bool,
+    },
 }
 
 /// The steps an event made due, in execution order (at most two: both clean-ups).
@@ -98,168 +145,173 @@ impl IntoIterator for Steps {
     }
 }
 
-/// What has been asked for and what has happened in one handoff.
+/// One request's handoff.
 #[derive(Clone, Debug)]
 pub(super) struct Handoff {
-    order: Order,
-    mode: Mode,
-    submit_issued: bool,
-    held: bool,
-    reserve_issued: bool,
-    /// Known once the destination reserved.
-    transferable_tokens: Option<usize>,
-    transfer_issued: bool,
-    transfer_completed: bool,
-    activation_issued: bool,
-    activation_applied: bool,
-    release_issued: bool,
-    source_cancel_issued: bool,
-    source_cleanup_done: bool,
-    destination_cancel_issued: bool,
-    destination_cleanup_done: bool,
+    state: State,
 }
 
 impl Handoff {
     /// A new handoff and its first step.
     pub(super) fn start(order: Order) -> (Self, Action) {
-        let mut handoff = Self {
-            order,
-            mode: Mode::Active,
-            submit_issued: false,
-            held: false,
-            reserve_issued: false,
-            transferable_tokens: None,
-            transfer_issued: false,
-            transfer_completed: false,
-            activation_issued: false,
-            activation_applied: false,
-            release_issued: false,
-            source_cancel_issued: false,
-            source_cleanup_done: false,
-            destination_cancel_issued: false,
-            destination_cleanup_done: false,
+        let (phase, first) = match order {
+            Order::SourceFirst => (Awaiting::Held, Action::SubmitPrefill),
+            Order::DestinationFirst => (Awaiting::ReservedFirst, Action::ReserveDestination),
         };
-        let first = match order {
-            Order::SourceFirst => {
-                handoff.submit_issued = true;
-                Action::SubmitPrefill
-            }
-            Order::DestinationFirst => {
-                handoff.reserve_issued = true;
-                Action::ReserveDestination
-            }
+        let handoff = Self {
+            state: State::Active(phase),
         };
         (handoff, first)
     }
 
     /// `Some(success)` once the handoff is over.
     pub(super) fn result(&self) -> Option<bool> {
-        match self.mode {
-            Mode::Complete { success } => Some(success),
+        match self.state {
+            State::Complete { success } => Some(success),
             _ => None,
         }
     }
 
-    /// Applies `event`; returns the steps it makes due. Facts repeated or arriving after the
-    /// handoff left the active mode change nothing.
+    /// Applies `event`; returns the steps it makes due. A fact the current phase does not wait
+    /// for (a repeat, or one arriving during clean-up) changes nothing.
     pub(super) fn on(&mut self, event: Event) -> Steps {
-        if self.result().is_some() {
-            return Steps::default();
-        }
-        let active = self.mode == Mode::Active;
-        match event {
-            Event::SourceHeld if active && !self.held => self.held = true,
-            Event::DestinationReserved {
-                transferable_tokens,
-            } if active && self.transferable_tokens.is_none() => {
-                self.transferable_tokens = Some(transferable_tokens)
-            }
-            Event::TransferDone if active && !self.transfer_completed => {
-                self.transfer_completed = true
-            }
-            Event::SourceHeld | Event::DestinationReserved { .. } | Event::TransferDone => {
-                return Steps::default()
-            }
-            Event::Failed
-            | Event::Stepped {
-                outcome: Outcome::Failed,
-                ..
-            } => {
-                self.mode = Mode::CleaningUp;
-                return self.next_cleanup();
-            }
-            Event::Stepped {
-                action,
-                outcome: Outcome::Done,
-            } => match action {
-                Action::SubmitPrefill
-                | Action::ReserveDestination
-                | Action::StartTransfer { .. } => {}
-                Action::ActivateDestination => self.activation_applied = true,
-                Action::ReleaseSource | Action::CancelSource => self.source_cleanup_done = true,
-                Action::CancelDestination => self.destination_cleanup_done = true,
-                Action::Complete => return Steps::default(),
-            },
-        }
-        match self.mode {
-            Mode::Active => self.next_step().map(Steps::one).unwrap_or_default(),
-            Mode::CleaningUp => self.next_cleanup(),
-            Mode::Complete { .. } => Steps::default(),
+        match self.state {
+            State::Complete { .. } => Steps::default(),
+            State::Active(phase) => self.on_active(phase, event),
+            State::CleaningUp { .. } => self.on_cleanup(event),
         }
     }
 
-    /// The next step of an active handoff, if one is due.
-    fn next_step(&mut self) -> Option<Action> {
-        let action = if self.order == Order::SourceFirst && self.held && !self.reserve_issued {
-            self.reserve_issued = true;
-            Action::ReserveDestination
-        } else if self.order == Order::DestinationFirst
-            && self.transferable_tokens.is_some()
-            && !self.submit_issued
-        {
-            self.submit_issued = true;
-            Action::SubmitPrefill
-        } else if let (true, Some(missing_tokens), false) =
-            (self.held, self.transferable_tokens, self.transfer_issued)
-        {
-            self.transfer_issued = true;
-            Action::StartTransfer { missing_tokens }
-        } else if self.transfer_completed && !self.activation_issued {
-            self.activation_issued = true;
-            Action::ActivateDestination
-        } else if self.activation_applied && !self.release_issued {
-            self.release_issued = true;
-            Action::ReleaseSource
-        } else if self.source_cleanup_done {
-            self.mode = Mode::Complete { success: true };
-            Action::Complete
-        } else {
-            return None;
+    fn on_active(&mut self, phase: Awaiting, event: Event) -> Steps {
+        let (next, action) = match (phase, event) {
+            (
+                _,
+                Event::Failed
+                | Event::Stepped {
+                    outcome: Outcome::Failed,
+                    ..
+                },
+            ) => return self.fail(phase),
+            (Awaiting::Held, Event::SourceHeld) => (Awaiting::Reserved, Action::ReserveDestination),
+            (
+                Awaiting::Reserved,
+                Event::DestinationReserved {
+                    transferable_tokens,
+                },
+            ) => (
+                Awaiting::Transfer,
+                Action::StartTransfer {
+                    missing_tokens: transferable_tokens,
+                },
+            ),
+            (
+                Awaiting::ReservedFirst,
+                Event::DestinationReserved {
+                    transferable_tokens,
+                },
+            ) => (
+                Awaiting::HeldSecond {
+                    transferable_tokens,
+                },
+                Action::SubmitPrefill,
+            ),
+            (
+                Awaiting::HeldSecond {
+                    transferable_tokens,
+                },
+                Event::SourceHeld,
+            ) => (
+                Awaiting::Transfer,
+                Action::StartTransfer {
+                    missing_tokens: transferable_tokens,
+                },
+            ),
+            (Awaiting::Transfer, Event::TransferDone) => {
+                (Awaiting::Activation, Action::ActivateDestination)
+            }
+            (
+                Awaiting::Activation,
+                Event::Stepped {
+                    action: Action::ActivateDestination,
+                    ..
+                },
+            ) => (Awaiting::Release, Action::ReleaseSource),
+            (
+                Awaiting::Release,
+                Event::Stepped {
+                    action: Action::ReleaseSource,
+                    ..
+                },
+            ) => {
+                self.state = State::Complete { success: true };
+                return Steps::one(Action::Complete);
+            }
+            _ => return Steps::default(),
         };
-        Some(action)
+        self.state = State::Active(next);
+        Steps::one(action)
     }
 
-    /// The clean-up steps of a failed handoff: cancel each side that was asked for, then
-    /// complete once both are clean.
-    fn next_cleanup(&mut self) -> Steps {
+    /// Leaves the active path from `phase`: cancel each side that was asked for.
+    fn fail(&mut self, phase: Awaiting) -> Steps {
+        let side = |asked: bool| {
+            if asked {
+                Cleanup::Cancelling
+            } else {
+                Cleanup::Untouched
+            }
+        };
+        let source = side(phase.submitted_prefill());
+        let destination = side(phase.asked_destination());
+        self.state = State::CleaningUp {
+            source,
+            destination,
+        };
         let mut steps = Steps::default();
-        if self.submit_issued && !self.source_cancel_issued && !self.source_cleanup_done {
-            self.source_cancel_issued = true;
+        if source == Cleanup::Untouched && destination == Cleanup::Untouched {
+            self.state = State::Complete { success: false };
+            steps.push(Action::Complete);
+            return steps;
+        }
+        if source == Cleanup::Cancelling {
             steps.push(Action::CancelSource);
         }
-        if self.reserve_issued && !self.destination_cancel_issued && !self.destination_cleanup_done
-        {
-            self.destination_cancel_issued = true;
+        if destination == Cleanup::Cancelling {
             steps.push(Action::CancelDestination);
         }
-        if steps == Steps::default()
-            && (!self.submit_issued || self.source_cleanup_done)
-            && (!self.reserve_issued || self.destination_cleanup_done)
-        {
-            self.mode = Mode::Complete { success: false };
-            steps.push(Action::Complete);
-        }
         steps
+    }
+
+    /// A clean-up step done: mark its side clean; complete, unsuccessfully, once no side is
+    /// still cancelling.
+    fn on_cleanup(&mut self, event: Event) -> Steps {
+        let State::CleaningUp {
+            mut source,
+            mut destination,
+        } = self.state
+        else {
+            unreachable!("called only while cleaning up");
+        };
+        match event {
+            Event::Stepped {
+                action: Action::CancelSource | Action::ReleaseSource,
+                outcome: Outcome::Done,
+            } => source = Cleanup::Clean,
+            Event::Stepped {
+                action: Action::CancelDestination,
+                outcome: Outcome::Done,
+            } => destination = Cleanup::Clean,
+            _ => return Steps::default(),
+        }
+        if source == Cleanup::Cancelling || destination == Cleanup::Cancelling {
+            self.state = State::CleaningUp {
+                source,
+                destination,
+            };
+            return Steps::default();
+        }
+        self.state = State::Complete { success: false };
+        Steps::one(Action::Complete)
     }
 }
 
@@ -367,6 +419,26 @@ mod tests {
         assert_eq!(steps(&mut h, Event::Failed), [Action::CancelSource]);
         assert_eq!(
             steps(&mut h, done(Action::CancelSource)),
+            [Action::Complete]
+        );
+        assert_eq!(h.result(), Some(false));
+    }
+
+    #[test]
+    fn a_failure_before_the_destination_first_prefill_only_cancels_the_destination() {
+        let (mut h, _) = Handoff::start(Order::DestinationFirst);
+        let refused = Event::Stepped {
+            action: Action::ReserveDestination,
+            outcome: Outcome::Failed,
+        };
+        assert_eq!(steps(&mut h, refused), [Action::CancelDestination]);
+        // A reservation that lands during the clean-up starts nothing.
+        let late = Event::DestinationReserved {
+            transferable_tokens: 16,
+        };
+        assert!(steps(&mut h, late).is_empty());
+        assert_eq!(
+            steps(&mut h, done(Action::CancelDestination)),
             [Action::Complete]
         );
         assert_eq!(h.result(), Some(false));

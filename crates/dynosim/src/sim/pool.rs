@@ -19,7 +19,8 @@
 //!   (new workers start, or serve at once without a startup time; a smaller target cancels
 //!   starting workers, then drains the highest active ids), [`Pool::activate_due`] brings up
 //!   the workers whose startup ended, [`Pool::retire_drained`] retires draining workers with
-//!   nothing left. The router hears of every change. With metrics on, the pool keeps the
+//!   nothing left. The router hears of every change; queued requests a KV router places when
+//!   a worker joins wait in [`Pool::take_placements`]. With metrics on, the pool keeps the
 //!   latest forward-pass metrics per (worker, rank) ([`super::scaling::FpmBuffer`]).
 
 use super::common::EventQueue;
@@ -30,6 +31,7 @@ use crate::engine::fpm::ForwardPassMetrics;
 use crate::engine::kv::KvEvent;
 use crate::engine::{EngineRequest, PassEvent, RankLoad, RankScheduler, RequestId};
 use crate::planner::PoolWorkers;
+use crate::router::kv::Placement;
 use crate::router::Router;
 
 /// Where a worker is in its life. Only active workers receive new requests; draining ones
@@ -84,10 +86,16 @@ pub(super) struct Pool {
     routes_on_kv_events: bool,
     /// Integral of the worker count over model time (ms).
     worker_ms: f64,
+    /// Workers draining, and workers retired (kept so that the per-timestamp steps need not
+    /// scan every worker).
+    draining: usize,
+    retired: usize,
     /// With a planner: the latest forward-pass metrics per (worker, rank).
     fpm: Option<FpmBuffer>,
     /// Workers still starting, by the time they become ready.
     starting: EventQueue<usize>,
+    /// Queued requests the KV router placed when workers joined, for the topology to send.
+    placements: Vec<Placement>,
     /// Scratch buffers.
     pass_events: Vec<PassEvent>,
     kv_events: Vec<KvEvent>,
@@ -119,8 +127,11 @@ impl Pool {
             router,
             routes_on_kv_events,
             worker_ms: 0.0,
+            draining: 0,
+            retired: 0,
             fpm: None,
             starting: EventQueue::new(),
+            placements: Vec::new(),
             pass_events: Vec::new(),
             kv_events: Vec::new(),
         }
@@ -181,6 +192,7 @@ impl Pool {
             if self.workers[worker].phase == WorkerPhase::Starting {
                 // Its pending ready event becomes stale.
                 self.workers[worker].phase = WorkerPhase::Retired;
+                self.retired += 1;
                 excess -= 1;
             }
         }
@@ -190,7 +202,8 @@ impl Pool {
             }
             if self.workers[worker].phase == WorkerPhase::Active {
                 self.workers[worker].phase = WorkerPhase::Draining;
-                self.router.worker_draining(worker);
+                self.draining += 1;
+                self.router.worker_draining(worker, self.dp_size);
                 excess -= 1;
             }
         }
@@ -224,7 +237,15 @@ impl Pool {
         if let Some(buffer) = &mut self.fpm {
             buffer.activate(worker, self.dp_size, now_ms);
         }
-        self.router.worker_ready(worker, self.dp_size);
+        self.router
+            .worker_ready(worker, self.dp_size, now_ms, &mut self.placements);
+    }
+
+    /// The queued requests the KV router placed as workers joined since the last call (the
+    /// topology sends them on; `out` is cleared first).
+    pub(super) fn take_placements(&mut self, out: &mut Vec<Placement>) {
+        out.clear();
+        out.append(&mut self.placements);
     }
 
     /// When the next starting worker becomes ready, if any.
@@ -248,6 +269,9 @@ impl Pool {
     /// Retires draining workers that hold nothing and have no pass in flight. Whether any was.
     pub(super) fn retire_drained(&mut self) -> bool {
         let mut any = false;
+        if self.draining == 0 {
+            return false;
+        }
         for worker in 0..self.workers.len() {
             let state = &self.workers[worker];
             if state.phase != WorkerPhase::Draining || state.busy || !state.deferred.is_empty() {
@@ -257,7 +281,9 @@ impl Pool {
                 continue;
             }
             self.workers[worker].phase = WorkerPhase::Retired;
-            self.router.worker_removed(worker);
+            self.draining -= 1;
+            self.retired += 1;
+            self.router.worker_removed(worker, self.dp_size);
             any = true;
         }
         any
@@ -289,11 +315,14 @@ impl Pool {
     /// Every live worker (starting, active or draining) is provisioned for another `dt_ms`
     /// of model time.
     pub(super) fn accrue(&mut self, dt_ms: f64) {
-        let live = self
-            .workers
-            .iter()
-            .filter(|w| w.phase != WorkerPhase::Retired)
-            .count();
+        let live = self.workers.len() - self.retired;
+        debug_assert_eq!(
+            live,
+            self.workers
+                .iter()
+                .filter(|w| w.phase != WorkerPhase::Retired)
+                .count()
+        );
         self.worker_ms += live as f64 * dt_ms;
     }
 

@@ -106,6 +106,9 @@ pub(super) struct Traffic {
     itl_count: usize,
     accepted_tokens: usize,
     decode_forwards: usize,
+    /// Sum of overlap / prompt blocks over the KV router's placements, and their count.
+    total_hit_rate: f64,
+    hit_rate_count: usize,
     in_flight: HashMap<RequestId, Progress>,
 }
 
@@ -122,6 +125,17 @@ impl Traffic {
                 output_tokens: 0,
             },
         );
+    }
+
+    /// The KV router placed a request with `overlap_blocks` of its `isl_blocks` prompt blocks
+    /// (rounded up) cached on its target (in disagg only the prefill router's placements
+    /// count; a request's decode placement would count it twice).
+    pub(super) fn on_placement(&mut self, overlap_blocks: u32, isl_blocks: usize) {
+        if isl_blocks == 0 {
+            return;
+        }
+        self.total_hit_rate += f64::from(overlap_blocks) / isl_blocks as f64;
+        self.hit_rate_count += 1;
     }
 
     /// The end-of-pass events of one decode (or aggregated) pass at `now_ms`.
@@ -190,9 +204,9 @@ impl Traffic {
             ttft_count: self.ttft_count,
             avg_itl_ms: mean(self.total_itl_ms, self.itl_count),
             itl_count: self.itl_count,
-            // Round robin sees no cache hits (the planner refuses the KV router for now).
-            avg_kv_hit_rate: 0.0,
-            hit_rate_count: 0,
+            // Round robin places nothing through the KV router: 0.0 over 0 placements.
+            avg_kv_hit_rate: mean(self.total_hit_rate, self.hit_rate_count),
+            hit_rate_count: self.hit_rate_count,
             avg_accept_length: (self.decode_forwards > 0)
                 .then(|| self.accepted_tokens as f64 / self.decode_forwards as f64),
             accept_length_forward_count: self.decode_forwards,

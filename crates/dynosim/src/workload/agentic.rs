@@ -14,14 +14,15 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::lines::{describe_json_error, TraceLines, U32Count};
 use super::{
-    Dependency, DependencyGraph, GraphTiming, HashIdInterner, Prompt, Session, Trigger, Turn,
-    Workload,
+    Dependency, DependencyGraph, GraphTiming, HashIdArena, HashIdInterner, Session, SessionId,
+    Trigger, Turn, Workload,
 };
 use crate::error::{Error, Result};
 
@@ -402,6 +403,7 @@ pub(super) struct AgenticBuilder {
     trace_block_size: u32,
     timing: GraphTiming,
     interner: HashIdInterner,
+    arena: HashIdArena,
     sessions: Vec<Session>,
     /// Every request id seen, as a row's own id or as a dependency: id -> slot.
     slots: HashMap<Box<str>, u32>,
@@ -424,6 +426,7 @@ impl AgenticBuilder {
             trace_block_size,
             timing,
             interner: HashIdInterner::default(),
+            arena: HashIdArena::default(),
             sessions: Vec::new(),
             slots: HashMap::new(),
             slot_names: Vec::new(),
@@ -560,19 +563,16 @@ impl AgenticBuilder {
         self.sessions.push(Session {
             id: row
                 .session_id
-                .unwrap_or_else(|| format!("request_{line_no}")),
+                .map_or(SessionId::Request(line_no as u64), SessionId::from),
             first_timestamp_ms,
-            turns: vec![Turn {
+            turns: smallvec::smallvec![Turn {
                 input_length,
                 max_output_tokens: output_length,
                 delay_ms: 0.0,
-                prompt: Prompt::HashIds {
-                    ids,
-                    block_size: self.trace_block_size,
-                },
+                prompt: self.arena.push(ids, self.trace_block_size),
                 priority: row.priority,
                 strict_priority: row.strict_priority,
-                policy_class: row.policy_class,
+                policy_class: row.policy_class.map(Arc::from),
             }],
         });
         Ok(())
@@ -615,6 +615,7 @@ impl AgenticBuilder {
                 self.slot_names[self.row_slots[row] as usize], self.row_lines[row]
             )));
         }
+        self.arena.share(&mut self.sessions);
         Ok(Workload {
             sessions: self.sessions,
             prompts: super::PromptMode::Full,
@@ -799,13 +800,16 @@ mod tests {
         let graph = w.graph.as_ref().unwrap();
         assert_eq!(graph.timing, GraphTiming::NotBefore);
         assert_eq!(
-            w.sessions.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            w.sessions
+                .iter()
+                .map(|s| s.id.to_string())
+                .collect::<Vec<_>>(),
             ["root", "child", "root"]
         );
         assert_eq!(graph.floor_ms, vec![Some(0.0); 3]);
         assert!(matches!(
-            w.sessions[0].turns[0].prompt,
-            Prompt::HashIds { block_size: 4, .. }
+            &w.sessions[0].turns[0].prompt,
+            crate::workload::Prompt::HashIds(prompt) if prompt.block_size() == 4
         ));
         assert_eq!(
             graph.dependencies(1),

@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::lines::{describe_json_error, TraceLines};
-use super::{HashIdInterner, Prompt, Session, Turn, Workload};
+use super::{HashIdArena, HashIdInterner, Session, Turn, Turns, Workload};
 use crate::error::{Error, Result};
 
 /// Top bits of the hash ids shared within a prefix group.
@@ -54,6 +54,7 @@ pub fn read_applied_compute(
         .map_err(|e| Error::usage(format!("failed to open trace file {shown}: {e}")))?;
     let block = trace_block_size as usize;
     let mut interner = HashIdInterner::default();
+    let mut arena = HashIdArena::default();
     let mut next_unique: u64 = 1;
     let mut sessions = Vec::new();
     loop {
@@ -134,7 +135,7 @@ pub fn read_applied_compute(
             Ok(())
         };
         grow(&mut raw_ids, &mut ids, input_length)?;
-        let mut turns = Vec::with_capacity(row.num_turns + 1);
+        let mut turns = Turns::with_capacity(row.num_turns + 1);
         let mut delay_ms = 0.0;
         for turn in 0..row.num_turns {
             let latency_s = row.tool_call_latency[turn];
@@ -147,10 +148,7 @@ pub fn read_applied_compute(
                 input_length,
                 max_output_tokens: row.assistant_response_length[turn],
                 delay_ms,
-                prompt: Prompt::HashIds {
-                    ids: ids.clone(),
-                    block_size: trace_block_size,
-                },
+                prompt: arena.push(ids.iter().copied(), trace_block_size),
                 priority: 0,
                 strict_priority: 0,
                 policy_class: None,
@@ -166,16 +164,13 @@ pub fn read_applied_compute(
             input_length,
             max_output_tokens: row.final_assistant_response_length,
             delay_ms,
-            prompt: Prompt::HashIds {
-                ids,
-                block_size: trace_block_size,
-            },
+            prompt: arena.push(ids, trace_block_size),
             priority: 0,
             strict_priority: 0,
             policy_class: None,
         });
         sessions.push(Session {
-            id: format!("applied_compute_agentic_session_{line_no}"),
+            id: format!("applied_compute_agentic_session_{line_no}").into(),
             first_timestamp_ms: None,
             turns,
         });
@@ -185,6 +180,7 @@ pub fn read_applied_compute(
             "trace file {shown} did not contain any requests"
         )));
     }
+    arena.share(&mut sessions);
     Ok(Workload {
         sessions,
         ..Workload::default()
@@ -216,10 +212,7 @@ mod tests {
             s.turns.iter().map(|t| t.delay_ms).collect::<Vec<_>>(),
             [0.0, 10.0, 20.0]
         );
-        let ids = |t: &Turn| match &t.prompt {
-            Prompt::HashIds { ids, .. } => ids.clone(),
-            Prompt::Unique { .. } => unreachable!(),
-        };
+        let ids = |t: &Turn| t.prompt.ids().unwrap().to_vec();
         // Each prompt extends the previous one.
         assert_eq!(ids(&s.turns[0]), [0, 1, 2, 3]);
         assert_eq!(ids(&s.turns[2])[..7], ids(&s.turns[1])[..]);
@@ -229,10 +222,7 @@ mod tests {
     fn prefix_groups_share_the_first_blocks() {
         let text = format!("{ROW}\n{ROW}\n{ROW}\n");
         let w = load(&text, 4, 0.5, 2).unwrap();
-        let first = |s: usize| match &w.sessions[s].turns[0].prompt {
-            Prompt::HashIds { ids, .. } => ids.clone(),
-            Prompt::Unique { .. } => unreachable!(),
-        };
+        let first = |s: usize| w.sessions[s].turns[0].prompt.ids().unwrap().to_vec();
         // round(4 blocks * 0.5) = 2 shared blocks; lines 1 and 3 share group 0.
         assert_eq!(first(0)[..2], first(2)[..2]);
         assert_ne!(first(0)[..2], first(1)[..2]);

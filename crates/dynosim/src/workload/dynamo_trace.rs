@@ -23,7 +23,9 @@ use serde_json::Value;
 
 use super::agentic::{AgenticBuilder, NodeDependency, NodeRow};
 use super::lines::{describe_json_error, TraceLines};
-use super::{GraphTiming, HashIdInterner, Prompt, Session, Trigger, Turn, Workload};
+use super::{
+    GraphTiming, HashIdArena, HashIdInterner, Session, SessionId, Trigger, Turn, Workload,
+};
 use crate::error::{Error, Result};
 
 /// The only record schema the reader knows.
@@ -520,9 +522,10 @@ fn saturating_i64(value: u64) -> i64 {
 fn lower_standard(requests: Vec<RequestEntry>, block_size: u32) -> Result<Workload> {
     let start = requests.iter().map(|r| r.start_ms).min().unwrap_or(0);
     let mut interner = HashIdInterner::default();
+    let mut arena = HashIdArena::default();
     let mut sessions = Vec::with_capacity(requests.len());
     for (index, request) in requests.into_iter().enumerate() {
-        let id = format!("request_{}", index + 1);
+        let id = SessionId::Request(index as u64 + 1);
         if request.input_length == 0 {
             return Err(Error::usage(format!(
                 "session {id} turn 0 must have a positive input_length (request {} at {}: replay.input_length is 0)",
@@ -539,17 +542,18 @@ fn lower_standard(requests: Vec<RequestEntry>, block_size: u32) -> Result<Worklo
         sessions.push(Session {
             id,
             first_timestamp_ms: Some((request.start_ms - start) as f64),
-            turns: vec![Turn {
+            turns: smallvec::smallvec![Turn {
                 input_length: request.input_length,
                 max_output_tokens: output,
                 delay_ms: 0.0,
-                prompt: Prompt::HashIds { ids, block_size },
+                prompt: arena.push(ids, block_size),
                 priority: 0,
                 strict_priority: 0,
                 policy_class: None,
             }],
         });
     }
+    arena.share(&mut sessions);
     Ok(Workload {
         sessions,
         ..Workload::default()
@@ -859,7 +863,10 @@ mod tests {
         assert_eq!(t.block_size, 4);
         let w = t.workload;
         assert_eq!(
-            w.sessions.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            w.sessions
+                .iter()
+                .map(|s| s.id.to_string())
+                .collect::<Vec<_>>(),
             ["request_1", "request_2"]
         );
         assert_eq!(w.sessions[0].first_timestamp_ms, Some(0.0));

@@ -6,7 +6,12 @@
 //! speed-up, closed-loop concurrency, dependency release) is the simulator driver's job
 //! (`sim::driver`), because it depends on the run mode.
 //!
-//! Prompts stay compact (interned hash ids, not tokens) until a request is dispatched.
+//! Prompts stay compact (interned hash ids, not tokens) until a request is dispatched. A loaded
+//! trace is kept small because its rows are many: a session's single turn is stored inline
+//! ([`Turns`]), every prompt's ids are a range of one arena the trace's prompts share
+//! ([`HashIdArena`]), and made-up session names are numbers until shown ([`SessionId`]).
+
+use std::sync::Arc;
 
 use crate::tokens::{unique_prompt_token, TokenSeq};
 
@@ -135,10 +140,64 @@ impl DependencyGraph {
 #[derive(Clone, Debug)]
 pub struct Session {
     /// `session_id` from the trace, or `request_<line>` (1-based physical line) when absent.
-    pub id: String,
+    pub id: SessionId,
     /// The first turn's `timestamp` in ms as written (not normalised), if present.
     pub first_timestamp_ms: Option<f64>,
-    pub turns: Vec<Turn>,
+    /// Most sessions of a trace have one turn: it is stored inline, without an allocation.
+    pub turns: Turns,
+}
+
+/// A session's turns (one inline, more on the heap).
+pub type Turns = smallvec::SmallVec<[Turn; 1]>;
+
+/// A session's name. The names a reader makes up for rows without one (`request_<line>`) are
+/// kept as the line number and spelled out only when shown, so a trace of single-turn rows
+/// costs no string per row.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SessionId {
+    /// `request_<line>`: the 1-based physical line of the row that started the session.
+    Request(u64),
+    /// A name as written in the trace (or made up by a reader in another shape). (A second
+    /// numbered shape would cost this type 8 more bytes: only one fits beside the pointer.)
+    Named(Box<str>),
+}
+
+impl std::fmt::Display for SessionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionId::Request(line) => write!(f, "request_{line}"),
+            SessionId::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+impl From<String> for SessionId {
+    fn from(name: String) -> Self {
+        SessionId::Named(name.into_boxed_str())
+    }
+}
+
+impl From<&str> for SessionId {
+    fn from(name: &str) -> Self {
+        SessionId::Named(name.into())
+    }
+}
+
+impl PartialEq<str> for SessionId {
+    fn eq(&self, other: &str) -> bool {
+        match self {
+            SessionId::Named(name) => **name == *other,
+            SessionId::Request(line) => other
+                .strip_prefix("request_")
+                .is_some_and(|digits| digits == line.to_string()),
+        }
+    }
+}
+
+impl PartialEq<&str> for SessionId {
+    fn eq(&self, other: &&str) -> bool {
+        self == *other
+    }
 }
 
 /// One request of a session.
@@ -154,7 +213,8 @@ pub struct Turn {
     /// Router hints carried from the trace row (defaults 0, 0, None).
     pub priority: i32,
     pub strict_priority: u32,
-    pub policy_class: Option<String>,
+    /// Shared between the rows that name the same class.
+    pub policy_class: Option<Arc<str>>,
 }
 
 /// How a turn's prompt tokens are synthesised.
@@ -162,23 +222,75 @@ pub struct Turn {
 pub enum Prompt {
     /// Trace hash ids (interned to dense u32 in first-seen order): id `k` stands for `block_size`
     /// copies of token `k`; the prompt is the first `input_length` of those tokens.
-    HashIds { ids: Vec<u32>, block_size: u32 },
+    HashIds(HashIdPrompt),
     /// Content that no other request shares (the synthetic workload without sessions).
     Unique { key: u64 },
 }
 
+/// A hash-id prompt: its ids are a range of an arena that every prompt of a trace shares (one
+/// allocation per trace instead of one per row), and the tokens each id stands for.
+#[derive(Clone)]
+pub struct HashIdPrompt {
+    arena: Arc<Vec<u32>>,
+    start: usize,
+    len: u32,
+    block_size: u32,
+}
+
+impl HashIdPrompt {
+    /// The interned hash ids, in prompt order.
+    pub fn ids(&self) -> &[u32] {
+        &self.arena[self.start..self.start + self.len as usize]
+    }
+
+    /// Tokens per hash id.
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+}
+
+impl std::fmt::Debug for HashIdPrompt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HashIdPrompt")
+            .field("ids", &self.ids())
+            .field("block_size", &self.block_size)
+            .finish()
+    }
+}
+
 impl Prompt {
+    /// A prompt of its own hash ids (its own arena): for generated workloads and tests. Trace
+    /// readers share one arena through [`HashIdArena`].
+    pub fn hash_ids(ids: Vec<u32>, block_size: u32) -> Self {
+        let len = u32::try_from(ids.len()).expect("a prompt's hash ids fit in u32");
+        Prompt::HashIds(HashIdPrompt {
+            arena: Arc::new(ids),
+            start: 0,
+            len,
+            block_size,
+        })
+    }
+
+    /// The hash ids of a hash-id prompt.
+    pub fn ids(&self) -> Option<&[u32]> {
+        match self {
+            Prompt::HashIds(prompt) => Some(prompt.ids()),
+            Prompt::Unique { .. } => None,
+        }
+    }
+
     /// The prompt's `input_length` tokens.
     pub fn tokens(&self, input_length: usize) -> TokenSeq {
         let mut seq = TokenSeq::new();
         match self {
-            Prompt::HashIds { ids, block_size } => {
+            Prompt::HashIds(prompt) => {
+                let block_size = prompt.block_size as usize;
                 let mut remaining = input_length;
-                for &id in ids {
+                for &id in prompt.ids() {
                     if remaining == 0 {
                         break;
                     }
-                    let take = remaining.min(*block_size as usize);
+                    let take = remaining.min(block_size);
                     seq.push_run(u64::from(id), take as u32);
                     remaining -= take;
                 }
@@ -189,6 +301,54 @@ impl Prompt {
             }
         }
         seq
+    }
+}
+
+/// The hash ids of a trace's prompts while it is read: every row's ids go into one growing
+/// vector, and [`HashIdArena::share`] hands the finished vector to every prompt made from it.
+/// Prompts made by [`HashIdArena::push`] are incomplete until then (they read as empty).
+#[derive(Debug)]
+pub struct HashIdArena {
+    ids: Vec<u32>,
+    /// The empty arena incomplete prompts point to (one allocation, shared).
+    pending: Arc<Vec<u32>>,
+}
+
+impl Default for HashIdArena {
+    fn default() -> Self {
+        Self {
+            ids: Vec::new(),
+            pending: Arc::new(Vec::new()),
+        }
+    }
+}
+
+impl HashIdArena {
+    /// Appends one prompt's ids; the prompt becomes usable once the arena is shared.
+    pub fn push(&mut self, ids: impl IntoIterator<Item = u32>, block_size: u32) -> Prompt {
+        let start = self.ids.len();
+        self.ids.extend(ids);
+        let len = u32::try_from(self.ids.len() - start).expect("a row's hash ids fit in u32");
+        Prompt::HashIds(HashIdPrompt {
+            arena: Arc::clone(&self.pending),
+            start,
+            len,
+            block_size,
+        })
+    }
+
+    /// Points every hash-id prompt of `sessions` made by [`HashIdArena::push`] at the
+    /// finished arena.
+    pub fn share(mut self, sessions: &mut [Session]) {
+        self.ids.shrink_to_fit();
+        let arena = Arc::new(self.ids);
+        for turn in sessions.iter_mut().flat_map(|s| s.turns.iter_mut()) {
+            if let Prompt::HashIds(prompt) = &mut turn.prompt {
+                if Arc::ptr_eq(&prompt.arena, &self.pending) {
+                    prompt.arena = Arc::clone(&arena);
+                }
+            }
+        }
     }
 }
 
@@ -259,14 +419,63 @@ mod tests {
 
     #[test]
     fn hash_id_prompt_clips_the_last_block() {
-        let p = Prompt::HashIds {
-            ids: vec![0, 1, 2],
-            block_size: 512,
-        };
+        let p = Prompt::hash_ids(vec![0, 1, 2], 512);
         let t = p.tokens(600);
         assert_eq!(t.len(), 600);
         assert_eq!(t.runs().len(), 2);
         assert_eq!(t.runs()[1].len, 88);
+    }
+
+    /// A loaded trace costs its sessions (a one-turn session holds its turn inline) plus 4
+    /// bytes per hash id; these sizes are what bench/memory.sh's trace figure rests on.
+    #[test]
+    fn a_one_turn_session_is_compact() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<SessionId>(), 16);
+        assert_eq!(size_of::<Prompt>(), 24);
+        assert_eq!(size_of::<Turn>(), 72);
+        assert_eq!(size_of::<Session>(), 112);
+    }
+
+    #[test]
+    fn session_ids_read_as_their_names() {
+        assert_eq!(SessionId::Request(12).to_string(), "request_12");
+        assert_eq!(SessionId::from("x").to_string(), "x");
+        assert_eq!(SessionId::Request(12), "request_12");
+        assert_ne!(SessionId::Request(12), "request_012");
+        assert_ne!(
+            SessionId::Named("request_12".into()),
+            SessionId::Request(12)
+        );
+    }
+
+    #[test]
+    fn arena_prompts_read_their_own_ids_once_shared() {
+        let mut arena = HashIdArena::default();
+        let mut sessions: Vec<Session> = [vec![3, 4], vec![], vec![5]]
+            .into_iter()
+            .enumerate()
+            .map(|(line, ids)| Session {
+                id: SessionId::Request(line as u64 + 1),
+                first_timestamp_ms: None,
+                turns: [Turn {
+                    input_length: 1,
+                    max_output_tokens: 1,
+                    delay_ms: 0.0,
+                    prompt: arena.push(ids, 16),
+                    priority: 0,
+                    strict_priority: 0,
+                    policy_class: None,
+                }]
+                .into(),
+            })
+            .collect();
+        arena.share(&mut sessions);
+        let ids: Vec<&[u32]> = sessions
+            .iter()
+            .map(|s| s.turns[0].prompt.ids().unwrap())
+            .collect();
+        assert_eq!(ids, [&[3, 4][..], &[], &[5]]);
     }
 
     #[test]

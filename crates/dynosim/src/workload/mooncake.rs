@@ -8,15 +8,16 @@
 //! Error messages start with the reference's words (users grep for them) and then add what the
 //! reference leaves out: the file, and for JSON errors the column, the field and serde's reason.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 
 use super::lines::{describe_json_error, TraceLines, U32Count};
-use super::{HashIdInterner, Prompt, Session, Turn, Workload};
+use super::{HashIdArena, HashIdInterner, Session, SessionId, Turn, Turns, Workload};
 use crate::error::{Error, Result};
 
 /// Reads a Mooncake JSONL trace. `trace_block_size` is the number of tokens each hash id stands for.
@@ -106,19 +107,27 @@ impl<'de> Deserialize<'de> for StringShape {
 }
 
 /// Folds rows into sessions, applying the reference's per-row checks in its order.
+///
+/// What it keeps per row is the turn (inline in its session when the session has one) and the
+/// row's hash ids in the shared arena; what it needs only while reading is kept per session
+/// that needs it (named sessions, sessions with more than one timestamped row).
 struct Builder<'p> {
     path: &'p str,
     trace_block_size: u32,
     interner: HashIdInterner,
+    arena: HashIdArena,
     sessions: Vec<Session>,
     /// Sessions named by a `session_id` field.
     named_sessions: HashMap<String, usize>,
-    /// Sessions named `request_<line>` by the reader, as (line, session index), in line order.
-    /// Kept apart from `named_sessions` so a trace of single-turn rows (the common case) costs
-    /// no hash map entry per row.
-    auto_sessions: Vec<(usize, usize)>,
-    /// Per session: the last timestamp seen on any of its rows (the base of inferred delays).
-    last_timestamp_ms: Vec<Option<f64>>,
+    /// The line that created each named session, as (session index, line), in session order:
+    /// with the automatic sessions' own lines, every session's first line is known, and
+    /// sessions are created in line order.
+    named_first_lines: Vec<(usize, usize)>,
+    /// The last timestamp of a session's rows (the base of inferred delays), where it is not
+    /// its first row's: set by a later timestamped row.
+    later_timestamps_ms: HashMap<usize, f64>,
+    /// Policy classes as written, one allocation per distinct class.
+    policy_classes: HashSet<Arc<str>>,
     /// The zero-length turn that is reported first: lowest (session, turn), plus its line.
     /// The reference checks prompt lengths after the whole file has parsed, in session order.
     first_empty_prompt: Option<(usize, usize, usize, EmptyPromptCause)>,
@@ -136,10 +145,12 @@ impl<'p> Builder<'p> {
             path,
             trace_block_size,
             interner: HashIdInterner::default(),
+            arena: HashIdArena::default(),
             sessions: Vec::new(),
             named_sessions: HashMap::new(),
-            auto_sessions: Vec::new(),
-            last_timestamp_ms: Vec::new(),
+            named_first_lines: Vec::new(),
+            later_timestamps_ms: HashMap::new(),
+            policy_classes: HashSet::new(),
             first_empty_prompt: None,
         }
     }
@@ -176,7 +187,7 @@ impl<'p> Builder<'p> {
         }
 
         let session_idx = match row.session_id {
-            Some(id) => self.named_session(id, row.timestamp),
+            Some(id) => self.named_session(line_no, id, row.timestamp),
             None => self.auto_session(line_no, row.timestamp),
         };
         let turn_idx = self.sessions[session_idx].turns.len();
@@ -203,63 +214,104 @@ impl<'p> Builder<'p> {
             })?;
             ids.push(id);
         }
+        let prompt = self.arena.push(ids, self.trace_block_size);
+        let policy_class = row.policy_class.map(|class| self.policy_class(class));
 
         self.sessions[session_idx].turns.push(Turn {
             input_length,
             max_output_tokens: output_length,
             delay_ms,
-            prompt: Prompt::HashIds {
-                ids,
-                block_size: self.trace_block_size,
-            },
+            prompt,
             priority: row.priority.unwrap_or(0),
             strict_priority: row.strict_priority.unwrap_or(0),
-            policy_class: row.policy_class,
+            policy_class,
         });
-        if row.timestamp.is_some() {
-            self.last_timestamp_ms[session_idx] = row.timestamp;
+        if let (Some(timestamp), true) = (row.timestamp, turn_idx > 0) {
+            self.later_timestamps_ms.insert(session_idx, timestamp);
         }
         Ok(())
     }
 
+    /// The shared spelling of a policy class.
+    fn policy_class(&mut self, class: String) -> Arc<str> {
+        if let Some(known) = self.policy_classes.get(class.as_str()) {
+            return Arc::clone(known);
+        }
+        let class: Arc<str> = class.into();
+        self.policy_classes.insert(Arc::clone(&class));
+        class
+    }
+
     /// The session a row with `session_id: id` belongs to, created if new. An explicit id equal
     /// to an earlier line's automatic id joins that session (a reference quirk kept on purpose).
-    fn named_session(&mut self, id: String, timestamp_ms: Option<f64>) -> usize {
+    fn named_session(&mut self, line_no: usize, id: String, timestamp_ms: Option<f64>) -> usize {
         if let Some(line) = auto_session_line(&id) {
-            if let Ok(pos) = self.auto_sessions.binary_search_by_key(&line, |&(l, _)| l) {
-                return self.auto_sessions[pos].1;
+            if let Some(idx) = self.auto_session_of_line(line) {
+                return idx;
             }
         }
         if let Some(&idx) = self.named_sessions.get(&id) {
             return idx;
         }
-        let idx = self.new_session(id.clone(), timestamp_ms);
+        let idx = self.new_session(SessionId::from(id.as_str()), timestamp_ms);
         self.named_sessions.insert(id, idx);
+        self.named_first_lines.push((idx, line_no));
         idx
+    }
+
+    /// The session a row without `session_id` on `line` created, if one did.
+    fn auto_session_of_line(&self, line: usize) -> Option<usize> {
+        let first_line = |idx: usize| match &self.sessions[idx].id {
+            SessionId::Request(line) => *line as usize,
+            SessionId::Named(_) => {
+                let pos = self
+                    .named_first_lines
+                    .binary_search_by_key(&idx, |&(i, _)| i)
+                    .expect("every named session has its first line");
+                self.named_first_lines[pos].1
+            }
+        };
+        // Sessions are created in line order, so their first lines increase.
+        let (mut low, mut high) = (0, self.sessions.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if first_line(mid) < line {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        (low < self.sessions.len() && self.sessions[low].id == SessionId::Request(line as u64))
+            .then_some(low)
     }
 
     /// The session of a row without `session_id` on line `line_no`: `request_<line_no>`, unless
     /// an earlier row named a session exactly that.
     fn auto_session(&mut self, line_no: usize, timestamp_ms: Option<f64>) -> usize {
-        let id = format!("request_{line_no}");
-        if let Some(&idx) = self.named_sessions.get(&id) {
-            return idx;
+        if !self.named_sessions.is_empty() {
+            if let Some(&idx) = self.named_sessions.get(&format!("request_{line_no}")) {
+                return idx;
+            }
         }
-        let idx = self.new_session(id, timestamp_ms);
-        self.auto_sessions.push((line_no, idx));
-        idx
+        self.new_session(SessionId::Request(line_no as u64), timestamp_ms)
     }
 
     /// Appends a session whose first row has `timestamp_ms`.
-    fn new_session(&mut self, id: String, timestamp_ms: Option<f64>) -> usize {
-        // Most sessions have one turn; a default first growth would reserve room for four.
+    fn new_session(&mut self, id: SessionId, timestamp_ms: Option<f64>) -> usize {
         self.sessions.push(Session {
             id,
             first_timestamp_ms: timestamp_ms,
-            turns: Vec::with_capacity(1),
+            turns: Turns::new(),
         });
-        self.last_timestamp_ms.push(timestamp_ms);
         self.sessions.len() - 1
+    }
+
+    /// The last timestamp seen on the rows of session `idx` so far.
+    fn last_timestamp_ms(&self, idx: usize) -> Option<f64> {
+        self.later_timestamps_ms
+            .get(&idx)
+            .copied()
+            .or(self.sessions[idx].first_timestamp_ms)
     }
 
     /// The delay after the previous turn: explicit `delay`, else the timestamp gap to the
@@ -286,7 +338,7 @@ impl<'p> Builder<'p> {
         let (delay, source) = match (explicit_delay_ms, timestamp_ms) {
             (Some(delay), _) => (delay, String::from("its delay field")),
             (None, Some(timestamp)) => {
-                let Some(previous) = self.last_timestamp_ms[session_idx] else {
+                let Some(previous) = self.last_timestamp_ms(session_idx) else {
                     return Err(Error::usage(format!(
                         "trace line {line_no} for session {session} cannot infer delay without a previous timestamp (in {path}; give this row a delay, or the session's earlier rows timestamps)"
                     )));
@@ -308,7 +360,7 @@ impl<'p> Builder<'p> {
         Ok(delay)
     }
 
-    fn finish(self) -> Result<Workload> {
+    fn finish(mut self) -> Result<Workload> {
         let path = self.path;
         if self.sessions.is_empty() {
             return Err(Error::usage(format!(
@@ -327,6 +379,11 @@ impl<'p> Builder<'p> {
                 self.sessions[session_idx].id
             )));
         }
+        // What only reading needed goes before the arena is shared (the peak is at the end).
+        drop(self.interner);
+        drop(self.named_sessions);
+        drop(self.later_timestamps_ms);
+        self.arena.share(&mut self.sessions);
         Ok(Workload {
             sessions: self.sessions,
             ..Workload::default()
@@ -393,10 +450,7 @@ mod tests {
     }
 
     fn ids(turn: &Turn) -> &[u32] {
-        match &turn.prompt {
-            Prompt::HashIds { ids, .. } => ids,
-            Prompt::Unique { .. } => panic!("trace prompts are hash ids"),
-        }
+        turn.prompt.ids().expect("trace prompts are hash ids")
     }
 
     #[test]
@@ -409,12 +463,12 @@ mod tests {
         assert_eq!(w.sessions.len(), 2);
         let (a, b) = (&w.sessions[0], &w.sessions[1]);
         assert_eq!(
-            (a.id.as_str(), a.first_timestamp_ms),
-            ("request_1", Some(5.0))
+            (a.id.to_string(), a.first_timestamp_ms),
+            ("request_1".to_string(), Some(5.0))
         );
         assert_eq!(
-            (b.id.as_str(), b.first_timestamp_ms),
-            ("request_2", Some(9.0))
+            (b.id.to_string(), b.first_timestamp_ms),
+            ("request_2".to_string(), Some(9.0))
         );
         assert_eq!(a.turns[0].input_length, 600);
         assert_eq!(a.turns[0].max_output_tokens, 3);
@@ -422,11 +476,8 @@ mod tests {
         assert_eq!(ids(&a.turns[0]), &[0, 1]);
         assert_eq!(ids(&b.turns[0]), &[1]);
         assert!(matches!(
-            a.turns[0].prompt,
-            Prompt::HashIds {
-                block_size: 512,
-                ..
-            }
+            &a.turns[0].prompt,
+            crate::workload::Prompt::HashIds(prompt) if prompt.block_size() == 512
         ));
         assert_eq!((a.turns[0].priority, a.turns[0].strict_priority), (0, 0));
         assert_eq!(a.turns[0].policy_class, None);
@@ -493,7 +544,7 @@ mod tests {
              {\"session_id\":\"\",\"delay\":0,\"output_length\":1,\"hash_ids\":[2]}\n",
         )
         .unwrap();
-        let names: Vec<&str> = w.sessions.iter().map(|s| s.id.as_str()).collect();
+        let names: Vec<String> = w.sessions.iter().map(|s| s.id.to_string()).collect();
         assert_eq!(names, ["a", "b", ""]);
         let delays = |s: &Session| s.turns.iter().map(|t| t.delay_ms).collect::<Vec<_>>();
         // Timestamp gaps use the session's last timestamped row; rows without one add no delay
@@ -535,10 +586,11 @@ mod tests {
              {\"session_id\":\"request_2\",\"output_length\":1,\"hash_ids\":[1]}\n",
         )
         .unwrap();
-        let shape: Vec<(&str, usize)> = w
-            .sessions
+        let names: Vec<String> = w.sessions.iter().map(|s| s.id.to_string()).collect();
+        let shape: Vec<(&str, usize)> = names
             .iter()
-            .map(|s| (s.id.as_str(), s.turns.len()))
+            .zip(&w.sessions)
+            .map(|(name, s)| (name.as_str(), s.turns.len()))
             .collect();
         assert_eq!(
             shape,
@@ -555,7 +607,7 @@ mod tests {
     #[test]
     fn blank_lines_are_skipped_but_counted_and_crlf_works() {
         let w = load("\n  \t\r\n{\"output_length\":1,\"hash_ids\":[1]}\r\n\r\n{\"output_length\":2,\"hash_ids\":[1]}").unwrap();
-        let names: Vec<&str> = w.sessions.iter().map(|s| s.id.as_str()).collect();
+        let names: Vec<String> = w.sessions.iter().map(|s| s.id.to_string()).collect();
         assert_eq!(names, ["request_3", "request_5"]);
         let message = err("\n\n{\"hash_ids\":[1]}\n");
         assert_starts(&message, "trace line 3 is missing output_length");
@@ -565,7 +617,10 @@ mod tests {
     fn positional_array_rows_are_accepted_like_the_reference() {
         let w = load("[null,\"s\",5,1,null,[1],0]").unwrap();
         let s = &w.sessions[0];
-        assert_eq!((s.id.as_str(), s.first_timestamp_ms), ("s", Some(0.0)));
+        assert_eq!(
+            (s.id.to_string(), s.first_timestamp_ms),
+            ("s".to_string(), Some(0.0))
+        );
         assert_eq!(
             (s.turns[0].input_length, s.turns[0].max_output_tokens),
             (5, 1)

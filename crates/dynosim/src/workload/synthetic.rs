@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{Prompt, Session, Turn, Workload};
+use super::{HashIdArena, Prompt, Session, Turn, Turns, Workload};
 use crate::config::{ArrivalProcess, SyntheticSpec};
 use crate::error::{Error, Result};
 
@@ -168,8 +168,10 @@ impl SyntheticSessions {
         let index = self.next_index;
         self.next_index += 1;
         let first_timestamp_ms = self.arrivals.next_arrival_ms();
-        let turns = match &mut self.shape {
-            Shape::Independent => vec![Turn {
+        // One allocation for the ids of all the session's prompts.
+        let mut arena = HashIdArena::default();
+        let turns: Turns = match &mut self.shape {
+            Shape::Independent => smallvec::smallvec![Turn {
                 input_length: self.input_tokens,
                 max_output_tokens: self.output_tokens,
                 delay_ms: 0.0,
@@ -189,6 +191,7 @@ impl SyntheticSessions {
                 ids,
             } => {
                 let group = groups.map(|groups| structure_rng.random_range(0..groups) as u64);
+                let arena = &mut arena;
                 (0..*turns)
                     .map(|turn_idx| {
                         // Every turn is a fresh prompt: it shares the group prefix, nothing
@@ -212,10 +215,7 @@ impl SyntheticSessions {
                             } else {
                                 *inter_turn_delay_ms
                             },
-                            prompt: Prompt::HashIds {
-                                ids: prompt_ids,
-                                block_size: *block_size,
-                            },
+                            prompt: arena.push(prompt_ids, *block_size),
                             priority: 0,
                             strict_priority: 0,
                             policy_class: None,
@@ -224,11 +224,13 @@ impl SyntheticSessions {
                     .collect()
             }
         };
-        Some(Session {
-            id: format!("session_{index}"),
+        let mut session = Session {
+            id: format!("session_{index}").into(),
             first_timestamp_ms,
             turns,
-        })
+        };
+        arena.share(std::slice::from_mut(&mut session));
+        Some(session)
     }
 }
 
@@ -463,10 +465,7 @@ mod tests {
     }
 
     fn ids(turn: &Turn) -> &[u32] {
-        match &turn.prompt {
-            Prompt::HashIds { ids, .. } => ids,
-            Prompt::Unique { .. } => panic!("expected hash ids"),
-        }
+        turn.prompt.ids().expect("expected hash ids")
     }
 
     fn usage_error(spec: &SyntheticSpec) -> String {
@@ -614,8 +613,8 @@ mod tests {
             for turn in &session.turns {
                 assert_eq!(ids(turn).len(), 8);
                 assert!(matches!(
-                    turn.prompt,
-                    Prompt::HashIds { block_size: 64, .. }
+                    &turn.prompt,
+                    Prompt::HashIds(prompt) if prompt.block_size() == 64
                 ));
                 assert_eq!(turn.prompt.tokens(turn.input_length).len(), 512);
             }

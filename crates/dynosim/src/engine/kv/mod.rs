@@ -8,9 +8,10 @@
 //! needed. Every operation is O(1) apart from evictions (O(1) each) and the per-block work of an
 //! allocation.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+
+use hashbrown::HashTable;
 
 pub mod radix;
 
@@ -69,26 +70,55 @@ pub enum KvEvent {
     },
 }
 
+/// What a slot holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CopyState {
+#[repr(u8)]
+enum Kind {
     /// Slot not in use.
     Free,
     /// Owned by one request and never reusable (partial blocks, or caching disabled).
     Private,
-    /// A full block owned by one request, reusable once its computation is scheduled.
-    Pending { hash: u64 },
+    /// A full block owned by one request, reusable once its computation is scheduled; `hash`
+    /// is its key.
+    Pending,
     /// Cache-visible under `hash`; in the LRU list iff `refs == 0 && pins == 0`.
-    Cached { hash: u64, refs: u32, pins: u32 },
+    Cached,
 }
 
+/// One physical block copy. 32 bytes, two to a cache line: evictions and prefix walks touch
+/// slots in no particular order, so their size is what the pool's cache misses cost.
 #[derive(Clone, Copy, Debug)]
 struct Slot {
-    state: CopyState,
+    /// The block key while `Pending` or `Cached`.
+    hash: u64,
+    refs: u32,
+    /// Held only inside [`BlockPool::allocate`] (a prefix copy is pinned at most once there).
+    pins: u16,
+    kind: Kind,
     lru_prev: CopyId,
     lru_next: CopyId,
-    /// Links in the per-hash list of copies, oldest first.
+    /// The copies of one hash form a list, oldest first: `same_next` runs towards newer
+    /// copies (NIL after the newest), and the oldest copy's `same_prev` names the newest (itself
+    /// when alone), so appending needs no second index entry.
     same_prev: CopyId,
     same_next: CopyId,
+}
+
+impl Slot {
+    const EMPTY: Slot = Slot {
+        hash: 0,
+        refs: 0,
+        pins: 0,
+        kind: Kind::Free,
+        lru_prev: NIL,
+        lru_next: NIL,
+        same_prev: NIL,
+        same_next: NIL,
+    };
+
+    fn is_inactive(&self) -> bool {
+        self.kind == Kind::Cached && self.refs == 0 && self.pins == 0
+    }
 }
 
 /// What [`BlockPool::finalize`] found in a request-owned slot.
@@ -119,8 +149,10 @@ pub struct BlockPool {
     free_slots: Vec<CopyId>,
     /// Slots not `Free`.
     occupied: usize,
-    /// Hash -> (oldest copy, newest copy).
-    by_hash: FastMap<u64, (CopyId, CopyId)>,
+    /// The oldest cached copy of every cache-visible hash, keyed by that hash (read from the
+    /// slot). Entries are bare copy ids, 4 bytes each, so the table stays small enough to
+    /// mostly hit the cache; an eviction finds its own entry by id without reading any slot.
+    by_hash: HashTable<CopyId>,
     lru_head: CopyId,
     lru_tail: CopyId,
     inactive: usize,
@@ -138,7 +170,7 @@ impl BlockPool {
             slots: Vec::new(),
             free_slots: Vec::new(),
             occupied: 0,
-            by_hash: FastMap::default(),
+            by_hash: HashTable::new(),
             lru_head: NIL,
             lru_tail: NIL,
             inactive: 0,
@@ -189,13 +221,24 @@ impl BlockPool {
         self.capacity - self.occupied
     }
 
+    /// The oldest resident copy of `hash`.
+    fn oldest_copy(&self, hash: u64) -> Option<CopyId> {
+        let slots = &self.slots;
+        self.by_hash
+            .find(hash, |&id| slots[id as usize].hash == hash)
+            .copied()
+    }
+
     /// Whether `hash` has a resident copy, and if so whether its oldest copy is in use.
     pub fn lookup(&self, hash: u64) -> Option<bool> {
-        let &(first, _) = self.by_hash.get(&hash)?;
-        match self.slots[first as usize].state {
-            CopyState::Cached { refs, pins, .. } => Some(refs > 0 || pins > 0),
-            _ => unreachable!("hash index points at an uncached slot"),
-        }
+        let first = self.oldest_copy(hash)?;
+        let slot = &self.slots[first as usize];
+        debug_assert_eq!(
+            slot.kind,
+            Kind::Cached,
+            "hash index points at an uncached slot"
+        );
+        Some(slot.refs > 0 || slot.pins > 0)
     }
 
     /// Walks `hashes` from the start while each has a resident copy.
@@ -231,9 +274,8 @@ impl BlockPool {
         let mut prefix_ids = std::mem::take(&mut self.scratch);
         prefix_ids.clear();
         for hash in prefix {
-            let &(first, _) = self
-                .by_hash
-                .get(hash)
+            let first = self
+                .oldest_copy(*hash)
                 .expect("a prefix hash vouched for by a lookup is resident");
             prefix_ids.push(first);
         }
@@ -241,7 +283,7 @@ impl BlockPool {
         if needed_evictions > 0 {
             let inactive_hits = prefix_ids
                 .iter()
-                .filter(|&&id| self.is_inactive(id))
+                .filter(|&&id| self.slots[id as usize].is_inactive())
                 .count();
             if needed_evictions > self.inactive - inactive_hits {
                 self.scratch = prefix_ids;
@@ -250,29 +292,26 @@ impl BlockPool {
         }
         // Pin the prefix first so that the evictions below cannot take it.
         for &id in &prefix_ids {
-            if self.is_inactive(id) {
+            if self.slots[id as usize].is_inactive() {
                 self.unlink_lru(id);
             }
-            if let CopyState::Cached { pins, .. } = &mut self.slots[id as usize].state {
-                *pins += 1;
-            }
+            self.slots[id as usize].pins += 1;
         }
         for _ in 0..needed_evictions {
             self.evict_oldest();
         }
         for &id in &prefix_ids {
-            if let CopyState::Cached { refs, pins, .. } = &mut self.slots[id as usize].state {
-                *pins -= 1;
-                *refs += 1;
-            }
+            let slot = &mut self.slots[id as usize];
+            slot.pins -= 1;
+            slot.refs += 1;
             out.push(id);
         }
         for i in 0..fresh {
-            let state = match pending_hash(i) {
-                Some(hash) if self.caching => CopyState::Pending { hash },
-                _ => CopyState::Private,
+            let (kind, hash) = match pending_hash(i) {
+                Some(hash) if self.caching => (Kind::Pending, hash),
+                _ => (Kind::Private, 0),
             };
-            let id = self.take_slot(state);
+            let id = self.take_slot(kind, hash);
             out.push(id);
         }
         self.scratch = prefix_ids;
@@ -282,14 +321,15 @@ impl BlockPool {
     /// Makes a pending full block cache-visible (the scheduling decision that computes it has
     /// been made).
     pub fn finalize(&mut self, id: CopyId) -> Finalized {
-        match self.slots[id as usize].state {
-            CopyState::Pending { hash } => {
-                self.cache(id, hash);
+        let slot = &self.slots[id as usize];
+        match slot.kind {
+            Kind::Pending => {
+                self.cache(id, slot.hash);
                 Finalized::NowCached
             }
-            CopyState::Cached { .. } => Finalized::AlreadyCached,
-            CopyState::Private => Finalized::Private,
-            CopyState::Free => unreachable!("finalizing a free slot"),
+            Kind::Cached => Finalized::AlreadyCached,
+            Kind::Private => Finalized::Private,
+            Kind::Free => unreachable!("finalizing a free slot"),
         }
     }
 
@@ -299,48 +339,57 @@ impl BlockPool {
         if !self.caching {
             return;
         }
-        debug_assert_eq!(self.slots[id as usize].state, CopyState::Private);
+        debug_assert_eq!(self.slots[id as usize].kind, Kind::Private);
         self.cache(id, hash);
     }
 
     /// Drops one request reference. Private and pending copies are freed at once; cached
     /// copies join the LRU tail when nothing references them any more.
     pub fn release(&mut self, id: CopyId) {
-        match &mut self.slots[id as usize].state {
-            CopyState::Private | CopyState::Pending { .. } => self.free_slot(id),
-            CopyState::Cached { refs, pins, .. } => {
-                debug_assert!(*refs > 0, "cached copy released more often than referenced");
-                *refs -= 1;
-                if *refs == 0 && *pins == 0 {
+        let slot = &mut self.slots[id as usize];
+        match slot.kind {
+            Kind::Private | Kind::Pending => self.free_slot(id),
+            Kind::Cached => {
+                debug_assert!(
+                    slot.refs > 0,
+                    "cached copy released more often than referenced"
+                );
+                slot.refs -= 1;
+                if slot.refs == 0 && slot.pins == 0 {
                     self.push_lru(id);
                 }
             }
-            CopyState::Free => unreachable!("releasing a free slot"),
+            Kind::Free => unreachable!("releasing a free slot"),
         }
     }
 
     fn cache(&mut self, id: CopyId, hash: u64) {
-        self.slots[id as usize].state = CopyState::Cached {
-            hash,
-            refs: 1,
-            pins: 0,
-        };
+        {
+            let slot = &mut self.slots[id as usize];
+            slot.kind = Kind::Cached;
+            slot.hash = hash;
+            slot.refs = 1;
+            slot.pins = 0;
+            slot.same_next = NIL;
+        }
         // One probe of the index (an entry), not a lookup and then an insert.
-        match self.by_hash.entry(hash) {
-            Entry::Occupied(mut entry) => {
-                let (_, last) = entry.get_mut();
-                let prev = *last;
-                *last = id;
-                self.slots[prev as usize].same_next = id;
-                let slot = &mut self.slots[id as usize];
-                slot.same_prev = prev;
-                slot.same_next = NIL;
+        let slots = &self.slots;
+        match self.by_hash.entry(
+            hash,
+            |&copy| slots[copy as usize].hash == hash,
+            |&copy| slots[copy as usize].hash,
+        ) {
+            hashbrown::hash_table::Entry::Occupied(entry) => {
+                // Append after the newest copy, which the oldest one names.
+                let first = *entry.get();
+                let newest = self.slots[first as usize].same_prev;
+                self.slots[newest as usize].same_next = id;
+                self.slots[id as usize].same_prev = newest;
+                self.slots[first as usize].same_prev = id;
             }
-            Entry::Vacant(entry) => {
-                entry.insert((id, id));
-                let slot = &mut self.slots[id as usize];
-                slot.same_prev = NIL;
-                slot.same_next = NIL;
+            hashbrown::hash_table::Entry::Vacant(entry) => {
+                entry.insert(id);
+                self.slots[id as usize].same_prev = id;
                 if let Some(events) = &mut self.events {
                     events.push(KvEvent::Stored { hash });
                 }
@@ -348,26 +397,13 @@ impl BlockPool {
         }
     }
 
-    fn is_inactive(&self, id: CopyId) -> bool {
-        matches!(
-            self.slots[id as usize].state,
-            CopyState::Cached {
-                refs: 0,
-                pins: 0,
-                ..
-            }
-        )
-    }
-
-    fn take_slot(&mut self, state: CopyState) -> CopyId {
+    fn take_slot(&mut self, kind: Kind, hash: u64) -> CopyId {
         debug_assert!(self.occupied < self.capacity, "pool over-allocated");
         self.occupied += 1;
         let slot = Slot {
-            state,
-            lru_prev: NIL,
-            lru_next: NIL,
-            same_prev: NIL,
-            same_next: NIL,
+            hash,
+            kind,
+            ..Slot::EMPTY
         };
         match self.free_slots.pop() {
             Some(id) => {
@@ -382,7 +418,7 @@ impl BlockPool {
     }
 
     fn free_slot(&mut self, id: CopyId) {
-        self.slots[id as usize].state = CopyState::Free;
+        self.slots[id as usize].kind = Kind::Free;
         self.occupied -= 1;
         self.free_slots.push(id);
     }
@@ -428,34 +464,41 @@ impl BlockPool {
         let id = self.lru_head;
         debug_assert!(id != NIL, "eviction from an empty LRU");
         self.unlink_lru(id);
-        let CopyState::Cached { hash, .. } = self.slots[id as usize].state else {
-            unreachable!("LRU holds an uncached slot")
-        };
-        let (same_prev, same_next) = {
-            let slot = &self.slots[id as usize];
-            (slot.same_prev, slot.same_next)
-        };
-        if same_prev != NIL {
-            self.slots[same_prev as usize].same_next = same_next;
-        }
-        if same_next != NIL {
-            self.slots[same_next as usize].same_prev = same_prev;
-        }
-        let Entry::Occupied(mut entry) = self.by_hash.entry(hash) else {
-            unreachable!("cached hash is indexed")
-        };
-        let copies = entry.get_mut();
-        if copies.0 == id && copies.1 == id {
-            entry.remove();
-            if let Some(events) = &mut self.events {
-                events.push(KvEvent::Removed { hash });
+        let Slot {
+            hash,
+            kind,
+            same_prev,
+            same_next,
+            ..
+        } = self.slots[id as usize];
+        debug_assert_eq!(kind, Kind::Cached, "LRU holds an uncached slot");
+        // The oldest copy is the one whose `same_prev` does not link back to it (a lone
+        // copy names itself).
+        let oldest = same_prev == id || self.slots[same_prev as usize].same_next != id;
+        if oldest {
+            let Ok(entry) = self.by_hash.find_entry(hash, |&copy| copy == id) else {
+                unreachable!("the oldest cached copy is indexed")
+            };
+            if same_next == NIL {
+                entry.remove();
+                if let Some(events) = &mut self.events {
+                    events.push(KvEvent::Removed { hash });
+                }
+            } else {
+                // The next copy becomes the oldest and names the newest.
+                *entry.into_mut() = same_next;
+                self.slots[same_next as usize].same_prev = same_prev;
             }
         } else {
-            if copies.0 == id {
-                copies.0 = same_next;
-            }
-            if copies.1 == id {
-                copies.1 = same_prev;
+            self.slots[same_prev as usize].same_next = same_next;
+            if same_next == NIL {
+                // The newest copy left: the oldest must name its predecessor instead.
+                let oldest = self
+                    .oldest_copy(hash)
+                    .expect("a duplicated hash is indexed");
+                self.slots[oldest as usize].same_prev = same_prev;
+            } else {
+                self.slots[same_next as usize].same_prev = same_prev;
             }
         }
         self.free_slot(id);
@@ -550,6 +593,58 @@ mod tests {
         // Evicting the oldest copy leaves the second one indexed.
         assert!(alloc(&mut pool, &[], &[None, None, None]).is_some());
         assert_eq!(pool.lookup(7), Some(true));
+    }
+
+    #[test]
+    fn duplicate_copies_leave_in_any_order() {
+        let mut pool = BlockPool::new(4, true);
+        pool.record_events();
+        let copies: Vec<CopyId> = (0..3)
+            .map(|_| alloc(&mut pool, &[], &[Some(7)]).unwrap()[0])
+            .collect();
+        for &id in &copies {
+            assert_eq!(pool.finalize(id), Finalized::NowCached);
+        }
+        let [a, b, c] = copies[..] else {
+            unreachable!()
+        };
+        // The middle copy goes first, then the newest; the oldest stays indexed and in use.
+        pool.release(b);
+        let filler = alloc(&mut pool, &[], &[None, None]).unwrap();
+        assert_eq!(pool.num_inactive(), 0);
+        assert_eq!(pool.lookup(7), Some(true));
+        pool.release(filler[0]);
+        pool.release(c);
+        alloc(&mut pool, &[], &[None, None]).unwrap();
+        assert_eq!(pool.lookup(7), Some(true));
+        // A new copy is appended after the lone survivor; evicting the oldest promotes it.
+        for id in [filler[1]] {
+            pool.release(id);
+        }
+        let d = alloc(&mut pool, &[], &[Some(7)]).unwrap()[0];
+        pool.finalize(d);
+        pool.release(a);
+        assert_eq!(pool.lookup(7), Some(false));
+        let reused = alloc(&mut pool, &[7], &[]).unwrap();
+        assert_eq!(reused, [a]);
+        pool.release(a);
+        while pool.num_free() > 0 {
+            alloc(&mut pool, &[], &[None]).unwrap();
+        }
+        alloc(&mut pool, &[], &[None]).unwrap();
+        assert_eq!(
+            pool.lookup(7),
+            Some(true),
+            "the newer copy d is now the indexed one"
+        );
+        pool.release(d);
+        assert_eq!(pool.lookup(7), Some(false));
+        alloc(&mut pool, &[], &[None]).unwrap();
+        assert_eq!(pool.lookup(7), None);
+        assert_eq!(
+            pool.drain_events(),
+            [KvEvent::Stored { hash: 7 }, KvEvent::Removed { hash: 7 }]
+        );
     }
 
     #[test]

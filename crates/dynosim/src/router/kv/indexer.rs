@@ -128,6 +128,18 @@ impl CacheIndex {
             .collect()
     }
 
+    /// Targets up to `count` exist (new ones cache nothing yet).
+    pub fn grow(&mut self, count: usize) {
+        if count > self.targets.len() {
+            self.targets.resize_with(count, TargetCache::default);
+        }
+    }
+
+    /// `target` is gone: it caches nothing any more.
+    pub fn clear(&mut self, target: usize) {
+        self.targets[target] = TargetCache::default();
+    }
+
     pub fn cached_blocks(&self, target: usize) -> usize {
         let cached = &self.targets[target];
         cached.keys.len() + cached.range_blocks

@@ -202,6 +202,13 @@ impl ActiveLoad {
         }
     }
 
+    /// Targets up to `count` exist (new ones carry no load).
+    pub fn grow(&mut self, count: usize) {
+        if count > self.targets.len() {
+            self.targets.resize_with(count, TargetLoad::default);
+        }
+    }
+
     /// The target's prefill tokens at `now_ms` (the full sum without the decay model).
     pub fn prefill_tokens(&self, target: usize, now_ms: f64) -> usize {
         let load = &self.targets[target];

@@ -10,6 +10,12 @@
 //! Load is released in two steps: prefill tokens at the request's first (non-final) token,
 //! blocks and the request count at its terminal state. Each release drains the queue.
 //!
+//! With a planner, targets come and go ([`KvRouter::add_targets`], [`KvRouter::leave_targets`],
+//! [`KvRouter::forget_targets`]): only eligible targets are chosen or counted as busy, a
+//! joining target drains the queue, and queued requests were measured against the targets of
+//! their arrival (a target that joined later had nothing cached for them). Without a planner
+//! every target is eligible and nothing of this runs.
+//!
 //! With `router_prefill_load_model: "aic"` (and the `--aic-*` flags), every placement predicts
 //! the request's prefill duration from the AIC tables (`prefill(1, uncached, cached)`) and the
 //! load decays each target's oldest prefill over it ([`load`]); the events carry the virtual
@@ -103,6 +109,13 @@ pub struct KvRouter {
     logits: Vec<f64>,
     /// Cached prompt blocks the last placed request had on its chosen target.
     last_overlap_blocks: u32,
+    /// Which targets receive new requests (all of them without a planner).
+    eligible: Vec<bool>,
+    /// How many targets are not eligible; 0 keeps the placement on its direct path.
+    ineligible: usize,
+    /// Scratch: the eligible targets of one placement, ascending.
+    candidates: Vec<usize>,
+    candidate_overlaps: Vec<u32>,
 }
 
 impl KvRouter {
@@ -124,7 +137,60 @@ impl KvRouter {
             projections: Vec::with_capacity(targets.count),
             logits: Vec::with_capacity(targets.count),
             last_overlap_blocks: 0,
+            eligible: vec![true; targets.count],
+            ineligible: 0,
+            candidates: Vec::new(),
+            candidate_overlaps: Vec::new(),
         }
+    }
+
+    /// Targets `targets` (new ones, or ones that were away) receive requests from `now_ms`;
+    /// queued requests this lets through are appended to `placed`.
+    pub fn add_targets(
+        &mut self,
+        targets: std::ops::Range<usize>,
+        now_ms: f64,
+        placed: &mut Vec<Placement>,
+    ) {
+        if targets.end > self.targets.count {
+            let added = targets.end - self.targets.count;
+            self.targets.count = targets.end;
+            self.index.grow(targets.end);
+            self.load.grow(targets.end);
+            self.eligible.resize(targets.end, false);
+            self.ineligible += added;
+        }
+        for target in targets {
+            if !self.eligible[target] {
+                self.eligible[target] = true;
+                self.ineligible -= 1;
+            }
+        }
+        self.drain(now_ms, placed);
+    }
+
+    /// Targets `targets` receive no new requests (they keep serving what they hold, and their
+    /// cache events still arrive).
+    pub fn leave_targets(&mut self, targets: std::ops::Range<usize>) {
+        for target in targets {
+            if self.eligible[target] {
+                self.eligible[target] = false;
+                self.ineligible += 1;
+            }
+        }
+    }
+
+    /// Targets `targets` are gone: what the router knew of their caches is dropped.
+    pub fn forget_targets(&mut self, targets: std::ops::Range<usize>) {
+        self.leave_targets(targets.clone());
+        for target in targets {
+            self.index.clear(target);
+        }
+    }
+
+    /// No target is eligible (a planner scaled the pool to nothing).
+    fn none_eligible(&self) -> bool {
+        self.ineligible == self.targets.count
     }
 
     /// Cached prompt blocks the most recently placed request (by [`KvRouter::on_arrival`] or
@@ -171,8 +237,10 @@ impl KvRouter {
         };
         let class_config = self.profile.class(class);
         let now_ms = request.now_ms;
-        let hold = class_config.queues()
-            && (self.queue.has_backlog(class) || self.all_busy(class_config, now_ms));
+        // With no eligible target a request can only wait for one to join.
+        let hold = self.none_eligible()
+            || (class_config.queues()
+                && (self.queue.has_backlog(class) || self.all_busy(class_config, now_ms)));
         if hold {
             let snapshot = snapshot();
             let rank = QueueRank {
@@ -180,10 +248,13 @@ impl KvRouter {
                 priority: request.priority,
                 strict_priority: request.strict_priority,
             };
-            return match self
-                .queue
-                .enqueue(class, self.targets.count, snapshot, rank, pending)
-            {
+            return match self.queue.enqueue(
+                class,
+                self.targets.count - self.ineligible,
+                snapshot,
+                rank,
+                pending,
+            ) {
                 Ok(()) => Arrival::Queued,
                 Err(rejection) => Arrival::Rejected(rejection),
             };
@@ -208,23 +279,29 @@ impl KvRouter {
 
     fn all_busy(&self, class: &PolicyClass, now_ms: f64) -> bool {
         (0..self.targets.count).all(|target| {
-            class.is_busy(
-                self.load.prefill_tokens(target, now_ms),
-                self.targets.max_batched_tokens,
-            )
+            !self.eligible[target]
+                || class.is_busy(
+                    self.load.prefill_tokens(target, now_ms),
+                    self.targets.max_batched_tokens,
+                )
         })
     }
 
     fn drain(&mut self, now_ms: f64, placed: &mut Vec<Placement>) {
+        if self.none_eligible() {
+            return;
+        }
         loop {
             let load = &self.load;
             let targets = self.targets;
+            let eligible = &self.eligible;
             let popped = self.queue.pop_next(|class| {
                 !(0..targets.count).all(|target| {
-                    class.is_busy(
-                        load.prefill_tokens(target, now_ms),
-                        targets.max_batched_tokens,
-                    )
+                    !eligible[target]
+                        || class.is_busy(
+                            load.prefill_tokens(target, now_ms),
+                            targets.max_batched_tokens,
+                        )
                 })
             });
             let Some(pending) = popped else {
@@ -241,21 +318,49 @@ impl KvRouter {
     }
 
     /// Chooses a target with the loads at `now_ms` and records the request's load there.
-    fn place(&mut self, pending: Pending, now_ms: f64) -> usize {
+    fn place(&mut self, mut pending: Pending, now_ms: f64) -> usize {
+        // Targets that joined after the request was measured had nothing cached for it.
+        pending.overlaps.resize(self.targets.count, 0);
         self.load
             .project(&pending.blocks, now_ms, &mut self.projections);
         let shape = RequestShape {
             isl: pending.isl,
             block_size: self.targets.block_size,
         };
-        select::logits(
-            &self.config,
-            shape,
-            &pending.overlaps,
-            &self.projections,
-            &mut self.logits,
-        );
-        let target = select::choose(&self.logits, self.config.router_temperature, &mut self.rng);
+        let target = if self.ineligible == 0 {
+            select::logits(
+                &self.config,
+                shape,
+                &pending.overlaps,
+                &self.projections,
+                &mut self.logits,
+            );
+            select::choose(&self.logits, self.config.router_temperature, &mut self.rng)
+        } else {
+            // Only eligible targets compete (their relative loads, their minimum prefill).
+            self.candidates.clear();
+            self.candidates
+                .extend((0..self.targets.count).filter(|&t| self.eligible[t]));
+            self.candidate_overlaps.clear();
+            self.candidate_overlaps
+                .extend(self.candidates.iter().map(|&t| pending.overlaps[t]));
+            let mut position = 0;
+            let eligible = &self.eligible;
+            self.projections.retain(|_| {
+                position += 1;
+                eligible[position - 1]
+            });
+            select::logits(
+                &self.config,
+                shape,
+                &self.candidate_overlaps,
+                &self.projections,
+                &mut self.logits,
+            );
+            let chosen =
+                select::choose(&self.logits, self.config.router_temperature, &mut self.rng);
+            self.candidates[chosen]
+        };
         self.last_overlap_blocks = pending.overlaps[target];
         let cached = (pending.overlaps[target] as usize * self.targets.block_size).min(pending.isl);
         let prefill_tokens = if self.config.router_track_prefill_tokens {

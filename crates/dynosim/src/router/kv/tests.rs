@@ -380,3 +380,80 @@ fn aic_load_model_decays_the_oldest_prefill_over_its_predicted_duration() {
     };
     assert_eq!(plain.load.prefill_tokens(first, 100.0), 4096);
 }
+
+// ---- workers joining and leaving (a planner) ----
+
+#[test]
+fn a_leaving_target_is_never_chosen_even_with_the_cached_prefix() {
+    let mut kv = router(RouterConfig::default(), 3);
+    kv.apply_kv_events(2, &store(&hashes(100, 32)));
+    kv.leave_targets(2..3);
+    for id in 0..6 {
+        match kv.on_arrival(request(id, hashes(100, 32), 0.0)) {
+            Arrival::Placed(target) => assert!(target < 2, "placed on leaving target {target}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Gone, its cache is forgotten: back again, it attracts nothing.
+    kv.forget_targets(2..3);
+    let mut placed = Vec::new();
+    kv.add_targets(2..3, 0.0, &mut placed);
+    assert!(placed.is_empty());
+    assert_eq!(kv.index.cached_blocks(2), 0);
+}
+
+#[test]
+fn a_joining_target_takes_the_queued_requests() {
+    let config = RouterConfig {
+        router_queue_threshold: Some(0.5),
+        ..RouterConfig::default()
+    };
+    let mut kv = router(config, 1);
+    // 4096 prefill tokens reach the threshold (0.5 x 8192): the next requests wait.
+    assert_eq!(
+        kv.on_arrival(request(0, hashes(0, 65), 0.0)),
+        Arrival::Placed(0)
+    );
+    assert_eq!(
+        kv.on_arrival(request(1, hashes(200, 8), 1.0)),
+        Arrival::Queued
+    );
+    assert_eq!(
+        kv.on_arrival(request(2, hashes(300, 8), 2.0)),
+        Arrival::Queued
+    );
+    let mut placed = Vec::new();
+    kv.add_targets(1..2, 3.0, &mut placed);
+    // The new target is free: both queued requests go there (measured before it existed,
+    // they had nothing cached on it).
+    assert_eq!(
+        placed,
+        vec![
+            Placement {
+                id: 1,
+                target: 1,
+                overlap_blocks: 0
+            },
+            Placement {
+                id: 2,
+                target: 1,
+                overlap_blocks: 0
+            }
+        ]
+    );
+    assert_eq!(kv.queued(), 0);
+}
+
+#[test]
+fn with_no_eligible_target_requests_wait_for_one_to_join() {
+    let mut kv = router(RouterConfig::default(), 2);
+    kv.leave_targets(0..2);
+    assert_eq!(
+        kv.on_arrival(request(0, hashes(0, 4), 0.0)),
+        Arrival::Queued
+    );
+    let mut placed = Vec::new();
+    kv.add_targets(4..6, 1.0, &mut placed);
+    assert_eq!(placed.len(), 1);
+    assert!((4..6).contains(&placed[0].target));
+}

@@ -17,20 +17,18 @@ fn workload(ids_block: u32, requests: &[(f64, usize, usize, Vec<u32>)]) -> Workl
             .iter()
             .enumerate()
             .map(|(i, (at_ms, input, output, ids))| Session {
-                id: format!("r{i}"),
+                id: format!("r{i}").into(),
                 first_timestamp_ms: Some(*at_ms),
-                turns: vec![Turn {
+                turns: [Turn {
                     input_length: *input,
                     max_output_tokens: *output,
                     delay_ms: 0.0,
-                    prompt: Prompt::HashIds {
-                        ids: ids.clone(),
-                        block_size: ids_block,
-                    },
+                    prompt: Prompt::hash_ids(ids.clone(), ids_block),
                     priority: 0,
                     strict_priority: 0,
                     policy_class: None,
-                }],
+                }]
+                .into(),
             })
             .collect(),
         ..Workload::default()

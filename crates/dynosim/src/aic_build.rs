@@ -20,12 +20,12 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::{AicConfig, AicTables};
+use crate::aic::{AicConfig, AicTables, BlockEstimate};
 use crate::config::{EngineArgs, ReplaySpec};
 use crate::error::{Error, Result};
 
 /// The builder, as shipped in the Python package.
-pub const BUILDER_SOURCE: &str = include_str!("../../../dynosim-py/python/dynosim/aic_tables.py");
+pub const BUILDER_SOURCE: &str = include_str!("../../dynosim-py/python/dynosim/aic_tables.py");
 
 /// The table format this code reads (the builder's `FORMAT`).
 const FORMAT: u32 = 2;
@@ -65,16 +65,6 @@ impl TableExtent {
             max_context: args.max_model_len.unwrap_or(DEFAULT_CONTEXT).max(2),
         }
     }
-}
-
-/// The inputs of `estimate_num_gpu_blocks` (asked for when `num_gpu_blocks` is absent).
-#[derive(Clone, Debug, PartialEq)]
-pub struct BlockEstimate {
-    pub block_size: usize,
-    pub max_num_batched_tokens: Option<usize>,
-    pub gpu_memory_utilization: Option<f64>,
-    pub mem_fraction_static: Option<f64>,
-    pub free_gpu_memory_fraction: Option<f64>,
 }
 
 /// The interpreter AIC timing runs.
