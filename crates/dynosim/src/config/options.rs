@@ -756,13 +756,7 @@ impl ReplayOptions {
             );
         }
         let planner = PlannerSpec::from_arg(config)?;
-        if planner.target == super::planner::OptimizationTarget::Sla {
-            return Err(flag_error(
-                "--planner-config",
-                "optimization_target 'sla' is not supported yet (use throughput, latency or \
-                 load)",
-            ));
-        }
+        planner.check_native_predictor()?;
         let engine_types = [&engines.aggregated, &engines.prefill, &engines.decode];
         if engine_types.iter().any(|args| {
             args.as_ref()

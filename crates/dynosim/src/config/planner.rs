@@ -437,6 +437,31 @@ impl PlannerSpec {
     }
 }
 
+impl PlannerSpec {
+    /// The native planner forecasts with `constant` and `kalman` only; `arima` and `prophet`
+    /// (statsmodels and Stan fits) run in Python, through the reference's planner passed as a
+    /// `scaling_policy`. Only SLA mode with throughput scaling uses a predictor.
+    pub fn check_native_predictor(&self) -> Result<()> {
+        if self.target != OptimizationTarget::Sla || !self.enable_throughput_scaling {
+            return Ok(());
+        }
+        let name = match self.load_predictor {
+            LoadPredictor::Constant | LoadPredictor::Kalman => return Ok(()),
+            LoadPredictor::Arima => "arima",
+            LoadPredictor::Prophet => "prophet",
+        };
+        Err(Error::usage_about(
+            FLAG,
+            format!(
+                "load_predictor: '{name}' is not built into dynosim's native planner (it has \
+                 'constant' and 'kalman'); to forecast with {name}, run the reference's planner \
+                 from Python: dynosim.run_trace_replay(trace, scaling_policy=ReplayPlannerAdapter(...)) \
+                 with the ai-dynamo planner packages installed"
+            ),
+        ))
+    }
+}
+
 fn parse_yaml(text: &str) -> std::result::Result<Value, String> {
     serde_yaml_ng::from_str::<Value>(text).map_err(|e| format!("invalid YAML: {e}"))
 }
@@ -620,6 +645,26 @@ mod tests {
             message(r#"{"optimization_target":"sla","enable_throughput_scaling":false}"#)
                 .contains("at least one scaling mode")
         );
+    }
+
+    #[test]
+    fn python_only_predictors_are_refused_natively() {
+        let sla = |predictor: &str, throughput: bool| {
+            parse(&format!(
+                r#"{{"mode":"agg","optimization_target":"sla","load_predictor":"{predictor}",
+                    "enable_throughput_scaling":{throughput},"enable_load_scaling":true}}"#
+            ))
+            .unwrap()
+            .check_native_predictor()
+        };
+        let message = sla("arima", true).unwrap_err().message().to_string();
+        assert!(message.starts_with("--planner-config: load_predictor: 'arima' is not built"));
+        assert!(message.contains("scaling_policy=ReplayPlannerAdapter"));
+        assert!(sla("prophet", true).is_err());
+        assert!(sla("kalman", true).is_ok());
+        assert!(sla("constant", true).is_ok());
+        // Without the throughput loop no predictor runs.
+        assert!(sla("arima", false).is_ok());
     }
 
     #[test]

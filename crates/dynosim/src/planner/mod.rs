@@ -17,6 +17,9 @@
 
 mod budget;
 mod native;
+pub mod perf;
+pub mod predict;
+mod sla;
 
 pub use native::NativePlanner;
 
@@ -166,12 +169,72 @@ impl Capabilities {
 }
 
 /// The native planner for a spec's deployment (decode capabilities from the aggregated or
-/// decode engine arguments, prefill ones from the prefill pool when disaggregated).
+/// decode engine arguments, prefill ones from the prefill pool when disaggregated). In SLA
+/// mode, engines timed by a measured profile or AIC tables seed the planner's perf models
+/// with benchmark passes from that timing model ([`benchmark_passes`]).
 pub fn native_for(spec: &crate::config::ReplaySpec, planner: &PlannerSpec) -> NativePlanner {
     let decode = Capabilities::of(&spec.engine);
-    let prefill = spec
-        .disaggregation
-        .as_ref()
-        .map(|disagg| Capabilities::of(&disagg.prefill));
-    NativePlanner::new(planner.clone(), prefill, decode)
+    let prefill_args = spec.disaggregation.as_ref().map(|disagg| &disagg.prefill);
+    let prefill = prefill_args.map(Capabilities::of);
+    let mut native = NativePlanner::new(planner.clone(), prefill, decode);
+    if planner.target == crate::config::planner::OptimizationTarget::Sla {
+        let (p_prefill, _) = prefill_args.map(benchmark_passes).unwrap_or_default();
+        let (d_prefill, d_decode) = benchmark_passes(&spec.engine);
+        if prefill_args.is_some() {
+            native.bootstrap_perf(p_prefill, d_decode);
+        } else {
+            native.bootstrap_perf(Vec::new(), d_prefill.into_iter().chain(d_decode));
+        }
+    }
+    native
+}
+
+/// Passes timed by an engine's own timing model, as `(prompt tokens, decode KV tokens,
+/// seconds)`: prefills of 8 prompt lengths up to the batch limit, and decodes of batch sizes
+/// 1, 2, 4, … (within `max_num_seqs` and the KV cache) at contexts of 500, 2000, 4000 and 8000
+/// tokens — the shape of the reference's AIC bootstrap. Only engines timed by a measured
+/// profile (`planner_profile_data`) or AIC tables give any: the default polynomial is the
+/// mocker's stand-in, which the reference's planner does not know either, so there the perf
+/// model learns from the run alone, as the reference's does without AIC.
+pub fn benchmark_passes(args: &EngineArgs) -> (Vec<(f64, f64, f64)>, Vec<(f64, f64, f64)>) {
+    use crate::config::TimingSource;
+    use crate::engine::timing::{DecodeBatch, PrefillBatch, TimingModel};
+    let measured = args.aic.as_ref().is_some_and(|aic| aic.tables.is_some())
+        || matches!(args.timing, TimingSource::ProfileTable(_));
+    if !measured {
+        return (Vec::new(), Vec::new());
+    }
+    let timing = TimingModel::new(args);
+    let batch_limit = args.max_num_batched_tokens.unwrap_or(8192).max(8);
+    let prefill = (1..=8)
+        .map(|k| {
+            let tokens = batch_limit * k / 8;
+            let batch = PrefillBatch {
+                requests: 1,
+                covered_before: 0,
+                covered_after: tokens,
+            };
+            (tokens as f64, 0.0, timing.prefill_clock_ms(&batch) / 1000.0)
+        })
+        .collect();
+    let block = args.block_size.max(1);
+    let capacity = args.num_gpu_blocks * block;
+    let max_seqs = args.max_num_seqs.unwrap_or(256).max(1);
+    let mut decode = Vec::new();
+    for context in [500usize, 2000, 4000, 8000] {
+        let blocks_each = context.div_ceil(block);
+        let mut batch = 1usize;
+        while batch <= max_seqs && batch * blocks_each * block <= capacity {
+            let pass = DecodeBatch {
+                ready: batch,
+                active_kv_tokens: batch * blocks_each * block,
+                total_kv_tokens: capacity,
+                context_tokens: batch * context,
+            };
+            let seconds = timing.decode_clock_ms(&pass) / 1000.0;
+            decode.push((0.0, (batch * context) as f64, seconds));
+            batch *= 2;
+        }
+    }
+    (prefill, decode)
 }

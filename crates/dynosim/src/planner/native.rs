@@ -12,6 +12,9 @@
 use std::collections::BTreeMap;
 
 use super::budget::{clamp_pair, clamp_single};
+use super::perf::{Limits, PerfModel, Settings, WorkerKind};
+use super::predict::LoadForecast;
+use super::sla::MergedTraffic;
 use super::{
     Capabilities, ForwardPassMetrics, PlannerOutcome, ScalingDecision, ScalingEvent, ScalingPolicy,
     ScalingSnapshot,
@@ -20,7 +23,7 @@ use crate::config::planner::{OptimizationTarget, PlannerMode, PlannerSpec};
 use crate::error::Result;
 
 /// Metrics per (worker, rank), as last seen.
-type FpmCache = BTreeMap<(usize, u32), ForwardPassMetrics>;
+pub(super) type FpmCache = BTreeMap<(usize, u32), ForwardPassMetrics>;
 
 /// Easy-mode thresholds: prefill on queued tokens ÷ context length, decode (and aggregated)
 /// on KV utilization (scheduled + queued, ÷ the worker's KV capacity).
@@ -43,19 +46,35 @@ struct Counts {
 /// The reference planner, natively.
 #[derive(Debug)]
 pub struct NativePlanner {
-    spec: PlannerSpec,
-    prefill_caps: Option<Capabilities>,
-    decode_caps: Capabilities,
+    pub(super) spec: PlannerSpec,
+    pub(super) prefill_caps: Option<Capabilities>,
+    pub(super) decode_caps: Capabilities,
     /// The tick being waited for (seconds).
     pending_at_s: f64,
     /// When the load loop last ran (0 before its first run: it first runs one interval in).
     load_anchor_s: f64,
-    prefill_cache: FpmCache,
-    decode_cache: FpmCache,
+    /// When the throughput loop last ran (same rule).
+    throughput_anchor_s: f64,
+    pub(super) prefill_cache: FpmCache,
+    pub(super) decode_cache: FpmCache,
     /// The last target asked for and not yet reached, per component.
     target_prefill: Option<usize>,
     target_decode: Option<usize>,
     outcome: PlannerOutcome,
+    // SLA mode only below.
+    /// Learned pass times: the prefill pool's (disaggregated), and the decode pool's or the
+    /// aggregated workers'.
+    pub(super) perf_prefill: Option<PerfModel>,
+    pub(super) perf_decode: PerfModel,
+    /// The throughput loop's traffic forecasters (when that loop is on).
+    pub(super) forecast: Option<LoadForecast>,
+    /// Traffic since the last tick that consumed it.
+    traffic: MergedTraffic,
+    /// The throughput loop's floors under the load loop's targets.
+    pub(super) lower_bound_p: usize,
+    pub(super) lower_bound_d: usize,
+    pub(super) last_kv_hit_rate: Option<f64>,
+    pub(super) last_accept_length: f64,
 }
 
 impl NativePlanner {
@@ -64,18 +83,67 @@ impl NativePlanner {
         prefill_caps: Option<Capabilities>,
         decode_caps: Capabilities,
     ) -> Self {
+        let settings = Settings {
+            max_samples: spec.max_num_fpm_samples,
+            min_observations: spec.load_min_observations,
+        };
+        let limits = |caps: &Capabilities| {
+            Limits::new(
+                caps.max_num_batched_tokens,
+                caps.max_num_seqs,
+                caps.max_kv_tokens,
+            )
+        };
+        let disagg = spec.mode == PlannerMode::Disagg;
+        let perf_prefill = if disagg {
+            let caps = prefill_caps.unwrap_or(decode_caps);
+            Some(PerfModel::new(WorkerKind::Prefill, limits(&caps), settings))
+        } else {
+            None
+        };
+        let decode_kind = if disagg {
+            WorkerKind::Decode
+        } else {
+            WorkerKind::Aggregated
+        };
+        let perf_decode = PerfModel::new(decode_kind, limits(&decode_caps), settings);
+        let forecast = (spec.target == OptimizationTarget::Sla && spec.enable_throughput_scaling)
+            .then(|| LoadForecast::new(&spec));
         Self {
             spec,
             prefill_caps,
             decode_caps,
             pending_at_s: 0.0,
             load_anchor_s: 0.0,
+            throughput_anchor_s: 0.0,
             prefill_cache: FpmCache::new(),
             decode_cache: FpmCache::new(),
             target_prefill: None,
             target_decode: None,
             outcome: PlannerOutcome::default(),
+            perf_prefill,
+            perf_decode,
+            forecast,
+            traffic: MergedTraffic::default(),
+            lower_bound_p: 1,
+            lower_bound_d: 1,
+            last_kv_hit_rate: None,
+            last_accept_length: 1.0,
         }
+    }
+
+    /// Seeds the SLA perf models with passes timed by the engines' own timing models
+    /// (`(prompt tokens, decode KV tokens, seconds)` per pass), as the reference seeds its
+    /// model from AIC when AIC is configured.
+    pub fn bootstrap_perf(
+        &mut self,
+        prefill: impl IntoIterator<Item = (f64, f64, f64)>,
+        decode: impl IntoIterator<Item = (f64, f64, f64)>,
+    ) {
+        if let Some(model) = self.perf_prefill.as_mut() {
+            model.bootstrap(prefill);
+        }
+        self.perf_decode.bootstrap(decode);
     }
 
     /// The scaling events and the tick count so far.
@@ -92,15 +160,18 @@ impl NativePlanner {
     }
 
     /// The load loop's decision: `Some((prefill, decode))` targets, `None` for no opinion.
-    fn load_decision(&self, counts: &Counts) -> Option<(Option<usize>, Option<usize>)> {
-        if !self.spec.enable_load_scaling || !self.spec.target.is_easy() {
+    fn load_decision(&mut self, counts: &Counts) -> Option<(Option<usize>, Option<usize>)> {
+        if !self.spec.enable_load_scaling {
             return None;
         }
         if self.is_disagg() {
             self.disagg_decision(counts)
                 .map(|(p, d)| (Some(p), Some(d)))
-        } else {
+        } else if self.spec.target.is_easy() {
             self.agg_decision(counts).map(|d| (None, Some(d)))
+        } else {
+            self.sla_agg_decision(counts.ready_d, counts.in_progress_d, counts.expected_d)
+                .map(|d| (None, Some(d)))
         }
     }
 
@@ -118,7 +189,7 @@ impl NativePlanner {
         Some(self.single_budget(desired, self.decode_caps.num_gpu))
     }
 
-    fn disagg_decision(&self, counts: &Counts) -> Option<(usize, usize)> {
+    fn disagg_decision(&mut self, counts: &Counts) -> Option<(usize, usize)> {
         let (p_stats, d_stats) = (&self.prefill_cache, &self.decode_cache);
         if p_stats.is_empty() && d_stats.is_empty() {
             return None;
@@ -134,19 +205,27 @@ impl NativePlanner {
         if !d_stats.is_empty() && !reconciles(d_stats, counts.ready_d) {
             return None;
         }
-        let p_desired = if p_stats.is_empty() {
-            None
-        } else {
-            self.prefill_decision(p_stats, counts.ready_p)
+        let (has_p, has_d) = (!p_stats.is_empty(), !d_stats.is_empty());
+        let easy = self.spec.target.is_easy();
+        let p_desired = match (has_p, easy) {
+            (false, _) => None,
+            (true, true) => self.prefill_decision(&self.prefill_cache, counts.ready_p),
+            (true, false) => self.sla_prefill_target(counts.ready_p),
         };
-        let d_desired = if d_stats.is_empty() {
-            None
-        } else {
-            self.kv_decision(d_stats, counts.ready_d, false)
+        let d_desired = match (has_d, easy) {
+            (false, _) => None,
+            (true, true) => self.kv_decision(&self.decode_cache, counts.ready_d, false),
+            (true, false) => self.sla_decode_target(counts.ready_d),
         };
+        let mut final_p = p_desired.unwrap_or(counts.ready_p);
+        let mut final_d = d_desired.unwrap_or(counts.ready_d);
+        if self.spec.enable_throughput_scaling {
+            final_p = final_p.max(self.lower_bound_p);
+            final_d = final_d.max(self.lower_bound_d);
+        }
         let min_endpoint = self.spec.min_endpoint;
-        let final_p = p_desired.unwrap_or(counts.ready_p).max(min_endpoint);
-        let final_d = d_desired.unwrap_or(counts.ready_d).max(min_endpoint);
+        let final_p = final_p.max(min_endpoint);
+        let final_d = final_d.max(min_endpoint);
         let (final_p, final_d) = self.pair_budget(final_p, final_d);
         if final_p == counts.ready_p && final_d == counts.ready_d {
             return None;
@@ -241,7 +320,7 @@ impl NativePlanner {
         None
     }
 
-    fn single_budget(&self, desired: usize, gpus: usize) -> usize {
+    pub(super) fn single_budget(&self, desired: usize, gpus: usize) -> usize {
         clamp_single(
             desired.max(self.spec.min_endpoint),
             gpus,
@@ -251,7 +330,7 @@ impl NativePlanner {
         )
     }
 
-    fn pair_budget(&self, p: usize, d: usize) -> (usize, usize) {
+    pub(super) fn pair_budget(&self, p: usize, d: usize) -> (usize, usize) {
         let p_gpu = self.prefill_caps.map_or(1, |caps| caps.num_gpu);
         clamp_pair(
             (p, d),
@@ -298,7 +377,7 @@ impl NativePlanner {
 }
 
 /// The metrics cover every ready worker, each with the same number of ranks.
-fn reconciles(stats: &FpmCache, workers: usize) -> bool {
+pub(super) fn reconciles(stats: &FpmCache, workers: usize) -> bool {
     let mut ranks_per_worker: BTreeMap<usize, usize> = BTreeMap::new();
     for &(worker, _) in stats.keys() {
         *ranks_per_worker.entry(worker).or_default() += 1;
@@ -356,13 +435,43 @@ impl ScalingPolicy for NativePlanner {
             &snapshot.decode.active,
         );
 
-        let load_due = now_s - self.load_anchor_s >= self.spec.load_interval_s;
-        let proposal = if load_due {
+        let sla = self.spec.target == OptimizationTarget::Sla;
+        let load_due = self.spec.enable_load_scaling
+            && now_s - self.load_anchor_s >= self.spec.load_interval_s;
+        let throughput_due = sla
+            && self.spec.enable_throughput_scaling
+            && now_s - self.throughput_anchor_s >= self.spec.throughput_interval_s - 1e-9;
+        // Traffic accumulates until a tick that consumes it: a throughput tick, or (load
+        // loop only) a load tick, which keeps the prefix-hit rate fresh.
+        self.traffic.add(&snapshot.traffic);
+        let consumes_traffic =
+            throughput_due || (sla && load_due && !self.spec.enable_throughput_scaling);
+        let traffic = if consumes_traffic {
+            self.traffic.take()
+        } else {
+            None
+        };
+        if sla && load_due {
+            if let Some(hit) = traffic.and_then(|t| t.kv_hit_rate) {
+                self.last_kv_hit_rate = Some(hit);
+            }
+            self.tune_perf_models();
+        }
+        // The throughput loop runs first: its floors apply to this tick's load decision, and
+        // a load-loop target wins over its own.
+        let throughput = if throughput_due {
+            self.throughput_anchor_s = now_s;
+            self.throughput_decision(traffic)
+        } else {
+            None
+        };
+        let load = if load_due {
             self.load_anchor_s = now_s;
             self.load_decision(&counts)
         } else {
             None
         };
+        let proposal = load.or(throughput);
         let scale_to = proposal.and_then(|proposal| self.project(proposal, &counts));
         self.outcome.ticks += 1;
 
