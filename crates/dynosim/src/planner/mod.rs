@@ -189,14 +189,16 @@ pub fn native_for(spec: &crate::config::ReplaySpec, planner: &PlannerSpec) -> Na
     native
 }
 
-/// Passes timed by an engine's own timing model, as `(prompt tokens, decode KV tokens,
-/// seconds)`: prefills of 8 prompt lengths up to the batch limit, and decodes of batch sizes
+/// One timed pass: `(prompt tokens, decode KV tokens, seconds)`.
+pub type TimedPass = (f64, f64, f64);
+
+/// Passes timed by an engine's own timing model, as [`TimedPass`]es: prefills of 8 prompt lengths up to the batch limit, and decodes of batch sizes
 /// 1, 2, 4, … (within `max_num_seqs` and the KV cache) at contexts of 500, 2000, 4000 and 8000
 /// tokens — the shape of the reference's AIC bootstrap. Only engines timed by a measured
 /// profile (`planner_profile_data`) or AIC tables give any: the default polynomial is the
 /// mocker's stand-in, which the reference's planner does not know either, so there the perf
 /// model learns from the run alone, as the reference's does without AIC.
-pub fn benchmark_passes(args: &EngineArgs) -> (Vec<(f64, f64, f64)>, Vec<(f64, f64, f64)>) {
+pub fn benchmark_passes(args: &EngineArgs) -> (Vec<TimedPass>, Vec<TimedPass>) {
     use crate::config::TimingSource;
     use crate::engine::timing::{DecodeBatch, PrefillBatch, TimingModel};
     let measured = args.aic.as_ref().is_some_and(|aic| aic.tables.is_some())
@@ -204,7 +206,7 @@ pub fn benchmark_passes(args: &EngineArgs) -> (Vec<(f64, f64, f64)>, Vec<(f64, f
     if !measured {
         return (Vec::new(), Vec::new());
     }
-    let timing = TimingModel::new(args);
+    let mut timing = TimingModel::new(args);
     let batch_limit = args.max_num_batched_tokens.unwrap_or(8192).max(8);
     let prefill = (1..=8)
         .map(|k| {
