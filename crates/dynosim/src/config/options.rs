@@ -53,7 +53,8 @@ pub struct ReplayOptions {
     pub router_seed: i64,
     /// Live replay runs this many times faster than real time (dynosim only; default 1).
     pub online_speed: Option<f64>,
-    /// AIC performance-model flags (not supported yet; the "all three required" rule applies).
+    /// AIC settings of the KV router's prefill-load model (`--aic-*`; backend, system and model
+    /// path are given together or not at all).
     pub aic_backend: Option<String>,
     pub aic_system: Option<String>,
     pub aic_model_path: Option<String>,
