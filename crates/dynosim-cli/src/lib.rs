@@ -36,23 +36,6 @@ const USAGE_EXIT_CODE: i32 = 2;
 /// Exit code of a live run ended by Ctrl-C (after its report was written), as shells use.
 const INTERRUPTED_EXIT_CODE: i32 = 130;
 
-/// Loads the workload, simulates it, and builds the report. `wall_time_ms` measures the
-/// simulation only (not workload loading), as the reference's does.
-pub fn replay(spec: &ReplaySpec) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    replay_with(spec, &AtomicBool::new(false))
-}
-
-/// [`replay`], ended early with the report of what finished once `cancel` is set (by another
-/// thread, or by the live clock on Ctrl-C). Offline runs in virtual time; online runs on the
-/// wall clock at the spec's speed.
-pub fn replay_with(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
-    Ok(simulated.into_report(wall_time_ms))
-}
-
 /// Loads and simulates; returns the run and its wall time in ms (the simulation only, not
 /// workload loading, as the reference measures it).
 fn simulate_timed(
@@ -89,18 +72,8 @@ fn simulate_timed(
 
 /// Replays offline with the workers scaled by `policy` (a planner the caller brings: the
 /// Python front's `scaling_policy`), stopping with a runtime error once `cancel` is set.
-/// Returns the report, the records (when the spec asks for them) and what the policy did.
-pub fn replay_scaled_cancellable(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-    policy: &mut dyn dynosim::planner::ScalingPolicy,
-) -> dynosim::Result<(Report, Vec<RequestRecord>, PlannerOutcome)> {
-    replay_scaled_observed(spec, cancel, &Observers::default(), policy)
-        .map(|(report, records, outcome, _)| (report, records, outcome))
-}
-
-/// [`replay_scaled_cancellable`], recording what `observers` ask for (the HTML report's time
-/// series come back with [`Observers::timeseries`]).
+/// Returns the report, the records (when the spec asks for them), what the policy did, and the
+/// time series when `observers` asked for them.
 pub fn replay_scaled_observed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
@@ -135,16 +108,6 @@ pub fn replay_scaled_observed(
     Ok((report, records, outcome, series))
 }
 
-/// [`replay`] with what the planner did when the spec has one, stopping with a runtime error
-/// once another thread sets `cancel`.
-pub fn replay_planned_cancellable(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-) -> dynosim::Result<(Report, Vec<RequestRecord>, Option<PlannerOutcome>)> {
-    replay_planned_observed(spec, cancel, &Observers::default())
-        .map(|(report, records, planner, _)| (report, records, planner))
-}
-
 /// A planned run: the report, the records (when the spec asks for them), what the planner did
 /// (when the spec has one) and the time series (when the observers asked for them).
 pub type PlannedRun = (
@@ -154,7 +117,8 @@ pub type PlannedRun = (
     Option<TimeSeries>,
 );
 
-/// [`replay_planned_cancellable`], recording what `observers` ask for.
+/// Replays with what the planner did when the spec has one, stopping with a runtime error once
+/// another thread sets `cancel`.
 pub fn replay_planned_observed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
@@ -170,30 +134,12 @@ pub fn replay_planned_observed(
     Ok((report, records, planner, series))
 }
 
-/// [`replay_lazily`], recording what `observers` ask for: with [`Observers::timeseries`],
-/// the time series of the HTML report come back too.
-pub fn replay_observed(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-    observers: &Observers,
-) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
-    replay_streaming(spec, cancel, observers, None)
-}
-
-/// [`replay_observed`], handing the per-request records to `records` while the run goes on
-/// (see [`dynosim::simulate_streaming`]); the returned records are then empty.
+/// Replays, handing the per-request records to `records` while the run goes on (see
+/// [`dynosim::simulate_streaming`]; the returned records are then empty), recording what
+/// `observers` ask for; returns the report, the records, the time series and what the planner
+/// did (when the spec has one). Offline runs in virtual time, online runs on the wall clock at
+/// the spec's speed; a cancelled run reports what finished.
 pub fn replay_streaming(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-    observers: &Observers,
-    records: Option<Box<dyn RecordSink>>,
-) -> dynosim::Result<(Report, LazyRecords, Option<TimeSeries>)> {
-    let (report, records, series, _) = replay_streaming_planned(spec, cancel, observers, records)?;
-    Ok((report, records, series))
-}
-
-/// [`replay_streaming`], with what the planner did when the spec has one.
-pub fn replay_streaming_planned(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
     observers: &Observers,
@@ -212,26 +158,16 @@ pub fn replay_streaming_planned(
 }
 
 /// The HTML report of a run: `invocation` is the command as the user typed it (shown first
-/// in the page's configuration table).
+/// in the page's configuration table); a planner's scaling events and worker counts join the
+/// page when the run had one.
 pub fn render_html_report(
-    invocation: &str,
-    spec: &ReplaySpec,
-    report: &Report,
-    series: &TimeSeries,
-) -> String {
-    render_html_report_planned(invocation, spec, report, series, None)
-}
-
-/// [`render_html_report`] of a run a planner scaled: its scaling events and worker counts
-/// join the page.
-pub fn render_html_report_planned(
     invocation: &str,
     spec: &ReplaySpec,
     report: &Report,
     series: &TimeSeries,
     planner: Option<&PlannerOutcome>,
 ) -> String {
-    use dynosim::report::html::{render_run_report_scaled, scaling_json, ScalingMark};
+    use dynosim::report::html::{render_run_report, scaling_json, ScalingMark};
     let mut configuration = vec![("command".to_string(), invocation.to_string())];
     configuration.extend(dynosim::report::html::spec_configuration(spec));
     let scaling = planner.map(|outcome| {
@@ -254,35 +190,13 @@ pub fn render_html_report_planned(
             .collect();
         scaling_json(&initial, &marks, outcome.ticks)
     });
-    render_run_report_scaled(
+    render_run_report(
         "dynosim run report",
         &configuration,
         report,
         series,
         scaling.as_ref(),
     )
-}
-
-/// [`replay`], stopping with a runtime error once another thread sets `cancel` (the Python
-/// front does on Ctrl-C).
-pub fn replay_cancellable(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-) -> dynosim::Result<(Report, Vec<RequestRecord>)> {
-    let replayed = replay_with(spec, cancel)?;
-    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(dynosim::Error::runtime("replay interrupted"));
-    }
-    Ok(replayed)
-}
-
-/// Like [`replay_with`], with the per-request records built one at a time as they are written.
-pub fn replay_lazily(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-) -> dynosim::Result<(Report, LazyRecords)> {
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &Observers::default(), None)?;
-    Ok(simulated.into_report_lazily(wall_time_ms))
 }
 
 /// Runs the command: `args` are the arguments after the program name, `prog` is the name
@@ -507,7 +421,7 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
         progress::ProgressBar::start(progress)
     };
     let sink = stream.as_ref().map(RecordStream::sink);
-    let replayed = replay_streaming_planned(&spec, &AtomicBool::new(false), &observers, sink);
+    let replayed = replay_streaming(&spec, &AtomicBool::new(false), &observers, sink);
     if let Some(bar) = bar {
         bar.finish();
     }
@@ -528,7 +442,7 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     }
     drop(records);
     if let (Some(html), Some(series)) = (&mut html, &series) {
-        let page = render_html_report_planned(invocation, &spec, &report, series, planner.as_ref());
+        let page = render_html_report(invocation, &spec, &report, series, planner.as_ref());
         html.write_all(page.as_bytes())?;
     }
     report_file.write_all(report.to_json_file_string().as_bytes())?;

@@ -218,7 +218,7 @@ fn planned_replay<'py>(
             let outcome = outcome.unwrap_or_default();
             if let (Some(mut html), Some(series)) = (html, series) {
                 let invocation = format!("{function}(...) (Python API)");
-                let page = dynosim_cli::render_html_report_planned(
+                let page = dynosim_cli::render_html_report(
                     &invocation,
                     &spec,
                     &report,
@@ -291,7 +291,7 @@ fn replay_report_dict<'py>(
             other => (None, other),
         };
         let sink = stream.as_ref().map(RecordStream::sink);
-        let (report, records, series) =
+        let (report, records, series, _planner) =
             dynosim_cli::replay_streaming(&spec, cancelled, &observers, sink)?;
         // A run the caller has given up on writes nothing (dropped outputs leave no file).
         if cancelled.load(Ordering::Relaxed) {
@@ -311,7 +311,7 @@ fn replay_report_dict<'py>(
         }
         if let (Some(mut html), Some(series)) = (html, series) {
             let invocation = format!("{function}(...) (Python API)");
-            let page = dynosim_cli::render_html_report(&invocation, &spec, &report, &series);
+            let page = dynosim_cli::render_html_report(&invocation, &spec, &report, &series, None);
             html.write_all(page.as_bytes())?;
             dynosim_cli::output::commit(vec![html])?;
         }

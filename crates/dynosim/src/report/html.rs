@@ -7,10 +7,9 @@
 //!   copy.
 //! - [`render_run_report`]: the `--html-report` page of one run: its report, its time series
 //!   and its configuration, as one file with the library, the data and the page script inlined.
-//!   [`spec_configuration`] lists what a spec says about the deployment, for that page.
-//!   [`render_run_report_scaled`] adds a planner's scaling (see [`scaling_json`]): the events
-//!   marked on the time plots and listed in a table, and the workers the planner asked for
-//!   over time.
+//!   [`spec_configuration`] lists what a spec says about the deployment, for that page. With a
+//!   planner's scaling (see [`scaling_json`]) the page also marks the events on the time plots,
+//!   lists them in a table, and plots the workers the planner asked for over time.
 //! - [`json_for_script`]: JSON made safe to inline in a `<script>` element.
 //!
 //! The page reports on itself: once every plot is drawn, the element `#render-status` says
@@ -161,19 +160,9 @@ pub fn scaling_json(initial: &[(&str, usize)], events: &[ScalingMark<'_>], ticks
 }
 
 /// The HTML report of one run: `configuration` rows (the command and the deployment), the
-/// report, and the time series recorded during it. The page needs no network.
+/// report, the time series recorded during it, and, for a run a planner scaled, `scaling` (from
+/// [`scaling_json`]). The page needs no network.
 pub fn render_run_report(
-    title: &str,
-    configuration: &[(String, String)],
-    report: &Report,
-    series: &TimeSeries,
-) -> String {
-    render_run_report_scaled(title, configuration, report, series, None)
-}
-
-/// [`render_run_report`] of a run scaled by a planner: `scaling` (from [`scaling_json`]) adds
-/// the scaling section and marks the events on the time plots.
-pub fn render_run_report_scaled(
     title: &str,
     configuration: &[(String, String)],
     report: &Report,
@@ -334,7 +323,7 @@ mod tests {
             ],
         };
         let configuration = vec![("command".to_string(), "dynosim <trace> & more".to_string())];
-        let page = render_run_report("dynosim run <1>", &configuration, &report, &series);
+        let page = render_run_report("dynosim run <1>", &configuration, &report, &series, None);
         // Without a planner the page has no scaling section.
         assert!(!page.contains(r#"<canvas id="plot-workers">"#));
         assert!(page.starts_with("<!DOCTYPE html>"));
@@ -372,7 +361,7 @@ mod tests {
             },
         ];
         let scaling = scaling_json(&[("agg", 1)], &events, 24);
-        let page = render_run_report_scaled("run", &[], &report, &series, Some(&scaling));
+        let page = render_run_report("run", &[], &report, &series, Some(&scaling));
         assert!(page.contains(r#"<canvas id="plot-workers">"#));
         assert!(page.contains(r#"<table id="scaling-events">"#));
         let start = page.find(r#"id="run-data">"#).unwrap() + r#"id="run-data">"#.len();
