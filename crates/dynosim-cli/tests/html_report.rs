@@ -181,6 +181,35 @@ fn chromium_binary() -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
+/// The DOM of the page at `url` once headless Chromium has loaded it, after checking that the
+/// page printed nothing to the console and reported all `plots` of its plots drawn.
+fn page_dom_with_every_plot_drawn(
+    browser: &Path,
+    profile: &Path,
+    url: &str,
+    plots: usize,
+) -> String {
+    let Some(dom) = chromium(browser, profile, &["--dump-dom", url]) else {
+        panic!("headless Chromium did not finish loading the page within 240 s");
+    };
+    let console: Vec<&str> = dom
+        .stderr
+        .lines()
+        .filter(|line| line.contains(":CONSOLE"))
+        .collect();
+    assert!(console.is_empty(), "console messages: {console:#?}");
+    let status = format!(r#"<p id="render-status">drawn {plots} of {plots} plots</p>"#);
+    assert!(
+        dom.stdout.contains(&status),
+        "the page did not report every plot drawn: {}",
+        dom.stdout
+            .lines()
+            .find(|line| line.contains("render-status"))
+            .unwrap_or("(no status line)")
+    );
+    dom.stdout
+}
+
 #[test]
 fn conversation_trace_report_opens_in_headless_chromium_with_every_plot_drawn() {
     let Some(browser) = chromium_binary() else {
@@ -227,24 +256,7 @@ fn conversation_trace_report_opens_in_headless_chromium_with_every_plot_drawn() 
 
     let url = format!("file://{}", page_path.display());
     let profile = dir.path().join("chromium-profile");
-    let Some(dom) = chromium(&browser, &profile, &["--dump-dom", &url]) else {
-        panic!("headless Chromium did not finish loading the page within 240 s");
-    };
-    let dom_text = &dom.stdout;
-    let console: Vec<&str> = dom
-        .stderr
-        .lines()
-        .filter(|line| line.contains(":CONSOLE"))
-        .collect();
-    assert!(console.is_empty(), "console messages: {console:#?}");
-    assert!(
-        dom_text.contains(r#"<p id="render-status">drawn 8 of 8 plots</p>"#),
-        "the page did not report every plot drawn: {}",
-        dom_text
-            .lines()
-            .find(|line| line.contains("render-status"))
-            .unwrap_or("(no status line)")
-    );
+    page_dom_with_every_plot_drawn(&browser, &profile, &url, 8);
 
     // A screenshot of the page: far from blank (a blank page of this size is a few KB).
     let shot = dir.path().join("shot.png");
@@ -337,33 +349,14 @@ fn a_planner_report_opens_in_headless_chromium_with_its_scaling_drawn() {
     let page_path = dir.path().join("run.html");
     let url = format!("file://{}", page_path.display());
     let profile = dir.path().join("chromium-profile");
-    let Some(dom) = chromium(&browser, &profile, &["--dump-dom", &url]) else {
-        panic!("headless Chromium did not finish loading the page within 240 s");
-    };
-    let console: Vec<&str> = dom
-        .stderr
-        .lines()
-        .filter(|line| line.contains(":CONSOLE"))
-        .collect();
-    assert!(console.is_empty(), "console messages: {console:#?}");
     // The eight plots of every run and the workers plot.
+    let dom = page_dom_with_every_plot_drawn(&browser, &profile, &url, 9);
     assert!(
-        dom.stdout
-            .contains(r#"<p id="render-status">drawn 9 of 9 plots</p>"#),
-        "the page did not report every plot drawn: {}",
-        dom.stdout
-            .lines()
-            .find(|line| line.contains("render-status"))
-            .unwrap_or("(no status line)")
-    );
-    assert!(
-        dom.stdout
-            .contains("9 scaling events over 24 planner ticks."),
+        dom.contains("9 scaling events over 24 planner ticks."),
         "no scaling summary"
     );
     // The events table: a header row and one row per event.
     let table = dom
-        .stdout
         .split(r#"<table id="scaling-events">"#)
         .nth(1)
         .and_then(|rest| rest.split("</table>").next())

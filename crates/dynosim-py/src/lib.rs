@@ -18,13 +18,13 @@ mod router_config;
 mod sweep;
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use dynosim::config::spelling::python_message;
-use dynosim::config::ReplayOptions;
+use dynosim::config::{ReplayOptions, ReplaySpec};
 use dynosim::error::ErrorKind;
 use dynosim::report::Value;
 use dynosim::Report;
@@ -174,20 +174,8 @@ fn planned_replay<'py>(
             "give planner_config (dynosim's planner) or scaling_policy (your own), not both",
         ));
     }
-    let jsonl_path = options.report_jsonl.clone();
-    let mut spec = options.into_spec().map_err(to_py_err)?;
-    dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
-        .map_err(to_py_err)?;
-    if let Some(dir) = &aiperf_dir {
-        dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
-        spec.capture_requests = true;
-    }
-    // Checked and opened before the run; published only when complete.
-    let html = html_report
-        .as_deref()
-        .map(|path| PreparedOutput::prepare("HTML report", path))
-        .transpose()
-        .map_err(to_py_err)?;
+    let (spec, jsonl_path) = spec_with_checked_outputs(options, aiperf_dir.as_deref())?;
+    let html = prepare_html(html_report.as_deref())?;
     let mut policy = scaling_policy
         .map(planner::PyScalingPolicy::new)
         .transpose()?;
@@ -249,6 +237,30 @@ struct ExtraOutputs {
     html_report: Option<PathBuf>,
 }
 
+/// The options validated into a spec, and the output paths checked before the run: the
+/// per-request JSONL path (returned), and the AIPerf directory, whose per-request file needs the
+/// records captured.
+fn spec_with_checked_outputs(
+    options: ReplayOptions,
+    aiperf_dir: Option<&Path>,
+) -> PyResult<(ReplaySpec, Option<PathBuf>)> {
+    let jsonl_path = options.report_jsonl.clone();
+    let mut spec = options.into_spec().map_err(to_py_err)?;
+    output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref()).map_err(to_py_err)?;
+    if let Some(dir) = aiperf_dir {
+        dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
+        spec.capture_requests = true;
+    }
+    Ok((spec, jsonl_path))
+}
+
+/// The HTML report's file, checked and opened before the run; published only when complete.
+fn prepare_html(path: Option<&Path>) -> PyResult<Option<PreparedOutput>> {
+    path.map(|path| PreparedOutput::prepare("HTML report", path))
+        .transpose()
+        .map_err(to_py_err)
+}
+
 /// The plain replay: validates, replays (without the GIL), writes the optional outputs, and
 /// returns the report dict.
 fn replay_report_dict<'py>(
@@ -261,25 +273,14 @@ fn replay_report_dict<'py>(
         aiperf_dir,
         html_report,
     } = outputs;
-    let jsonl_path = options.report_jsonl.clone();
-    let mut spec = options.into_spec().map_err(to_py_err)?;
-    dynosim_cli::output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref())
-        .map_err(to_py_err)?;
-    if let Some(dir) = &aiperf_dir {
-        dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
-        spec.capture_requests = true;
-    }
+    let (spec, jsonl_path) = spec_with_checked_outputs(options, aiperf_dir.as_deref())?;
     // Checked and opened before the run; published only when complete.
     let jsonl = jsonl_path
         .as_deref()
         .map(|path| PreparedOutput::prepare("per-request JSONL", path))
         .transpose()
         .map_err(to_py_err)?;
-    let html = html_report
-        .as_deref()
-        .map(|path| dynosim_cli::output::PreparedOutput::prepare("HTML report", path))
-        .transpose()
-        .map_err(to_py_err)?;
+    let html = prepare_html(html_report.as_deref())?;
     let report = run_interruptibly(py, move |cancelled| -> dynosim::Result<Report> {
         let observers = dynosim::sim::Observers {
             timeseries: html.is_some(),

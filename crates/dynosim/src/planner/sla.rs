@@ -133,11 +133,7 @@ impl NativePlanner {
             aggregated,
             ..
         } = targets;
-        let consolidation = if n > 1 {
-            n as f64 / (n - 1) as f64
-        } else {
-            1.0
-        };
+        let consolidation = consolidation_factor(n);
         let mut estimates = Vec::new();
         let mut can_scale_down = n > 1;
         for fpm in stats.values() {
@@ -186,11 +182,7 @@ impl NativePlanner {
             aggregated,
             ..
         } = targets;
-        let consolidation = if n > 1 {
-            n as f64 / (n - 1) as f64
-        } else {
-            1.0
-        };
+        let consolidation = consolidation_factor(n);
         let mut estimates = Vec::new();
         let mut can_scale_down = n > 1;
         let now = Scales {
@@ -387,6 +379,16 @@ impl NativePlanner {
         }
         let (p, d) = self.pair_budget(p, d);
         Some((Some(p), Some(d)))
+    }
+}
+
+/// How much each of `n` workers' load grows if one of them is removed: n / (n − 1), or 1 when
+/// there is a single worker (nothing to consolidate into).
+fn consolidation_factor(n: usize) -> f64 {
+    if n > 1 {
+        n as f64 / (n - 1) as f64
+    } else {
+        1.0
     }
 }
 

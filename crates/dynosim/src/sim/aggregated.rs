@@ -95,11 +95,7 @@ impl<'s> Aggregated<'s> {
 
     /// Scaling ticks the policy was called for, and the changes it asked for.
     pub(super) fn planner_outcome(&mut self) -> Option<PlannerOutcome> {
-        let scaling = self.scaling.as_mut()?;
-        Some(PlannerOutcome {
-            events: scaling.take_events(),
-            ticks: scaling.ticks(),
-        })
+        self.scaling.as_mut().map(Scaling::take_outcome)
     }
 
     pub(super) fn finish(self) -> (Collector, RunFacts) {

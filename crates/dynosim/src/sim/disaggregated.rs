@@ -225,11 +225,7 @@ impl<'s> Disaggregated<'s> {
 
     /// Scaling ticks the policy was called for, and the changes it asked for.
     pub(super) fn planner_outcome(&mut self) -> Option<PlannerOutcome> {
-        let scaling = self.scaling.as_mut()?;
-        Some(PlannerOutcome {
-            events: scaling.take_events(),
-            ticks: scaling.ticks(),
-        })
+        self.scaling.as_mut().map(Scaling::take_outcome)
     }
 
     /// Runs the scaling tick due now, if any and the workload is not done. Whether one ran.

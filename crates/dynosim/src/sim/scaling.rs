@@ -11,7 +11,8 @@
 //! - [`Scaling`]: the policy and its tick: [`Scaling::start`] seeds the first tick after the
 //!   loop settled time 0; the topology calls [`Scaling::due`] once everything else at the
 //!   current time has settled, builds the snapshot, and [`Scaling::decide`] calls the policy
-//!   and re-arms the tick (only to a finite time later than now).
+//!   and re-arms the tick (only to a finite time later than now); [`Scaling::take_outcome`]
+//!   gives what the policy did at the end of the run.
 //!
 //! Ticks sort after every other event of their time; a tick that finds the workload done is
 //! dropped without a call (the loop ends).
@@ -21,7 +22,9 @@ use std::collections::{BTreeMap, HashMap};
 use crate::engine::fpm::ForwardPassMetrics;
 use crate::engine::{PassEvent, RequestId};
 use crate::error::Result;
-use crate::planner::{ScalingDecision, ScalingEvent, ScalingPolicy, ScalingSnapshot, TrafficStats};
+use crate::planner::{
+    PlannerOutcome, ScalingDecision, ScalingEvent, ScalingPolicy, ScalingSnapshot, TrafficStats,
+};
 
 /// Idle ranks publish an all-zero metric once per this many ms.
 const IDLE_FPM_INTERVAL_MS: f64 = 1000.0;
@@ -245,9 +248,12 @@ impl<'p> Scaling<'p> {
         }
     }
 
-    /// The changes the policy asked for, as scaling events.
-    pub(super) fn take_events(&mut self) -> Vec<ScalingEvent> {
-        std::mem::take(&mut self.events)
+    /// What the policy did: the changes it asked for, as scaling events, and its tick count.
+    pub(super) fn take_outcome(&mut self) -> PlannerOutcome {
+        PlannerOutcome {
+            events: std::mem::take(&mut self.events),
+            ticks: self.ticks,
+        }
     }
 
     /// Seeds the first tick, once time 0 has settled.
@@ -306,10 +312,6 @@ impl<'p> Scaling<'p> {
             .next_tick_ms
             .filter(|at| at.is_finite() && *at > now_ms);
         Ok(decision)
-    }
-
-    pub(super) fn ticks(&self) -> u64 {
-        self.ticks
     }
 }
 
