@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use dynosim::config::{ReplayMode, ReplaySpec};
 use dynosim::planner::{PlannerOutcome, ScalingPolicy};
-use dynosim::sim::{Observers, Progress, Simulated, VirtualClock};
+use dynosim::sim::{Clock, Observers, Progress, Simulated, VirtualClock};
 use dynosim::{Error, Report, Result};
 
 use crate::live::WallClock;
@@ -122,8 +122,7 @@ pub struct Replayed {
 
 /// Runs `spec` and publishes its `outputs`. `policy`, when given, scales the workers (the
 /// caller's own planner, the Python front's `scaling_policy`; the spec's planner runs
-/// otherwise); `progress` is published for a
-/// progress bar. Once `cancel` is set the run stops; `on_cancel` says what then happens.
+/// otherwise); `progress` is published for a progress bar. Once `cancel` is set the run stops; `on_cancel` says what then happens.
 pub fn replay(
     spec: &ReplaySpec,
     outputs: Outputs,
@@ -137,7 +136,7 @@ pub fn replay(
         spec.check_scaling("scaling_policy")?;
     }
     let Outputs {
-        report_json,
+        mut report_json,
         records,
         aiperf_dir,
         mut html,
@@ -177,7 +176,6 @@ pub fn replay(
         let page = render_html_report(&invocation, spec, &report, series, planner.as_ref());
         html.write_all(page.as_bytes())?;
     }
-    let mut report_json = report_json;
     if let Some(file) = &mut report_json {
         file.write_all(report.to_json_file_string().as_bytes())?;
     }
@@ -200,33 +198,27 @@ fn simulate_timed(
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let started = Instant::now();
-    let simulated = match (policy, spec.replay_mode) {
+    let mut virtual_clock = VirtualClock;
+    let mut wall_clock;
+    let clock: &mut dyn Clock = match spec.replay_mode {
+        ReplayMode::Offline => &mut virtual_clock,
+        ReplayMode::Online { speed } => {
+            wall_clock = WallClock::start(speed);
+            &mut wall_clock
+        }
+    };
+    let simulated = match policy {
         // `replay` checked that a policy's run is offline.
-        (Some(policy), _) => dynosim::sim::simulate_scaled(
+        Some(policy) => dynosim::sim::simulate_scaled(
             spec,
             workload,
-            &mut VirtualClock,
+            clock,
             cancel,
             observers,
             records,
             Some(policy),
         )?,
-        (None, ReplayMode::Offline) => dynosim::simulate_streaming(
-            spec,
-            workload,
-            &mut VirtualClock,
-            cancel,
-            observers,
-            records,
-        )?,
-        (None, ReplayMode::Online { speed }) => dynosim::simulate_streaming(
-            spec,
-            workload,
-            &mut WallClock::start(speed),
-            cancel,
-            observers,
-            records,
-        )?,
+        None => dynosim::simulate_streaming(spec, workload, clock, cancel, observers, records)?,
     };
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
 }
