@@ -55,10 +55,11 @@ struct TokenSummary {
 #[repr(C, align(64))]
 struct RequestState {
     tokens: TokenSummary,
-    /// Token timestamps not yet folded into the gap statistics, run-length encoded as
-    /// (time, tokens stamped at that time). Taken from the spare buffers at the first token,
-    /// emptied when the request ends.
-    pending_token_runs: Vec<(f64, usize)>,
+    /// Token timestamps not yet folded into the gap statistics, run-length encoded: the time
+    /// of each run of tokens stamped at one time, 8 bytes a run as most runs are one token
+    /// (the others are in `multiple_token_runs`). Taken from the spare buffers at the first
+    /// token, emptied when the request ends.
+    token_run_times: Vec<f64>,
     arrival_ms: f64,
     input_length: usize,
     requested_output_length: usize,
@@ -67,6 +68,8 @@ struct RequestState {
     reused_tokens: usize,
     first_admission_reused_tokens: usize,
     decode_worker_idx: Option<usize>,
+    /// (index in `token_run_times`, tokens) of the runs of more than one token, in order.
+    multiple_token_runs: Vec<(usize, usize)>,
     terminal: Option<(f64, TerminalStatus)>,
     /// Kept only when records are captured.
     session: Option<Box<(String, usize)>>,
@@ -218,7 +221,7 @@ pub struct Collector {
     /// Emptied token-run buffers of ended requests, reused by later requests at their first
     /// token (growing a fresh one token by token was a good part of the run's allocations),
     /// and the bytes they hold.
-    spare_token_runs: Vec<Vec<(f64, usize)>>,
+    spare_token_runs: Vec<Vec<f64>>,
     spare_token_run_bytes: usize,
 }
 
@@ -227,7 +230,9 @@ pub struct Collector {
 /// so the spares needed are about the decoding batch's.
 const SPARE_TOKEN_RUN_BYTES: usize = 4 << 20;
 const SPARE_TOKEN_RUN_CAPACITY: usize = 4096;
-const TOKEN_RUN_BYTES: usize = std::mem::size_of::<(f64, usize)>();
+/// A state slot keeps its emptied list of multiple-token runs up to this capacity.
+const SPARE_MULTIPLE_TOKEN_RUNS: usize = 64;
+const TOKEN_RUN_BYTES: usize = std::mem::size_of::<f64>();
 
 /// The key that sorts records: arrival time (in `f64::total_cmp` order), then id.
 fn record_key(arrival_ms: f64, id: RequestId) -> (u64, RequestId) {
@@ -437,7 +442,7 @@ impl Collector {
                 }
                 if let Some(spare) = self.spare_token_runs.pop() {
                     self.spare_token_run_bytes -= spare.capacity() * TOKEN_RUN_BYTES;
-                    state.pending_token_runs = spare;
+                    state.token_run_times = spare;
                 }
             }
             1 => tokens.second_ms = Some(at_ms),
@@ -445,10 +450,19 @@ impl Collector {
         }
         tokens.last_ms = at_ms;
         tokens.count += count;
-        let runs = &mut state.pending_token_runs;
-        match runs.last_mut() {
-            Some((_, run)) if same_stamp => *run += count,
-            _ => runs.push((at_ms, count)),
+        let times = &mut state.token_run_times;
+        if same_stamp {
+            // The last run grows (to more than one token).
+            let last = times.len() - 1;
+            match state.multiple_token_runs.last_mut() {
+                Some((index, run)) if *index == last => *run += count,
+                _ => state.multiple_token_runs.push((last, 1 + count)),
+            }
+        } else {
+            times.push(at_ms);
+            if count > 1 {
+                state.multiple_token_runs.push((times.len() - 1, count));
+            }
         }
     }
 
@@ -471,7 +485,7 @@ impl Collector {
         };
         let mut state = std::mem::take(&mut self.states[index]);
         state.terminal = Some((at_ms, status));
-        let mut runs = std::mem::take(&mut state.pending_token_runs);
+        let mut runs = std::mem::take(&mut state.token_run_times);
         if state.is_completed() {
             let completed = CompletedRequest {
                 ttft_ms: state.ttft_ms(),
@@ -480,13 +494,17 @@ impl Collector {
                 reused_prompt_tokens: state.reused_tokens,
             };
             self.duration_ms = self.duration_ms.max(at_ms);
+            let token_runs = TokenRuns {
+                times: &runs,
+                multiple: &state.multiple_token_runs,
+            };
             fold_token_gaps(
-                &runs,
+                token_runs,
                 &mut self.itl,
                 &mut self.output_token_throughput_per_user,
             );
             if let Some(series) = self.timeseries.as_deref_mut() {
-                series.on_completed(at_ms, &completed, &runs);
+                series.on_completed(at_ms, &completed, token_runs.iter());
             }
             self.fold_completed(&state);
         }
@@ -499,13 +517,21 @@ impl Collector {
             self.spare_token_runs.push(runs);
             self.spare_token_run_bytes += spare_bytes;
         }
+        // The (small) list of multiple-token runs stays with the slot for its next request.
+        let mut multiple = std::mem::take(&mut state.multiple_token_runs);
+        multiple.clear();
+        if multiple.capacity() > SPARE_MULTIPLE_TOKEN_RUNS {
+            multiple = Vec::new();
+        }
         if self.capture_records {
             let key = record_key(state.arrival_ms, id);
             self.live_order.remove(&key);
             self.ended_order.insert(key);
+            state.multiple_token_runs = multiple;
             self.states[index] = state;
             self.window[offset] = index as Slot | ENDED;
         } else {
+            self.states[index].multiple_token_runs = multiple;
             self.free_state(offset, index);
         }
         self.give_out_settled_records();
@@ -800,6 +826,26 @@ impl LazyRecords {
     }
 }
 
+/// A request's token runs: the time of each run, and the runs of more than one token.
+#[derive(Clone, Copy)]
+struct TokenRuns<'a> {
+    times: &'a [f64],
+    multiple: &'a [(usize, usize)],
+}
+
+impl<'a> TokenRuns<'a> {
+    /// (time, tokens) of each run, in order.
+    fn iter(self) -> impl Iterator<Item = (f64, usize)> + 'a {
+        let mut multiple = self.multiple.iter().peekable();
+        self.times.iter().enumerate().map(move |(index, &time)| {
+            match multiple.next_if(|(at, _)| *at == index) {
+                Some(&(_, count)) => (time, count),
+                None => (time, 1),
+            }
+        })
+    }
+}
+
 /// Feeds every consecutive token gap of one request into the pooled statistics: a run of
 /// tokens stamped at one time contributes zero gaps after its first token.
 ///
@@ -808,58 +854,53 @@ impl LazyRecords {
 /// updated together in one tight pass, with their state in registers, so that their divisions
 /// overlap; the sketches and extremes, which do not depend on the chains, in a second pass.
 fn fold_token_gaps(
-    runs: &[(f64, usize)],
+    runs: TokenRuns<'_>,
     itl: &mut StreamingDistribution,
     output_token_throughput_per_user: &mut StreamingDistribution,
 ) {
-    let Some((&(first_time, first_count), rest)) = runs.split_first() else {
-        return;
-    };
     let mut itl_moments = itl.moments();
     let mut throughput_moments = output_token_throughput_per_user.moments();
-    for _ in 1..first_count {
-        itl_moments.add(0.0);
-    }
-    let mut previous = first_time;
-    for &(time, count) in rest {
-        let gap = (time - previous).max(0.0);
-        if gap.is_finite() {
-            itl_moments.add(gap);
-        }
-        if gap > 0.0 {
-            let throughput = 1000.0 / gap;
-            if throughput.is_finite() {
-                throughput_moments.add(throughput);
+    let mut previous: Option<f64> = None;
+    for (time, count) in runs.iter() {
+        if let Some(previous) = previous {
+            let gap = (time - previous).max(0.0);
+            if gap.is_finite() {
+                itl_moments.add(gap);
+            }
+            if gap > 0.0 {
+                let throughput = 1000.0 / gap;
+                if throughput.is_finite() {
+                    throughput_moments.add(throughput);
+                }
             }
         }
         // The run's later tokens follow with no gap (and no throughput sample).
         for _ in 1..count {
             itl_moments.add(0.0);
         }
-        previous = time;
+        previous = Some(time);
     }
     itl.set_moments(itl_moments);
     output_token_throughput_per_user.set_moments(throughput_moments);
 
-    if first_count > 1 {
-        itl.add_to_sketch(0.0, first_count as u64 - 1);
-    }
-    let mut previous = first_time;
-    for &(time, count) in rest {
-        let gap = (time - previous).max(0.0);
-        if gap.is_finite() {
-            itl.add_to_sketch(gap, 1);
-        }
-        if gap > 0.0 {
-            let throughput = 1000.0 / gap;
-            if throughput.is_finite() {
-                output_token_throughput_per_user.add_to_sketch(throughput, 1);
+    let mut previous: Option<f64> = None;
+    for (time, count) in runs.iter() {
+        if let Some(previous) = previous {
+            let gap = (time - previous).max(0.0);
+            if gap.is_finite() {
+                itl.add_to_sketch(gap, 1);
+            }
+            if gap > 0.0 {
+                let throughput = 1000.0 / gap;
+                if throughput.is_finite() {
+                    output_token_throughput_per_user.add_to_sketch(throughput, 1);
+                }
             }
         }
         if count > 1 {
             itl.add_to_sketch(0.0, count as u64 - 1);
         }
-        previous = time;
+        previous = Some(time);
     }
 }
 
@@ -1306,7 +1347,19 @@ mod tests {
                         (now, count)
                     })
                     .collect();
-                fold_token_gaps(&runs, &mut itl, &mut throughput);
+                let times: Vec<f64> = runs.iter().map(|run| run.0).collect();
+                let multiple: Vec<(usize, usize)> = runs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, run)| run.1 > 1)
+                    .map(|(index, run)| (index, run.1))
+                    .collect();
+                let token_runs = TokenRuns {
+                    times: &times,
+                    multiple: &multiple,
+                };
+                assert_eq!(token_runs.iter().collect::<Vec<_>>(), runs);
+                fold_token_gaps(token_runs, &mut itl, &mut throughput);
                 fold_naively(&runs, &mut naive_itl, &mut naive_throughput);
             }
             proptest::prop_assert_eq!(stat_bits(&itl), stat_bits(&naive_itl));
