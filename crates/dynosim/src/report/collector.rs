@@ -7,13 +7,15 @@
 //! complete are dropped.
 //!
 //! Memory follows the requests in flight, not the length of the run: a request's state lives
-//! from its arrival to its end, when it is folded into the totals and into the exact
-//! distributions (`exact::ExactValues`, a compressed multiset; their means and deviations are
-//! compensated sums in value order, so the report does not depend on completion order). When
-//! records are captured, an ended request's state waits only until every request that sorts
-//! before it (by arrival time, then id) has ended, then its record goes to the caller's
-//! [`RecordSink`] — unless no sink was given, or the run is disaggregated (whose handoff may
-//! finish after the request ended): then records wait for the end of the run.
+//! from its arrival to its end (in a dense table of plain states whose slots are reused, found
+//! through a window of request ids: no allocation per request), when it is folded into the
+//! totals and into the exact distributions (`exact::ExactValues`, a compressed multiset; their
+//! means and deviations are compensated sums in value order, so the report does not depend on
+//! completion order). When records are captured, an ended request's state waits only until
+//! every request that sorts before it (by arrival time, then id) has ended, then its record
+//! goes to the caller's [`RecordSink`] — unless no sink was given, or the run is disaggregated
+//! (whose handoff may finish after the request ended): then records wait for the end of the
+//! run.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -47,8 +49,17 @@ struct TokenSummary {
     last_ms: f64,
 }
 
+/// One request's state, in the collector's dense table. The fields a token touches come first,
+/// in the state's first cache line.
 #[derive(Debug, Default)]
+#[repr(C, align(64))]
 struct RequestState {
+    tokens: TokenSummary,
+    /// Token timestamps not yet folded into the gap statistics, run-length encoded: the time
+    /// of each run of tokens stamped at one time, 8 bytes a run as most runs are one token
+    /// (the others are in `multiple_token_runs`). Taken from the spare buffers at the first
+    /// token, emptied when the request ends.
+    token_run_times: Vec<f64>,
     arrival_ms: f64,
     input_length: usize,
     requested_output_length: usize,
@@ -57,10 +68,8 @@ struct RequestState {
     reused_tokens: usize,
     first_admission_reused_tokens: usize,
     decode_worker_idx: Option<usize>,
-    tokens: TokenSummary,
-    /// Token timestamps not yet folded into the gap statistics, run-length encoded as
-    /// (time, tokens stamped at that time). Emptied when the request ends.
-    pending_token_runs: Vec<(f64, usize)>,
+    /// (index in `token_run_times`, tokens) of the runs of more than one token, in order.
+    multiple_token_runs: Vec<(usize, usize)>,
     terminal: Option<(f64, TerminalStatus)>,
     /// Kept only when records are captured.
     session: Option<Box<(String, usize)>>,
@@ -135,15 +144,25 @@ impl RequestState {
     }
 }
 
-/// What the collector knows of one request id.
-#[derive(Debug)]
-enum Slot {
-    /// Not arrived (yet).
-    Absent,
-    /// Arrived and not ended.
-    Live(Box<RequestState>),
-    /// Ended; its state is kept while its record is still to be given out.
-    Ended(Option<Box<RequestState>>),
+/// What the collector knows of one request id, as an entry of its window: the index of the
+/// request's state in the dense table while it is in flight; that index with [`ENDED`] set
+/// once it ended while its state is kept for its record; [`ABSENT`] before it arrives and
+/// [`GONE`] once nothing of it is kept.
+type Slot = u32;
+const ABSENT: Slot = u32::MAX;
+const GONE: Slot = u32::MAX - 1;
+const ENDED: Slot = 1 << 31;
+
+/// A slot's state index, if the request is in flight.
+#[inline]
+fn live_index(slot: Slot) -> Option<usize> {
+    (slot < ENDED).then_some(slot as usize)
+}
+
+/// A slot's state index, if the request arrived and its state is kept (in flight or ended).
+#[inline]
+fn kept_index(slot: Slot) -> Option<usize> {
+    (slot < GONE).then_some((slot & !ENDED) as usize)
 }
 
 /// Sums over completed requests, folded in as each completes.
@@ -174,6 +193,10 @@ pub struct Collector {
     /// Request `base + i` is `window[i]`; ended requests leave from the front.
     window: VecDeque<Slot>,
     base: RequestId,
+    /// The states of requests in flight (and of ended ones kept for their record), reused:
+    /// a freed state's index goes to `free_states` for the next arrival.
+    states: Vec<RequestState>,
+    free_states: Vec<u32>,
     arrivals: usize,
     totals: Totals,
     ttft: ExactValues,
@@ -195,14 +218,21 @@ pub struct Collector {
     duration_ms: f64,
     /// Recorded only when the caller asked for the time series (the HTML report).
     timeseries: Option<Box<TimeSeries>>,
-    /// Emptied token-run buffers of ended requests, reused by later arrivals (growing a fresh
-    /// one token by token was a good part of the run's allocations).
-    spare_token_runs: Vec<Vec<(f64, usize)>>,
+    /// Emptied token-run buffers of ended requests, reused by later requests at their first
+    /// token (growing a fresh one token by token was a good part of the run's allocations),
+    /// and the bytes they hold.
+    spare_token_runs: Vec<Vec<f64>>,
+    spare_token_run_bytes: usize,
 }
 
-/// At most this many spare token-run buffers are kept, each of at most this many runs.
-const SPARE_TOKEN_RUN_BUFFERS: usize = 1024;
+/// Spare token-run buffers hold at most this many bytes together, and one of more than
+/// [`SPARE_TOKEN_RUN_CAPACITY`] runs is not kept. Only requests emitting tokens hold a buffer,
+/// so the spares needed are about the decoding batch's.
+const SPARE_TOKEN_RUN_BYTES: usize = 4 << 20;
 const SPARE_TOKEN_RUN_CAPACITY: usize = 4096;
+/// A state slot keeps its emptied list of multiple-token runs up to this capacity.
+const SPARE_MULTIPLE_TOKEN_RUNS: usize = 64;
+const TOKEN_RUN_BYTES: usize = std::mem::size_of::<f64>();
 
 /// The key that sorts records: arrival time (in `f64::total_cmp` order), then id.
 fn record_key(arrival_ms: f64, id: RequestId) -> (u64, RequestId) {
@@ -222,6 +252,8 @@ impl Collector {
             capture_records,
             window: VecDeque::new(),
             base: 0,
+            states: Vec::new(),
+            free_states: Vec::new(),
             arrivals: 0,
             totals: Totals::default(),
             ttft: ExactValues::new(),
@@ -237,6 +269,7 @@ impl Collector {
             duration_ms: 0.0,
             timeseries: None,
             spare_token_runs: Vec::new(),
+            spare_token_run_bytes: 0,
         }
     }
 
@@ -277,24 +310,31 @@ impl Collector {
         }
         let offset = id - self.base;
         if offset >= self.window.len() {
-            self.window.resize_with(offset + 1, || Slot::Absent);
+            self.window.resize(offset + 1, ABSENT);
         }
-        let slot = &mut self.window[offset];
-        if !matches!(slot, Slot::Absent) {
+        if self.window[offset] != ABSENT {
             return;
         }
-        let mut state = Box::new(RequestState {
-            arrival_ms: at_ms,
-            input_length,
-            requested_output_length,
-            pending_token_runs: self.spare_token_runs.pop().unwrap_or_default(),
-            ..RequestState::default()
-        });
+        let index = match self.free_states.pop() {
+            Some(index) => index,
+            None => {
+                let index = u32::try_from(self.states.len())
+                    .ok()
+                    .filter(|index| *index < ENDED)
+                    .expect("fewer than 2^31 requests in flight");
+                self.states.push(RequestState::default());
+                index
+            }
+        };
+        self.window[offset] = index;
+        let state = &mut self.states[index as usize];
+        state.arrival_ms = at_ms;
+        state.input_length = input_length;
+        state.requested_output_length = requested_output_length;
         if self.capture_records {
             state.session = session.map(|(name, turn)| Box::new((name.to_string(), turn)));
             self.live_order.insert(record_key(at_ms, id));
         }
-        *slot = Slot::Live(state);
         self.arrivals += 1;
     }
 
@@ -383,18 +423,26 @@ impl Collector {
 
     /// `count` tokens emitted at `at_ms`.
     pub fn on_tokens(&mut self, id: RequestId, at_ms: f64, count: usize) {
-        let Some(state) = self.live_request(id) else {
+        let Some(index) = self.live_index(id) else {
             return;
         };
         if count == 0 {
             return;
         }
+        let state = &mut self.states[index];
         let tokens = &mut state.tokens;
+        // The last run's time is `last_ms`: reading it from the state spares a load from the
+        // end of the run buffer, which is seldom in cache.
+        let same_stamp = tokens.count > 0 && tokens.last_ms == at_ms;
         match tokens.count {
             0 => {
                 tokens.first_ms = at_ms;
                 if count >= 2 {
                     tokens.second_ms = Some(at_ms);
+                }
+                if let Some(spare) = self.spare_token_runs.pop() {
+                    self.spare_token_run_bytes -= spare.capacity() * TOKEN_RUN_BYTES;
+                    state.token_run_times = spare;
                 }
             }
             1 => tokens.second_ms = Some(at_ms),
@@ -402,9 +450,19 @@ impl Collector {
         }
         tokens.last_ms = at_ms;
         tokens.count += count;
-        match state.pending_token_runs.last_mut() {
-            Some((time, run)) if *time == at_ms => *run += count,
-            _ => state.pending_token_runs.push((at_ms, count)),
+        let times = &mut state.token_run_times;
+        if same_stamp {
+            // The last run grows (to more than one token).
+            let last = times.len() - 1;
+            match state.multiple_token_runs.last_mut() {
+                Some((index, run)) if *index == last => *run += count,
+                _ => state.multiple_token_runs.push((last, 1 + count)),
+            }
+        } else {
+            times.push(at_ms);
+            if count > 1 {
+                state.multiple_token_runs.push((times.len() - 1, count));
+            }
         }
     }
 
@@ -421,18 +479,13 @@ impl Collector {
         let Some(offset) = id.checked_sub(self.base) else {
             return;
         };
-        let Some(slot) = self.window.get_mut(offset) else {
-            return;
-        };
-        if !matches!(slot, Slot::Live(_)) {
+        let Some(index) = self.window.get(offset).copied().and_then(live_index) else {
             // Not arrived, or already ended.
             return;
-        }
-        let Slot::Live(mut state) = std::mem::replace(slot, Slot::Ended(None)) else {
-            unreachable!("matched above")
         };
+        let mut state = std::mem::take(&mut self.states[index]);
         state.terminal = Some((at_ms, status));
-        let mut runs = std::mem::take(&mut state.pending_token_runs);
+        let mut runs = std::mem::take(&mut state.token_run_times);
         if state.is_completed() {
             let completed = CompletedRequest {
                 ttft_ms: state.ttft_ms(),
@@ -441,33 +494,57 @@ impl Collector {
                 reused_prompt_tokens: state.reused_tokens,
             };
             self.duration_ms = self.duration_ms.max(at_ms);
+            let token_runs = TokenRuns {
+                times: &runs,
+                multiple: &state.multiple_token_runs,
+            };
             fold_token_gaps(
-                &runs,
+                token_runs,
                 &mut self.itl,
                 &mut self.output_token_throughput_per_user,
             );
             if let Some(series) = self.timeseries.as_deref_mut() {
-                series.on_completed(at_ms, &completed, &runs);
+                series.on_completed(at_ms, &completed, token_runs.iter());
             }
             self.fold_completed(&state);
         }
-        if self.spare_token_runs.len() < SPARE_TOKEN_RUN_BUFFERS
+        let spare_bytes = runs.capacity() * TOKEN_RUN_BYTES;
+        if spare_bytes > 0
             && runs.capacity() <= SPARE_TOKEN_RUN_CAPACITY
+            && self.spare_token_run_bytes + spare_bytes <= SPARE_TOKEN_RUN_BYTES
         {
             runs.clear();
             self.spare_token_runs.push(runs);
+            self.spare_token_run_bytes += spare_bytes;
+        }
+        // The (small) list of multiple-token runs stays with the slot for its next request.
+        let mut multiple = std::mem::take(&mut state.multiple_token_runs);
+        multiple.clear();
+        if multiple.capacity() > SPARE_MULTIPLE_TOKEN_RUNS {
+            multiple = Vec::new();
         }
         if self.capture_records {
             let key = record_key(state.arrival_ms, id);
             self.live_order.remove(&key);
             self.ended_order.insert(key);
-            self.window[offset] = Slot::Ended(Some(state));
+            state.multiple_token_runs = multiple;
+            self.states[index] = state;
+            self.window[offset] = index as Slot | ENDED;
+        } else {
+            self.states[index].multiple_token_runs = multiple;
+            self.free_state(offset, index);
         }
         self.give_out_settled_records();
-        while let Some(Slot::Ended(None)) = self.window.front() {
+        while self.window.front() == Some(&GONE) {
             self.window.pop_front();
             self.base += 1;
         }
+    }
+
+    /// Frees the state at `index` of the request at window `offset`: nothing of it is kept.
+    fn free_state(&mut self, offset: usize, index: usize) {
+        self.window[offset] = GONE;
+        self.free_states.push(index as u32);
     }
 
     /// Adds a completed request to the totals and the exact distributions.
@@ -519,15 +596,25 @@ impl Collector {
 
     /// Builds the record of ended request `id`, drops its state and hands the record over.
     fn give_out(&mut self, id: RequestId) {
-        let Some(Slot::Ended(kept)) = self.window.get_mut(id - self.base) else {
-            return;
-        };
-        let Some(state) = kept.take() else {
+        let Some(state) = self.take_ended(id) else {
             return;
         };
         if let (Some(record), Some(sink)) = (record_of(id, &state), self.sink.as_mut()) {
             sink.0.accept(record);
         }
+    }
+
+    /// The state of ended request `id`, if kept; the collector keeps nothing of it after.
+    fn take_ended(&mut self, id: RequestId) -> Option<RequestState> {
+        let offset = id.checked_sub(self.base)?;
+        let slot = *self.window.get(offset)?;
+        if !(ENDED..GONE).contains(&slot) {
+            return None;
+        }
+        let index = (slot & !ENDED) as usize;
+        let state = std::mem::take(&mut self.states[index]);
+        self.free_state(offset, index);
+        Some(state)
     }
 
     /// Arrivals seen so far.
@@ -544,18 +631,20 @@ impl Collector {
     /// A request the collector saw arrive, terminal or not (terminal ones only while their
     /// state is kept for their record).
     fn arrived_request(&mut self, id: RequestId) -> Option<&mut RequestState> {
-        match self.window.get_mut(id.checked_sub(self.base)?)? {
-            Slot::Live(state) | Slot::Ended(Some(state)) => Some(state),
-            Slot::Absent | Slot::Ended(None) => None,
-        }
+        let index = kept_index(*self.window.get(id.checked_sub(self.base)?)?)?;
+        Some(&mut self.states[index])
+    }
+
+    /// The state index of a request that arrived and has not ended.
+    #[inline]
+    fn live_index(&self, id: RequestId) -> Option<usize> {
+        live_index(*self.window.get(id.checked_sub(self.base)?)?)
     }
 
     /// A request that arrived and has not ended.
     fn live_request(&mut self, id: RequestId) -> Option<&mut RequestState> {
-        match self.window.get_mut(id.checked_sub(self.base)?)? {
-            Slot::Live(state) => Some(state),
-            _ => None,
-        }
+        let index = self.live_index(id)?;
+        Some(&mut self.states[index])
     }
 
     /// The report, and the records not given to a sink yet (empty unless captured), to be
@@ -567,10 +656,8 @@ impl Collector {
         for (_, id) in ended {
             if self.sink.is_some() {
                 self.give_out(id);
-            } else if let Some(Slot::Ended(kept)) = self.window.get_mut(id - self.base) {
-                if let Some(state) = kept.take() {
-                    states.push((id, state));
-                }
+            } else if let Some(state) = self.take_ended(id) {
+                states.push((id, state));
             }
         }
         let report = self.report(facts);
@@ -719,7 +806,7 @@ fn record_of(index: RequestId, state: &RequestState) -> Option<RequestRecord> {
 #[derive(Debug)]
 pub struct LazyRecords {
     /// Ended requests by arrival time then id.
-    states: Vec<(RequestId, Box<RequestState>)>,
+    states: Vec<(RequestId, RequestState)>,
 }
 
 impl LazyRecords {
@@ -739,24 +826,80 @@ impl LazyRecords {
     }
 }
 
+/// A request's token runs: the time of each run, and the runs of more than one token.
+#[derive(Clone, Copy)]
+struct TokenRuns<'a> {
+    times: &'a [f64],
+    multiple: &'a [(usize, usize)],
+}
+
+impl<'a> TokenRuns<'a> {
+    /// (time, tokens) of each run, in order.
+    fn iter(self) -> impl Iterator<Item = (f64, usize)> + 'a {
+        let mut multiple = self.multiple.iter().peekable();
+        self.times.iter().enumerate().map(move |(index, &time)| {
+            match multiple.next_if(|(at, _)| *at == index) {
+                Some(&(_, count)) => (time, count),
+                None => (time, 1),
+            }
+        })
+    }
+}
+
 /// Feeds every consecutive token gap of one request into the pooled statistics: a run of
 /// tokens stamped at one time contributes zero gaps after its first token.
+///
+/// Each statistic sees exactly the samples, in the order, of one `add` per gap (ITL: the gap,
+/// then the run's zeros; OTPU: `1000 / gap` of each positive gap). The two Welford chains are
+/// updated together in one tight pass, with their state in registers, so that their divisions
+/// overlap; the sketches and extremes, which do not depend on the chains, in a second pass.
 fn fold_token_gaps(
-    runs: &[(f64, usize)],
+    runs: TokenRuns<'_>,
     itl: &mut StreamingDistribution,
     output_token_throughput_per_user: &mut StreamingDistribution,
 ) {
+    let mut itl_moments = itl.moments();
+    let mut throughput_moments = output_token_throughput_per_user.moments();
     let mut previous: Option<f64> = None;
-    for &(time, count) in runs {
-        if let Some(prev) = previous {
-            let gap = (time - prev).max(0.0);
-            itl.add(gap);
+    for (time, count) in runs.iter() {
+        if let Some(previous) = previous {
+            let gap = (time - previous).max(0.0);
+            if gap.is_finite() {
+                itl_moments.add(gap);
+            }
             if gap > 0.0 {
-                output_token_throughput_per_user.add(1000.0 / gap);
+                let throughput = 1000.0 / gap;
+                if throughput.is_finite() {
+                    throughput_moments.add(throughput);
+                }
             }
         }
         // The run's later tokens follow with no gap (and no throughput sample).
-        itl.add_repeated(0.0, count.saturating_sub(1) as u64);
+        for _ in 1..count {
+            itl_moments.add(0.0);
+        }
+        previous = Some(time);
+    }
+    itl.set_moments(itl_moments);
+    output_token_throughput_per_user.set_moments(throughput_moments);
+
+    let mut previous: Option<f64> = None;
+    for (time, count) in runs.iter() {
+        if let Some(previous) = previous {
+            let gap = (time - previous).max(0.0);
+            if gap.is_finite() {
+                itl.add_to_sketch(gap, 1);
+            }
+            if gap > 0.0 {
+                let throughput = 1000.0 / gap;
+                if throughput.is_finite() {
+                    output_token_throughput_per_user.add_to_sketch(throughput, 1);
+                }
+            }
+        }
+        if count > 1 {
+            itl.add_to_sketch(0.0, count as u64 - 1);
+        }
         previous = Some(time);
     }
 }
@@ -1154,5 +1297,73 @@ mod tests {
         let (report, _) = c.finish(RunFacts::default());
         assert_eq!(float(&report, "mean_ttft_ms"), 1.0);
         assert_eq!(float(&report, "p99_tpot_ms"), 1.0);
+    }
+
+    /// The gaps fed one `add` at a time, as the fold is defined.
+    fn fold_naively(
+        runs: &[(f64, usize)],
+        itl: &mut StreamingDistribution,
+        throughput: &mut StreamingDistribution,
+    ) {
+        let mut previous: Option<f64> = None;
+        for &(time, count) in runs {
+            if let Some(prev) = previous {
+                let gap = (time - prev).max(0.0);
+                itl.add(gap);
+                if gap > 0.0 {
+                    throughput.add(1000.0 / gap);
+                }
+            }
+            itl.add_repeated(0.0, count.saturating_sub(1) as u64);
+            previous = Some(time);
+        }
+    }
+
+    fn stat_bits(dist: &StreamingDistribution) -> (u64, [u64; 9]) {
+        (dist.count(), dist.finish().in_key_order().map(f64::to_bits))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn folding_gaps_gives_the_bits_of_one_add_per_gap(
+            requests in proptest::collection::vec(
+                proptest::collection::vec((0.0f64..50.0, 1usize..4), 0..40),
+                1..12,
+            )
+        ) {
+            let (mut itl, mut throughput) =
+                (StreamingDistribution::new(), StreamingDistribution::new());
+            let (mut naive_itl, mut naive_throughput) =
+                (StreamingDistribution::new(), StreamingDistribution::new());
+            for steps in requests {
+                // Non-decreasing stamps from random steps, some of them equal.
+                let mut now = 1000.0;
+                let runs: Vec<(f64, usize)> = steps
+                    .iter()
+                    .map(|&(step, count)| {
+                        if step > 10.0 {
+                            now += step;
+                        }
+                        (now, count)
+                    })
+                    .collect();
+                let times: Vec<f64> = runs.iter().map(|run| run.0).collect();
+                let multiple: Vec<(usize, usize)> = runs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, run)| run.1 > 1)
+                    .map(|(index, run)| (index, run.1))
+                    .collect();
+                let token_runs = TokenRuns {
+                    times: &times,
+                    multiple: &multiple,
+                };
+                assert_eq!(token_runs.iter().collect::<Vec<_>>(), runs);
+                fold_token_gaps(token_runs, &mut itl, &mut throughput);
+                fold_naively(&runs, &mut naive_itl, &mut naive_throughput);
+            }
+            proptest::prop_assert_eq!(stat_bits(&itl), stat_bits(&naive_itl));
+            proptest::prop_assert_eq!(stat_bits(&throughput), stat_bits(&naive_throughput));
+        }
     }
 }

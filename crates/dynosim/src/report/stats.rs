@@ -126,12 +126,39 @@ impl StreamingDistribution {
             return;
         }
         self.sketch.add(value, count);
+        let mut moments = self.moments();
         for _ in 0..count {
-            self.count += 1;
-            let delta = value - self.mean;
-            self.mean += delta / self.count as f64;
-            self.sum_squared_deviations += delta * (value - self.mean);
+            moments.add(value);
         }
+        self.set_moments(moments);
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
+    }
+
+    /// The Welford state, to be updated outside (in registers) and put back with
+    /// [`StreamingDistribution::set_moments`].
+    #[inline]
+    pub(crate) fn moments(&self) -> Moments {
+        Moments {
+            count: self.count,
+            mean: self.mean,
+            sum_squared_deviations: self.sum_squared_deviations,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set_moments(&mut self, moments: Moments) {
+        self.count = moments.count;
+        self.mean = moments.mean;
+        self.sum_squared_deviations = moments.sum_squared_deviations;
+    }
+
+    /// Bins `count` samples equal to finite `value` and updates min and max, leaving the
+    /// Welford state to the caller (who adds the same samples through [`Moments::add`]).
+    #[inline]
+    pub(crate) fn add_to_sketch(&mut self, value: f64, count: u64) {
+        debug_assert!(value.is_finite() && count > 0);
+        self.sketch.add(value, count);
         self.min = self.min.min(value);
         self.max = self.max.max(value);
     }
@@ -172,6 +199,26 @@ impl StreamingDistribution {
             return self.min;
         }
         self.sketch.quantile(quantile)
+    }
+}
+
+/// The Welford state of a [`StreamingDistribution`]: sample count, mean and the sum of squared
+/// deviations from it, updated one sample at a time (always the same operations in the same
+/// order, so that every way of feeding samples gives the same bits).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Moments {
+    count: u64,
+    mean: f64,
+    sum_squared_deviations: f64,
+}
+
+impl Moments {
+    #[inline(always)]
+    pub(crate) fn add(&mut self, value: f64) {
+        self.count += 1;
+        let delta = value - self.mean;
+        self.mean += delta / self.count as f64;
+        self.sum_squared_deviations += delta * (value - self.mean);
     }
 }
 
@@ -296,6 +343,22 @@ impl KeyCounts {
 
     #[inline]
     fn add(&mut self, key: i32, count: u64) {
+        // The common case, a key within the bins held: one compare (a key below the offset
+        // wraps to a huge index).
+        let index = (i64::from(key) - i64::from(self.offset)) as u64;
+        if index < self.bins.len() as u64 {
+            self.bins[index as usize] += count;
+            self.count += count;
+            return;
+        }
+        self.add_outside(key, count);
+    }
+
+    /// A key outside the bins held (or the first key): grows the bins, collapsing the lowest
+    /// beyond the cap.
+    #[cold]
+    #[inline(never)]
+    fn add_outside(&mut self, key: i32, count: u64) {
         self.count += count;
         if self.bins.is_empty() {
             self.offset = key;

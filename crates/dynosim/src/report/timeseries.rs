@@ -269,7 +269,7 @@ impl TimeSeries {
         &mut self,
         at_ms: f64,
         request: &CompletedRequest,
-        token_runs: &[(f64, usize)],
+        token_runs: impl IntoIterator<Item = (f64, usize)>,
     ) {
         let index = self.bucket_index(at_ms);
         let bucket = &mut self.buckets[index];
@@ -284,7 +284,7 @@ impl TimeSeries {
         }
         // The report's pooled gaps: between consecutive stamps, and zero within a burst.
         let mut previous: Option<f64> = None;
-        for &(time, count) in token_runs {
+        for (time, count) in token_runs {
             if let Some(previous) = previous {
                 self.itl.add((time - previous).max(0.0));
             }
@@ -480,7 +480,7 @@ mod tests {
             reused_prompt_tokens: 10,
         };
         // Gaps: 20 ms, 0 (burst of two), then 30 ms.
-        series.on_completed(15.0, &request, &[(100.0, 1), (120.0, 2), (150.0, 1)]);
+        series.on_completed(15.0, &request, [(100.0, 1), (120.0, 2), (150.0, 1)]);
         let json = series.to_json(8);
         assert_eq!(json["completed_requests"], json!([0, 1]));
         assert_eq!(json["prompt_tokens"], json!([0, 40]));

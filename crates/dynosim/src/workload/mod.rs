@@ -354,19 +354,84 @@ impl HashIdArena {
 
 /// Maps arbitrary 64-bit trace hash ids to dense u32 ids in first-seen order, so that prompts are
 /// compact and ids compare by their full 64-bit value.
+///
+/// Traces usually number their blocks 0, 1, 2, ...: raw ids below a bound that grows with the
+/// ids seen (so that the table stays a small multiple of them) are looked up in a table indexed
+/// by the raw id, the others in a hash map. Which of the two holds an id changes nothing of
+/// the ids given out.
 #[derive(Debug, Default)]
 pub struct HashIdInterner {
-    ids: std::collections::HashMap<u64, u32, BuildIdHasher>,
+    /// `direct[raw]` is the id of raw id `raw`, or [`UNSEEN`].
+    direct: Vec<u32>,
+    /// Ids of raw ids at or above `direct.len()`.
+    others: std::collections::HashMap<u64, u32, BuildIdHasher>,
+    len: usize,
 }
 
+/// A raw id not seen yet, in [`HashIdInterner`]'s direct table (the id `u32::MAX` itself, the
+/// last one there is, is kept in the map).
+const UNSEEN: u32 = u32::MAX;
+/// The direct table covers raw ids below about twice the ids seen, plus this.
+const DIRECT_SLACK: usize = 1 << 12;
+
 impl HashIdInterner {
+    #[inline]
     pub fn intern(&mut self, raw: u64) -> Option<u32> {
-        use std::collections::hash_map::Entry;
-        let next = self.ids.len();
-        match self.ids.entry(raw) {
-            Entry::Occupied(entry) => Some(*entry.get()),
-            Entry::Vacant(entry) => Some(*entry.insert(u32::try_from(next).ok()?)),
+        if let Some(&id) = usize::try_from(raw).ok().and_then(|i| self.direct.get(i)) {
+            if id != UNSEEN {
+                return Some(id);
+            }
         }
+        self.intern_new_or_other(raw)
+    }
+
+    /// A raw id outside the direct table, or not seen yet.
+    fn intern_new_or_other(&mut self, raw: u64) -> Option<u32> {
+        use std::collections::hash_map::Entry;
+        let index = usize::try_from(raw).ok();
+        if let Some(index) = index {
+            let bound = 2 * self.len + DIRECT_SLACK;
+            if index >= self.direct.len() && index < bound {
+                self.grow_direct(bound);
+                // It may have been in the map.
+                if self.direct[index] != UNSEEN {
+                    return Some(self.direct[index]);
+                }
+            }
+        }
+        let next = u32::try_from(self.len).ok();
+        match (index, next) {
+            (Some(index), Some(id)) if index < self.direct.len() && id != UNSEEN => {
+                // Not seen yet: a seen id in the table returned in `intern`.
+                self.direct[index] = id;
+                self.len += 1;
+                Some(id)
+            }
+            _ => match self.others.entry(raw) {
+                Entry::Occupied(entry) => Some(*entry.get()),
+                Entry::Vacant(entry) => {
+                    let id = next?;
+                    entry.insert(id);
+                    self.len += 1;
+                    Some(id)
+                }
+            },
+        }
+    }
+
+    /// Grows the direct table to `len` raw ids, moving the map's ids below it into the table.
+    #[cold]
+    fn grow_direct(&mut self, len: usize) {
+        self.direct.resize(len, UNSEEN);
+        let direct = &mut self.direct;
+        self.others.retain(|&raw, &mut id| {
+            let index = raw as usize;
+            let moved = id != UNSEEN && index < direct.len();
+            if moved {
+                direct[index] = id;
+            }
+            !moved
+        });
     }
 }
 
@@ -484,5 +549,29 @@ mod tests {
         assert_eq!(i.intern(4294967297), Some(0));
         assert_eq!(i.intern(1), Some(1));
         assert_eq!(i.intern(4294967297), Some(0));
+    }
+
+    proptest::proptest! {
+        /// Small and large raw ids, in any order (small ones seen in the map before the direct
+        /// table grows over them), get the ids of a plain first-seen numbering.
+        #[test]
+        fn interner_numbers_ids_in_first_seen_order(
+            raws in proptest::collection::vec(
+                proptest::prop_oneof![
+                    0u64..64,
+                    0u64..20_000,
+                    proptest::num::u64::ANY,
+                ],
+                0..3000,
+            )
+        ) {
+            let mut interner = HashIdInterner::default();
+            let mut expected = std::collections::HashMap::new();
+            for raw in raws {
+                let next = expected.len() as u32;
+                let want = *expected.entry(raw).or_insert(next);
+                proptest::prop_assert_eq!(interner.intern(raw), Some(want), "raw {}", raw);
+            }
+        }
     }
 }
