@@ -219,6 +219,31 @@ impl ChainTail {
         self.len += 1;
     }
 
+    /// Appends the generated tokens `generated_token(request, first..first + count)`, exactly
+    /// as `count` calls of [`ChainTail::push`] would. Consecutive generated tokens of one
+    /// request always differ (their indices do), so after the first (which may extend an equal
+    /// last token's run) each starts a run of one: the loop skips the run-merging test and
+    /// keeps the chain in registers.
+    pub fn push_generated(&mut self, request: u64, first: u64, count: usize) {
+        if count == 0 {
+            return;
+        }
+        let mut token = generated_token(request, first);
+        self.push(token);
+        let Some((_, mut base)) = self.last else {
+            unreachable!("a token was just pushed");
+        };
+        let mut last_len = self.last_len;
+        for index in first + 1..first + count as u64 {
+            token = generated_token(request, index);
+            base = mix(mix(base, last_len), token);
+            last_len = 1;
+        }
+        self.last = Some((token, base));
+        self.last_len = last_len;
+        self.len += count - 1;
+    }
+
     /// The base of the run holding the last token (`None` when empty).
     pub fn last_base(&self) -> Option<u64> {
         self.last.map(|(_, base)| base)
@@ -406,6 +431,34 @@ mod tests {
                     assert_eq!(Some(blocks.base(blocks.len() - 1)), tail.last_base());
                     assert_eq!(full.tail(), tail);
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn pushing_generated_tokens_at_once_equals_pushing_them_one_by_one() {
+        // Prompts ending in the first generated token (its run is extended), in another
+        // request's generated token, in a trace token, and empty.
+        let prompts: [&[u64]; 4] = [
+            &[1, 2, generated_token(7, 3)],
+            &[generated_token(6, 3), generated_token(6, 4)],
+            &[4, 4, 4],
+            &[],
+        ];
+        for prompt in prompts {
+            for (first, count) in [(3, 0), (3, 1), (3, 2), (3, 17), (0, 64)] {
+                let mut one_by_one = seq(prompt).tail();
+                for index in first..first + count as u64 {
+                    one_by_one.push(generated_token(7, index));
+                }
+                let mut at_once = seq(prompt).tail();
+                at_once.push_generated(7, first, count);
+                assert_eq!(at_once, one_by_one, "{prompt:?} {first} {count}");
+                // Split in two calls, as blocks are hashed one at a time.
+                let mut split = seq(prompt).tail();
+                split.push_generated(7, first, count / 2);
+                split.push_generated(7, first + (count / 2) as u64, count - count / 2);
+                assert_eq!(split, one_by_one);
             }
         }
     }

@@ -21,7 +21,7 @@ use super::speculative::BurstSampler;
 use super::timing::{DecodeBatch, PassTime, PrefillBatch, TimingModel};
 use super::{DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId};
 use crate::config::{EngineArgs, EngineType, PreemptionMode, WorkerType};
-use crate::tokens::{block_key, generated_token, ChainTail};
+use crate::tokens::{block_key, ChainTail};
 
 /// Which admission/preemption policy the shared core follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,15 +76,45 @@ impl Request {
         debug_assert!(blocks * block_size <= self.len());
         while self.hashes.len() < blocks {
             let index = self.hashes.len();
-            let last_token = (index + 1) * block_size - 1;
-            while self.chain.len() <= last_token {
+            let end = (index + 1) * block_size;
+            if self.chain.len() < end {
                 let generated = self.chain.len() - self.prompt_len;
                 self.chain
-                    .push(generated_token(self.id as u64, generated as u64));
+                    .push_generated(self.id as u64, generated as u64, end - self.chain.len());
             }
             let base = self.chain.last_base().expect("a hashed block holds tokens");
             self.hashes.push(block_key(base, index));
         }
+    }
+
+    /// Running with its prompt computed and exactly its last generated token left to compute:
+    /// a pass schedules it one token.
+    fn decodes_plainly(&self) -> bool {
+        self.num_computed > 0
+            && self.num_computed >= self.prompt_len
+            && self.num_computed + 1 == self.len()
+    }
+
+    /// Schedules the last token of a request that [`Request::decodes_plainly`] when that
+    /// token neither needs a new block nor completes one (with caching on): nothing to
+    /// allocate, nothing to make cache-visible. Returns false, having changed nothing,
+    /// otherwise.
+    fn schedule_plain_token(&mut self, block_size: usize, caching: bool) -> bool {
+        let len = self.len();
+        debug_assert!(self.decodes_plainly());
+        // `allocate`'s no-op case: the held blocks already cover the token.
+        let known_blocks = len.div_ceil(block_size);
+        let have = self.allocated_tokens.div_ceil(block_size).min(known_blocks);
+        if len > self.allocated_tokens && known_blocks > have {
+            return false;
+        }
+        // `finalize_computed`'s no-op case: the token does not end a block.
+        if caching && len.is_multiple_of(block_size) {
+            return false;
+        }
+        self.allocated_tokens = self.allocated_tokens.max(len);
+        self.num_computed = len;
+        true
     }
 
     /// Tokens it may still generate before its output length or the model length limit.
@@ -171,6 +201,13 @@ pub struct VllmScheduler {
     fpm: Option<ForwardPassMetrics>,
     /// The last pass's scheduled requests, kept for the allocation.
     scheduled_scratch: Vec<Scheduled>,
+    /// Every running request is decoding plainly: it has exactly its last generated token to
+    /// compute ([`Request::decodes_plainly`]). Set at the end of every pass; nothing changes
+    /// `running` between passes.
+    all_decoding: bool,
+    /// Whether decode-only passes take their one-walk path (always, but for the tests that
+    /// compare it with the full pass).
+    decode_only_path: bool,
 }
 
 /// A handoff destination waiting for KV capacity on a decode worker.
@@ -219,6 +256,8 @@ impl VllmScheduler {
             capacity_generation: 0,
             fpm: None,
             scheduled_scratch: Vec::new(),
+            all_decoding: false,
+            decode_only_path: true,
         }
     }
 
@@ -475,6 +514,99 @@ impl VllmScheduler {
 
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
+        let time = if self.decode_only_pass_applies() {
+            self.run_decode_only_pass(events)
+        } else {
+            self.run_full_pass(events)
+        };
+        self.all_decoding = self.running.iter().all(Request::decodes_plainly);
+        time
+    }
+
+    /// Whether this pass only decodes, every running request one token, with no admission,
+    /// prefill, preemption or speculative burst possible, and nothing recorded per scheduled
+    /// request (forward-pass metrics): [`VllmScheduler::run_decode_only_pass`] then gives the
+    /// full pass's outcome.
+    fn decode_only_pass_applies(&self) -> bool {
+        let running = self.running.len();
+        self.decode_only_path
+            && self.all_decoding
+            && running > 0
+            && self.speculative.is_none()
+            && self.fpm.is_none()
+            // The admission step would not look at the queue.
+            && (self.waiting.is_empty() || running >= self.max_num_seqs)
+            // The token budget covers one token each.
+            && running <= self.max_batched_tokens
+            // Each token needs at most one new block: room for all of them means no
+            // allocation can fail, so nothing is preempted.
+            && self.num_blocks.saturating_sub(self.pool.num_active()) >= running
+    }
+
+    /// A pass in which every running request decodes one token (see
+    /// [`VllmScheduler::decode_only_pass_applies`]), in one walk over `running` instead of the
+    /// full pass's four. Scheduling a request touches only that request and the pool, and
+    /// emitting a token only that request (finished requests release their blocks after the
+    /// walk, as in the full pass), so scheduling and emitting each request in turn leaves the
+    /// pool, the requests and the events exactly as scheduling all and then emitting all does.
+    /// The decode time reads the pool after every allocation and before any release, as there.
+    fn run_decode_only_pass(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
+        let bs = self.block_size;
+        let caching = self.pool.caching();
+        let max_model_len = self.max_model_len;
+        let ready = self.running.len();
+        let mut context_tokens = 0;
+        let mut any_finished = false;
+        let mut batch = Batch {
+            scheduled: std::mem::take(&mut self.scheduled_scratch),
+            ..Batch::default()
+        };
+        for index in 0..ready {
+            if !self.running[index].schedule_plain_token(bs, caching) {
+                // Its token needs a block or completes one: the general step, which cannot
+                // fail here.
+                batch.scheduled.clear();
+                let mut budget = 1;
+                let outcome = self.schedule(Slot::Running(index), None, &mut budget, &mut batch);
+                debug_assert!(matches!(outcome, Outcome::Scheduled { tokens: 1 }));
+            }
+            let request = &mut self.running[index];
+            context_tokens += request.len();
+            request.generated += 1;
+            events.push(PassEvent::Tokens {
+                id: request.id,
+                count: 1,
+            });
+            if request.remaining_generation(max_model_len) == 0 {
+                request.finished = true;
+                any_finished = true;
+                events.push(PassEvent::Completed { id: request.id });
+            }
+        }
+        batch.scheduled.clear();
+        self.scheduled_scratch = batch.scheduled;
+        let decode_ms = if self.worker_type == WorkerType::Prefill {
+            0.0
+        } else {
+            self.timing.decode_clock_ms(&DecodeBatch {
+                ready,
+                active_kv_tokens: self.pool.num_active() * bs,
+                total_kv_tokens: self.num_blocks * bs,
+                context_tokens,
+            })
+        };
+        if any_finished {
+            self.finish_marked();
+        }
+        PassTime {
+            prefill_ms: 0.0,
+            decode_ms,
+            scheduled_requests: ready,
+        }
+    }
+
+    /// Runs one pass by the general rules: schedule running requests, admit, emit tokens.
+    fn run_full_pass(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         let mut budget = self.max_batched_tokens;
         // The pass's accumulators reuse the previous pass's allocation.
         let mut batch = Batch {
@@ -765,23 +897,9 @@ impl VllmScheduler {
         let caching = self.pool.caching();
         let max_model_len = self.max_model_len;
         let request = &mut self.running[index];
-        let before = request.num_computed;
-        let len = request.len();
-        if before == 0 || before < request.prompt_len || before + 1 != len {
+        if !request.decodes_plainly() || !request.schedule_plain_token(bs, caching) {
             return false;
         }
-        // `allocate`'s no-op case: the held blocks already cover the token.
-        let known_blocks = len.div_ceil(bs);
-        let have = request.allocated_tokens.div_ceil(bs).min(known_blocks);
-        if len > request.allocated_tokens && known_blocks > have {
-            return false;
-        }
-        // `finalize_computed`'s no-op case: the token does not end a block.
-        if caching && len.is_multiple_of(bs) {
-            return false;
-        }
-        request.allocated_tokens = request.allocated_tokens.max(len);
-        request.num_computed = len;
         let prompt_len = request.prompt_len;
         batch.scheduled.push(Scheduled {
             id: request.id,
@@ -790,7 +908,7 @@ impl VllmScheduler {
             prompt_after: prompt_len,
             terminal: request.remaining_generation(max_model_len) == 0,
             prompt_len,
-            sequence_len: len,
+            sequence_len: request.len(),
         });
         *budget -= 1;
         true

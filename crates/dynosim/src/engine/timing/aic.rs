@@ -11,7 +11,7 @@
 //! Each rank of dynosim schedules its own batch, so the batch passed is already per rank (the
 //! reference divides an aggregate batch by the attention-DP size; see docs/differences.md).
 
-use super::{DecodeBatch, PassTimer, PrefillBatch};
+use super::{DecodeBatch, DecodeInputs, PassTimer, PrefillBatch};
 use crate::aic::AicTables;
 
 fn floored(ms: f64, floor: f64) -> f64 {
@@ -44,12 +44,7 @@ impl PassTimer for AicTables {
         )
     }
 
-    fn decode_inputs(&self, batch: &DecodeBatch) -> DecodeBatch {
-        DecodeBatch {
-            ready: batch.ready,
-            active_kv_tokens: 0,
-            total_kv_tokens: 0,
-            context_tokens: batch.mean_context(),
-        }
+    fn decode_inputs(&self) -> DecodeInputs {
+        DecodeInputs::ReadyAndMeanContext
     }
 }

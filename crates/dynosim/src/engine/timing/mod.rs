@@ -100,11 +100,54 @@ pub trait PassTimer: Debug + Send + Sync {
     fn prefill_ms(&self, batch: &PrefillBatch) -> f64;
     /// Raw decode duration of `batch` (at least one ready request).
     fn decode_ms(&self, batch: &DecodeBatch) -> f64;
-    /// The part of `batch` that [`PassTimer::decode_ms`] reads: batches with equal inputs take
+    /// The part of a batch that [`PassTimer::decode_ms`] reads: batches with equal inputs take
     /// the same time, which lets a rank remember durations instead of recomputing them every
     /// pass. The default is the whole batch.
-    fn decode_inputs(&self, batch: &DecodeBatch) -> DecodeBatch {
-        *batch
+    fn decode_inputs(&self) -> DecodeInputs {
+        DecodeInputs::Whole
+    }
+}
+
+/// Which parts of a [`DecodeBatch`] a timer's decode duration depends on. A rank asks its
+/// timer once, when it is built, and then reduces every batch itself, without a call through
+/// the shared timer each pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeInputs {
+    /// Every field.
+    Whole,
+    /// The KV tokens in use and the capacity (the polynomial).
+    KvUtilisation,
+    /// The KV tokens in use and the mean context (profile tables).
+    KvAndMeanContext,
+    /// The ready requests and the mean context (AIC).
+    ReadyAndMeanContext,
+}
+
+impl DecodeInputs {
+    /// `batch` reduced to these inputs (the other fields zeroed; `ready` is kept at 1 where it
+    /// is not read, so that a reduced batch is never empty).
+    pub fn of(self, batch: &DecodeBatch) -> DecodeBatch {
+        match self {
+            DecodeInputs::Whole => *batch,
+            DecodeInputs::KvUtilisation => DecodeBatch {
+                ready: 1,
+                active_kv_tokens: batch.active_kv_tokens,
+                total_kv_tokens: batch.total_kv_tokens,
+                context_tokens: 0,
+            },
+            DecodeInputs::KvAndMeanContext => DecodeBatch {
+                ready: 1,
+                active_kv_tokens: batch.active_kv_tokens,
+                total_kv_tokens: 0,
+                context_tokens: batch.mean_context(),
+            },
+            DecodeInputs::ReadyAndMeanContext => DecodeBatch {
+                ready: batch.ready,
+                active_kv_tokens: 0,
+                total_kv_tokens: 0,
+                context_tokens: batch.mean_context(),
+            },
+        }
     }
 }
 
@@ -122,13 +165,8 @@ impl PassTimer for Polynomial {
         polynomial_decode_ms(batch.active_kv_tokens, batch.total_kv_tokens)
     }
 
-    fn decode_inputs(&self, batch: &DecodeBatch) -> DecodeBatch {
-        DecodeBatch {
-            ready: 1,
-            active_kv_tokens: batch.active_kv_tokens,
-            total_kv_tokens: batch.total_kv_tokens,
-            context_tokens: 0,
-        }
+    fn decode_inputs(&self) -> DecodeInputs {
+        DecodeInputs::KvUtilisation
     }
 }
 
@@ -148,13 +186,8 @@ impl PassTimer for ProfileTable {
             .max(1.0)
     }
 
-    fn decode_inputs(&self, batch: &DecodeBatch) -> DecodeBatch {
-        DecodeBatch {
-            ready: 1,
-            active_kv_tokens: batch.active_kv_tokens,
-            total_kv_tokens: 0,
-            context_tokens: batch.mean_context(),
-        }
+    fn decode_inputs(&self) -> DecodeInputs {
+        DecodeInputs::KvAndMeanContext
     }
 }
 
@@ -234,9 +267,12 @@ pub fn polynomial_decode_ms(active_kv_tokens: usize, total_kv_tokens: usize) -> 
 /// Decode clock increments a rank computed recently, by their timer inputs
 /// ([`PassTimer::decode_inputs`]): direct-mapped, a few KB. A rank decoding steadily sees the
 /// same few KV levels pass after pass, and the timer and the nanosecond rounding cost more
-/// than a probe here. Only ever holds exact earlier results, so it changes no duration.
+/// than a probe here. The last result is checked first: consecutive passes often see the same
+/// inputs (no block allocated or freed in between). Only ever holds exact earlier results, so
+/// it changes no duration.
 #[derive(Clone, Debug)]
 struct DecodeMemo {
+    last: Option<(DecodeBatch, f64)>,
     entries: Vec<Option<(DecodeBatch, f64)>>,
 }
 
@@ -245,6 +281,7 @@ impl DecodeMemo {
 
     fn new() -> Self {
         Self {
+            last: None,
             entries: vec![None; Self::ENTRIES],
         }
     }
@@ -260,15 +297,22 @@ impl DecodeMemo {
     }
 
     fn get_or_insert(&mut self, inputs: DecodeBatch, compute: impl FnOnce() -> f64) -> f64 {
+        if let Some((key, ms)) = self.last {
+            if key == inputs {
+                return ms;
+            }
+        }
         let entry = &mut self.entries[Self::index(&inputs)];
-        match entry {
+        let ms = match entry {
             Some((key, ms)) if *key == inputs => *ms,
             _ => {
                 let ms = compute();
                 *entry = Some((inputs, ms));
                 ms
             }
-        }
+        };
+        self.last = Some((inputs, ms));
+        ms
     }
 }
 
@@ -278,6 +322,8 @@ pub struct TimingModel {
     timer: Arc<dyn PassTimer>,
     prefill_ratio: f64,
     decode_ratio: f64,
+    /// What the timer's decode duration reads (asked once).
+    decode_inputs: DecodeInputs,
     decode_memo: DecodeMemo,
 }
 
@@ -297,6 +343,7 @@ impl TimingModel {
     /// A model with an explicit timer and the ratios of `args`.
     pub fn with_timer(timer: Arc<dyn PassTimer>, args: &EngineArgs) -> Self {
         Self {
+            decode_inputs: timer.decode_inputs(),
             timer,
             prefill_ratio: args.speedup_ratio,
             decode_ratio: args.speedup_ratio * args.decode_speedup_ratio,
@@ -322,7 +369,7 @@ impl TimingModel {
         if batch.ready == 0 {
             return 0.0;
         }
-        let inputs = self.timer.decode_inputs(batch);
+        let inputs = self.decode_inputs.of(batch);
         let (timer, ratio) = (&self.timer, self.decode_ratio);
         self.decode_memo
             .get_or_insert(inputs, || scaled_clock_ms(timer.decode_ms(batch), ratio))

@@ -509,3 +509,120 @@ fn unchunked_prompt_larger_than_the_budget_never_runs() {
     assert!(events.is_empty());
     assert!(sched.has_work());
 }
+
+/// A small deterministic generator for the differential tests.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Runs `passes` passes of two ranks built from `args`, one taking the decode-only path
+/// whenever it applies and one always taking the full pass, with the same requests enqueued
+/// at the same passes; asserts that every pass gives the same events, KV events and times.
+/// Returns how many passes took the decode-only path.
+fn compare_decode_only_with_full_pass(args: &EngineArgs, seed: u64, passes: usize) -> usize {
+    let mut rng = Lcg(seed);
+    let mut fast = VllmScheduler::new(args, 0);
+    let mut full = VllmScheduler::new(args, 0);
+    full.decode_only_path = false;
+    fast.record_kv_events();
+    full.record_kv_events();
+    let (mut fast_events, mut full_events) = (Vec::new(), Vec::new());
+    let (mut fast_kv, mut full_kv) = (Vec::new(), Vec::new());
+    let mut next_id = 0;
+    let mut decode_only = 0;
+    for pass in 0..passes {
+        // Bursts of arrivals now and then; prompts share prefixes of a few shapes.
+        if rng.below(6) == 0 {
+            for _ in 0..=rng.below(4) {
+                let mut prompt = TokenSeq::new();
+                for _ in 0..=rng.below(3) {
+                    prompt.push_run(1 + rng.below(3), 1 + rng.below(40) as u32);
+                }
+                let request = EngineRequest {
+                    id: next_id,
+                    prompt,
+                    max_output_tokens: rng.below(90) as usize,
+                };
+                next_id += 1;
+                fast.enqueue(request.clone());
+                full.enqueue(request);
+            }
+        }
+        fast_events.clear();
+        full_events.clear();
+        let took_decode_only = fast.decode_only_pass_applies();
+        let fast_time = fast.run_pass_timed(&mut fast_events);
+        let full_time = full.run_pass_timed(&mut full_events);
+        decode_only += usize::from(took_decode_only);
+        assert_eq!(fast_events, full_events, "pass {pass}");
+        assert_eq!(
+            fast_time.prefill_ms.to_bits(),
+            full_time.prefill_ms.to_bits()
+        );
+        assert_eq!(fast_time.decode_ms.to_bits(), full_time.decode_ms.to_bits());
+        assert_eq!(fast_time.scheduled_requests, full_time.scheduled_requests);
+        fast.drain_kv_events(&mut fast_kv);
+        full.drain_kv_events(&mut full_kv);
+        assert_eq!(fast_kv, full_kv, "pass {pass}");
+        assert_eq!(fast.load(), full.load(), "pass {pass}");
+    }
+    decode_only
+}
+
+#[test]
+fn decode_only_passes_equal_full_passes() {
+    let mut cases = Vec::new();
+    for block_size in [1, 4, 16] {
+        for caching in [true, false] {
+            // Roomy pool; pool small enough to preempt; limits on batch, sequences and
+            // model length; TRT-LLM.
+            cases.push(EngineArgs {
+                block_size,
+                num_gpu_blocks: 4000 / block_size,
+                enable_prefix_caching: caching,
+                ..EngineArgs::default()
+            });
+            cases.push(EngineArgs {
+                block_size,
+                num_gpu_blocks: 300 / block_size,
+                enable_prefix_caching: caching,
+                ..EngineArgs::default()
+            });
+            cases.push(EngineArgs {
+                block_size,
+                num_gpu_blocks: 2000 / block_size,
+                enable_prefix_caching: caching,
+                max_num_seqs: Some(5),
+                max_num_batched_tokens: Some(48),
+                max_model_len: Some(120),
+                ..EngineArgs::default()
+            });
+            cases.push(EngineArgs {
+                engine_type: EngineType::Trtllm,
+                block_size,
+                num_gpu_blocks: 1200 / block_size,
+                enable_prefix_caching: caching,
+                ..EngineArgs::default()
+            });
+        }
+    }
+    for (i, args) in cases.iter().enumerate() {
+        let decode_only: usize = (0..4)
+            .map(|seed| compare_decode_only_with_full_pass(args, seed * 31 + i as u64, 400))
+            .sum();
+        eprintln!("case {i}: {decode_only} decode-only passes of 1600");
+        // Both paths are exercised in every configuration.
+        assert!(
+            (10..1500).contains(&decode_only),
+            "case {i}: {decode_only} decode-only passes of 1600"
+        );
+    }
+}
