@@ -8,12 +8,14 @@
 //! needed. Every operation is O(1) apart from evictions (O(1) each) and the per-block work of an
 //! allocation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use hashbrown::HashTable;
-
 pub mod radix;
+mod table;
+
+pub(crate) use table::KeySet;
+use table::{prefetch, CopyIndex};
 
 /// Hasher for keys that are already well-mixed 64-bit hashes: passes them through unchanged.
 #[derive(Default, Clone, Copy)]
@@ -45,6 +47,17 @@ pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<PassThroughHasher>>;
 pub type CopyId = u32;
 
 const NIL: CopyId = CopyId::MAX;
+
+/// How many blocks ahead a walk over keys or LRU victims prefetches.
+const PREFETCH_AHEAD: usize = 4;
+
+/// Stale LRU entries tolerated beyond as many as there are current ones.
+const LRU_SLACK: usize = 1024;
+
+/// Whether an LRU entry stamped `stamp` is current for `slot`.
+fn is_current(slot: &Slot, stamp: u32) -> bool {
+    slot.lru_stamp == stamp && slot.is_inactive()
+}
 
 /// A change of the set of cache-visible blocks, for a KV-aware router.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,7 +94,7 @@ enum Kind {
     /// A full block owned by one request, reusable once its computation is scheduled; `hash`
     /// is its key.
     Pending,
-    /// Cache-visible under `hash`; in the LRU list iff `refs == 0 && pins == 0`.
+    /// Cache-visible under `hash`; inactive (evictable) iff `refs == 0 && pins == 0`.
     Cached,
 }
 
@@ -95,8 +108,9 @@ struct Slot {
     /// Held only inside [`BlockPool::allocate`] (a prefix copy is pinned at most once there).
     pins: u16,
     kind: Kind,
-    lru_prev: CopyId,
-    lru_next: CopyId,
+    /// How many times the copy has become inactive (kept across reuse of the slot): an LRU
+    /// entry is current only while it carries this stamp and the copy is still inactive.
+    lru_stamp: u32,
     /// The copies of one hash form a list, oldest first: `same_next` runs towards newer
     /// copies (NIL after the newest), and the oldest copy's `same_prev` names the newest (itself
     /// when alone), so appending needs no second index entry.
@@ -110,8 +124,7 @@ impl Slot {
         refs: 0,
         pins: 0,
         kind: Kind::Free,
-        lru_prev: NIL,
-        lru_next: NIL,
+        lru_stamp: 0,
         same_prev: NIL,
         same_next: NIL,
     };
@@ -149,12 +162,18 @@ pub struct BlockPool {
     free_slots: Vec<CopyId>,
     /// Slots not `Free`.
     occupied: usize,
-    /// The oldest cached copy of every cache-visible hash, keyed by that hash (read from the
-    /// slot). Entries are bare copy ids, 4 bytes each, so the table stays small enough to
-    /// mostly hit the cache; an eviction finds its own entry by id without reading any slot.
-    by_hash: HashTable<CopyId>,
-    lru_head: CopyId,
-    lru_tail: CopyId,
+    /// The oldest cached copy of every cache-visible hash, keyed by that hash (held by the
+    /// slot; the index keeps half of it as a tag beside the id, 8 bytes an entry). An eviction
+    /// finds its own entry by id without reading any slot, and walks that need the index
+    /// next prefetch its bucket.
+    by_hash: CopyIndex,
+    /// Inactive copies, oldest first, as `(copy, lru_stamp)` when it became inactive. A copy
+    /// that becomes active again leaves its entry behind, stale (see [`Slot::lru_stamp`]);
+    /// evictions skip stale entries and [`BlockPool::push_lru`] compacts them away. A queue
+    /// rather than a linked list: reusing an inactive copy touches no neighbour, and the next
+    /// victims are known ahead, so their slots can be prefetched.
+    lru: VecDeque<(CopyId, u32)>,
+    /// Current entries in `lru`.
     inactive: usize,
     caching: bool,
     events: Option<Vec<KvEvent>>,
@@ -170,9 +189,8 @@ impl BlockPool {
             slots: Vec::new(),
             free_slots: Vec::new(),
             occupied: 0,
-            by_hash: HashTable::new(),
-            lru_head: NIL,
-            lru_tail: NIL,
+            by_hash: CopyIndex::default(),
+            lru: VecDeque::new(),
             inactive: 0,
             caching,
             events: None,
@@ -225,8 +243,7 @@ impl BlockPool {
     fn oldest_copy(&self, hash: u64) -> Option<CopyId> {
         let slots = &self.slots;
         self.by_hash
-            .find(hash, |&id| slots[id as usize].hash == hash)
-            .copied()
+            .find(hash, |id| slots[id as usize].hash == hash)
     }
 
     /// Whether `hash` has a resident copy, and if so whether its oldest copy is in use.
@@ -247,7 +264,10 @@ impl BlockPool {
         if !self.caching {
             return found;
         }
-        for hash in hashes {
+        for (i, hash) in hashes.iter().enumerate() {
+            if let Some(&ahead) = hashes.get(i + PREFETCH_AHEAD) {
+                self.by_hash.prefetch(ahead);
+            }
             match self.lookup(*hash) {
                 Some(active) => {
                     found.blocks += 1;
@@ -273,7 +293,10 @@ impl BlockPool {
     ) -> bool {
         let mut prefix_ids = std::mem::take(&mut self.scratch);
         prefix_ids.clear();
-        for hash in prefix {
+        for (i, hash) in prefix.iter().enumerate() {
+            if let Some(&ahead) = prefix.get(i + PREFETCH_AHEAD) {
+                self.by_hash.prefetch(ahead);
+            }
             let first = self
                 .oldest_copy(*hash)
                 .expect("a prefix hash vouched for by a lookup is resident");
@@ -297,9 +320,7 @@ impl BlockPool {
             }
             self.slots[id as usize].pins += 1;
         }
-        for _ in 0..needed_evictions {
-            self.evict_oldest();
-        }
+        self.evict_oldest(needed_evictions);
         for &id in &prefix_ids {
             let slot = &mut self.slots[id as usize];
             slot.pins -= 1;
@@ -372,23 +393,20 @@ impl BlockPool {
             slot.pins = 0;
             slot.same_next = NIL;
         }
-        // One probe of the index (an entry), not a lookup and then an insert.
+        // One probe of the index finds the oldest copy or makes this one the oldest.
         let slots = &self.slots;
-        match self.by_hash.entry(
-            hash,
-            |&copy| slots[copy as usize].hash == hash,
-            |&copy| slots[copy as usize].hash,
-        ) {
-            hashbrown::hash_table::Entry::Occupied(entry) => {
+        match self
+            .by_hash
+            .find_or_insert(hash, id, |copy| slots[copy as usize].hash == hash)
+        {
+            Err(first) => {
                 // Append after the newest copy, which the oldest one names.
-                let first = *entry.get();
                 let newest = self.slots[first as usize].same_prev;
                 self.slots[newest as usize].same_next = id;
                 self.slots[id as usize].same_prev = newest;
                 self.slots[first as usize].same_prev = id;
             }
-            hashbrown::hash_table::Entry::Vacant(entry) => {
-                entry.insert(id);
+            Ok(()) => {
                 self.slots[id as usize].same_prev = id;
                 if let Some(events) = &mut self.events {
                     events.push(KvEvent::Stored { hash });
@@ -407,7 +425,8 @@ impl BlockPool {
         };
         match self.free_slots.pop() {
             Some(id) => {
-                self.slots[id as usize] = slot;
+                let lru_stamp = self.slots[id as usize].lru_stamp;
+                self.slots[id as usize] = Slot { lru_stamp, ..slot };
                 id
             }
             None => {
@@ -424,46 +443,46 @@ impl BlockPool {
     }
 
     fn push_lru(&mut self, id: CopyId) {
-        let tail = self.lru_tail;
-        {
-            let slot = &mut self.slots[id as usize];
-            slot.lru_prev = tail;
-            slot.lru_next = NIL;
-        }
-        if tail == NIL {
-            self.lru_head = id;
-        } else {
-            self.slots[tail as usize].lru_next = id;
-        }
-        self.lru_tail = id;
+        let slot = &mut self.slots[id as usize];
+        slot.lru_stamp = slot.lru_stamp.wrapping_add(1);
+        self.lru.push_back((id, slot.lru_stamp));
         self.inactive += 1;
+        if self.lru.len() > 2 * self.inactive + LRU_SLACK {
+            let slots = &self.slots;
+            self.lru
+                .retain(|&(id, stamp)| is_current(&slots[id as usize], stamp));
+        }
     }
 
+    /// Copy `id` stops being inactive (its LRU entry goes stale).
     fn unlink_lru(&mut self, id: CopyId) {
-        let (prev, next) = {
-            let slot = &mut self.slots[id as usize];
-            let links = (slot.lru_prev, slot.lru_next);
-            slot.lru_prev = NIL;
-            slot.lru_next = NIL;
-            links
-        };
-        if prev == NIL {
-            self.lru_head = next;
-        } else {
-            self.slots[prev as usize].lru_next = next;
-        }
-        if next == NIL {
-            self.lru_tail = prev;
-        } else {
-            self.slots[next as usize].lru_prev = prev;
-        }
+        debug_assert!(self.slots[id as usize].is_inactive());
         self.inactive -= 1;
     }
 
-    fn evict_oldest(&mut self) {
-        let id = self.lru_head;
-        debug_assert!(id != NIL, "eviction from an empty LRU");
-        self.unlink_lru(id);
+    /// Evicts the `count` oldest inactive copies, oldest first, while prefetching the slots
+    /// of the victims a few entries ahead and the index bucket of the next one.
+    fn evict_oldest(&mut self, count: usize) {
+        for _ in 0..count {
+            loop {
+                let (id, stamp) = self.lru.pop_front().expect("eviction from an empty LRU");
+                if let Some(&(ahead, _)) = self.lru.get(PREFETCH_AHEAD) {
+                    prefetch(&self.slots[ahead as usize]);
+                }
+                if let Some(&(next, _)) = self.lru.front() {
+                    self.by_hash.prefetch(self.slots[next as usize].hash);
+                }
+                if is_current(&self.slots[id as usize], stamp) {
+                    self.evict(id);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Evicts inactive copy `id`, whose LRU entry is gone.
+    fn evict(&mut self, id: CopyId) {
+        self.inactive -= 1;
         let Slot {
             hash,
             kind,
@@ -476,17 +495,15 @@ impl BlockPool {
         // copy names itself).
         let oldest = same_prev == id || self.slots[same_prev as usize].same_next != id;
         if oldest {
-            let Ok(entry) = self.by_hash.find_entry(hash, |&copy| copy == id) else {
-                unreachable!("the oldest cached copy is indexed")
-            };
+            let entry = self.by_hash.position(hash, id);
             if same_next == NIL {
-                entry.remove();
+                self.by_hash.remove_at(entry);
                 if let Some(events) = &mut self.events {
                     events.push(KvEvent::Removed { hash });
                 }
             } else {
                 // The next copy becomes the oldest and names the newest.
-                *entry.into_mut() = same_next;
+                self.by_hash.set_at(entry, same_next);
                 self.slots[same_next as usize].same_prev = same_prev;
             }
         } else {
@@ -653,5 +670,197 @@ mod tests {
         pool.release(ids[0]);
         assert_eq!(pool.num_free(), 2);
         assert_eq!(pool.match_prefix(&[1]), PrefixMatch::default());
+    }
+
+    /// The pool as plainly as it can be written: the LRU a vector in release order, every
+    /// hash's copies a vector oldest first. Same free-slot reuse order, same events.
+    #[derive(Default)]
+    struct PlainPool {
+        capacity: usize,
+        kinds: Vec<(Kind, u64, u32)>,
+        free: Vec<CopyId>,
+        lru: Vec<CopyId>,
+        copies: HashMap<u64, Vec<CopyId>>,
+        events: Vec<KvEvent>,
+    }
+
+    impl PlainPool {
+        fn lookup(&self, hash: u64) -> Option<bool> {
+            let oldest = *self.copies.get(&hash)?.first()?;
+            Some(self.kinds[oldest as usize].2 > 0)
+        }
+
+        fn allocate(&mut self, prefix: &[u64], fresh: &[Option<u64>]) -> Option<Vec<CopyId>> {
+            let ids: Vec<CopyId> = prefix.iter().map(|h| self.copies[h][0]).collect();
+            let free = self.capacity - (self.kinds.len() - self.free.len());
+            let needed = fresh.len().saturating_sub(free);
+            let hits = ids.iter().filter(|id| self.lru.contains(id)).count();
+            if needed > self.lru.len() - hits {
+                return None;
+            }
+            self.lru.retain(|id| !ids.contains(id));
+            for _ in 0..needed {
+                let id = self.lru.remove(0);
+                let hash = self.kinds[id as usize].1;
+                let list = self.copies.get_mut(&hash).unwrap();
+                list.retain(|&copy| copy != id);
+                if list.is_empty() {
+                    self.copies.remove(&hash);
+                    self.events.push(KvEvent::Removed { hash });
+                }
+                self.kinds[id as usize].0 = Kind::Free;
+                self.free.push(id);
+            }
+            let mut out = ids.clone();
+            for id in ids {
+                self.kinds[id as usize].2 += 1;
+            }
+            for hash in fresh {
+                let slot = match hash {
+                    Some(h) => (Kind::Pending, *h, 0),
+                    None => (Kind::Private, 0, 0),
+                };
+                let id = match self.free.pop() {
+                    Some(id) => {
+                        self.kinds[id as usize] = slot;
+                        id
+                    }
+                    None => {
+                        self.kinds.push(slot);
+                        (self.kinds.len() - 1) as CopyId
+                    }
+                };
+                out.push(id);
+            }
+            Some(out)
+        }
+
+        fn finalize(&mut self, id: CopyId) -> Finalized {
+            let (kind, hash, _) = self.kinds[id as usize];
+            match kind {
+                Kind::Pending => {
+                    self.kinds[id as usize] = (Kind::Cached, hash, 1);
+                    let list = self.copies.entry(hash).or_default();
+                    list.push(id);
+                    if list.len() == 1 {
+                        self.events.push(KvEvent::Stored { hash });
+                    }
+                    Finalized::NowCached
+                }
+                Kind::Cached => Finalized::AlreadyCached,
+                _ => Finalized::Private,
+            }
+        }
+
+        fn release(&mut self, id: CopyId) {
+            let slot = &mut self.kinds[id as usize];
+            if slot.0 == Kind::Cached {
+                slot.2 -= 1;
+                if slot.2 == 0 {
+                    self.lru.push(id);
+                }
+            } else {
+                slot.0 = Kind::Free;
+                self.free.push(id);
+            }
+        }
+    }
+
+    /// One step of a random workload: start a request on a prompt (document, blocks, whether a
+    /// partial block follows), finalize or release the request at some index.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Start(u64, usize, bool),
+        Finalize(usize),
+        Release(usize),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..6, 1usize..7, any::<bool>()).prop_map(|(d, n, p)| Step::Start(d, n, p)),
+            (0usize..8).prop_map(Step::Finalize),
+            (0usize..8).prop_map(Step::Release),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Eviction order, copy ids, lookups and events equal the plain pool's under random
+        /// allocation, finalization and release, including through many LRU compactions.
+        #[test]
+        fn pool_matches_the_plain_pool(
+            capacity in 1usize..24,
+            steps in proptest::collection::vec(step(), 1..300),
+        ) {
+            let mut pool = BlockPool::new(capacity, true);
+            pool.record_events();
+            let mut plain = PlainPool { capacity, ..PlainPool::default() };
+            let mut requests: Vec<Vec<CopyId>> = Vec::new();
+            for step in steps {
+                match step {
+                    Step::Start(doc, blocks, partial) => {
+                        let keys: Vec<u64> = (0..blocks as u64).map(|i| doc * 100 + i + 1).collect();
+                        let found = pool.match_prefix(&keys);
+                        let plain_found = keys.iter().take_while(|&&k| plain.lookup(k).is_some()).count();
+                        proptest::prop_assert_eq!(found.blocks, plain_found);
+                        let mut fresh: Vec<Option<u64>> =
+                            keys[found.blocks..].iter().map(|&k| Some(k)).collect();
+                        if partial {
+                            fresh.push(None);
+                        }
+                        let got = alloc(&mut pool, &keys[..found.blocks], &fresh);
+                        let want = plain.allocate(&keys[..found.blocks], &fresh);
+                        proptest::prop_assert_eq!(&got, &want);
+                        requests.extend(got);
+                    }
+                    Step::Finalize(i) => {
+                        if let Some(ids) = requests.get(i) {
+                            for &id in ids {
+                                let got = pool.finalize(id);
+                                proptest::prop_assert_eq!(got, plain.finalize(id));
+                                if got == Finalized::Private {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Step::Release(i) => {
+                        if i < requests.len() {
+                            for &id in requests.remove(i).iter().rev() {
+                                pool.release(id);
+                                plain.release(id);
+                            }
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(pool.num_inactive(), plain.lru.len());
+                proptest::prop_assert_eq!(pool.num_free(), capacity - (plain.kinds.len() - plain.free.len()));
+                for key in (0..6u64).flat_map(|d| (1..7).map(move |i| d * 100 + i)) {
+                    proptest::prop_assert_eq!(pool.lookup(key), plain.lookup(key));
+                }
+                proptest::prop_assert_eq!(pool.drain_events(), std::mem::take(&mut plain.events));
+            }
+        }
+    }
+
+    #[test]
+    fn stale_lru_entries_are_compacted_and_skipped() {
+        // One block reused and released many times leaves a stale entry each time.
+        let mut pool = BlockPool::new(3, true);
+        let keep = alloc(&mut pool, &[], &[Some(1)]).unwrap();
+        pool.finalize(keep[0]);
+        pool.release(keep[0]);
+        let other = alloc(&mut pool, &[], &[Some(2)]).unwrap();
+        pool.finalize(other[0]);
+        pool.release(other[0]);
+        for _ in 0..5 * LRU_SLACK {
+            let again = alloc(&mut pool, &[1], &[]).unwrap();
+            pool.release(again[0]);
+        }
+        assert!(pool.lru.len() <= 2 * pool.num_inactive() + LRU_SLACK + 1);
+        // Block 2 is now the oldest inactive copy, block 1 the newest.
+        assert!(alloc(&mut pool, &[], &[None, None]).is_some());
+        assert_eq!(pool.lookup(2), None);
+        assert_eq!(pool.lookup(1), Some(false));
     }
 }

@@ -10,18 +10,25 @@
 //! a base, and always holds the whole prefix of what it holds: of each base it holds a leading
 //! range of blocks, so those targets keep one range per base and answer a prompt run by run.
 
-use std::collections::HashSet;
-use std::hash::BuildHasherDefault;
-
-use crate::engine::kv::{FastMap, KvEvent, PassThroughHasher};
+use crate::engine::kv::{FastMap, KeySet, KvEvent};
 use crate::tokens::BlockHashes;
 
-type HashSetFast = HashSet<u64, BuildHasherDefault<PassThroughHasher>>;
+/// How many keys ahead a walk over events or a prompt prefetches their buckets.
+const PREFETCH_AHEAD: usize = 4;
+
+/// The key a per-block event names.
+fn event_key(event: &KvEvent) -> Option<u64> {
+    match *event {
+        KvEvent::Stored { hash } | KvEvent::Removed { hash } => Some(hash),
+        KvEvent::StoredRun { .. } | KvEvent::RemovedRun { .. } => None,
+    }
+}
 
 #[derive(Debug, Default)]
 struct TargetCache {
-    /// Keys of cached blocks, from per-block events.
-    keys: HashSetFast,
+    /// Keys of cached blocks, from per-block events (a table whose buckets can be prefetched
+    /// while the events before are applied).
+    keys: KeySet,
     /// Per base, the cached blocks `first..end` (from run events).
     ranges: FastMap<u64, (usize, usize)>,
     /// Blocks in `ranges`.
@@ -30,7 +37,17 @@ struct TargetCache {
 
 impl TargetCache {
     fn overlap_by_keys(&self, keys: &[u64]) -> usize {
-        keys.iter().take_while(|h| self.keys.contains(h)).count()
+        let mut overlap = 0;
+        for (i, &key) in keys.iter().enumerate() {
+            if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
+                self.keys.prefetch(ahead);
+            }
+            if !self.keys.contains(key) {
+                break;
+            }
+            overlap += 1;
+        }
+        overlap
     }
 
     fn overlap_by_ranges(&self, hashes: &BlockHashes) -> usize {
@@ -69,13 +86,16 @@ impl CacheIndex {
 
     pub fn apply(&mut self, target: usize, events: &[KvEvent]) {
         let cached = &mut self.targets[target];
-        for event in events {
+        for (i, event) in events.iter().enumerate() {
+            if let Some(ahead) = events.get(i + PREFETCH_AHEAD).and_then(event_key) {
+                cached.keys.prefetch(ahead);
+            }
             match *event {
                 KvEvent::Stored { hash } => {
                     cached.keys.insert(hash);
                 }
                 KvEvent::Removed { hash } => {
-                    cached.keys.remove(&hash);
+                    cached.keys.remove(hash);
                 }
                 KvEvent::StoredRun { base, first, count } => {
                     let range = cached.ranges.entry(base).or_insert((first, first));
