@@ -92,6 +92,79 @@ impl<T: Copy> EventQueue<T> {
     }
 }
 
+/// At most one future event per slot (a worker's pass completion), in the same order as an
+/// [`EventQueue`]: time first, then scheduling order. A handful of workers beat a heap when
+/// scanned: a push is one store (and one comparison with the earliest), a pop one scan.
+#[derive(Debug, Default)]
+pub(super) struct SlotQueue {
+    /// Per slot: when its event happens and its scheduling sequence number.
+    slots: Vec<Option<(f64, u64)>>,
+    /// The slot with the earliest event.
+    earliest: Option<usize>,
+    next_seq: u64,
+}
+
+impl SlotQueue {
+    pub(super) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Schedules `slot`'s event at `at_ms`; the slot must have none.
+    pub(super) fn push(&mut self, at_ms: f64, slot: usize) {
+        if slot >= self.slots.len() {
+            self.slots.resize(slot + 1, None);
+        }
+        debug_assert!(self.slots[slot].is_none(), "one event per slot");
+        let key = (at_ms, self.next_seq);
+        self.next_seq += 1;
+        self.slots[slot] = Some(key);
+        let earlier = match self.earliest.and_then(|e| self.slots[e]) {
+            Some(earliest) => Self::before(key, earliest),
+            None => true,
+        };
+        if earlier {
+            self.earliest = Some(slot);
+        }
+    }
+
+    /// The next event: its time and slot.
+    pub(super) fn peek(&self) -> Option<(f64, usize)> {
+        let slot = self.earliest?;
+        self.slots[slot].map(|(at_ms, _)| (at_ms, slot))
+    }
+
+    /// Pops the next event if it happens at or before `now_ms`.
+    pub(super) fn pop_due(&mut self, now_ms: f64) -> Option<usize> {
+        let (at_ms, slot) = self.peek()?;
+        if at_ms > now_ms {
+            return None;
+        }
+        self.slots[slot] = None;
+        self.earliest = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, key)| key.map(|key| (slot, key)))
+            .reduce(|a, b| if Self::before(b.1, a.1) { b } else { a })
+            .map(|(slot, _)| slot);
+        Some(slot)
+    }
+
+    /// `a` comes before `b`: the heap's order of [`Timed`].
+    fn before(a: (f64, u64), b: (f64, u64)) -> bool {
+        a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)) == Ordering::Less
+    }
+}
+
+/// The earlier of two optional times (`f64::min` of those present, in this order).
+pub(super) fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
 /// Where a request came from, to report its terminal state back to the driver.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RequestOrigin {
@@ -234,8 +307,16 @@ impl Requests {
         })
     }
 
+    /// Whether a caller must report every request's tokens with [`Requests::on_tokens`]
+    /// (`first_tokens`: it wants to know which are a request's first; the driver may want the
+    /// counts too).
+    pub(super) fn counts_tokens(&self, first_tokens: bool) -> bool {
+        first_tokens || self.driver.reads_output_counts()
+    }
+
     /// Request `id` produced `count` more tokens. Whether it had produced none before (or is
-    /// not in flight): only then can these be its first tokens.
+    /// not in flight): only then can these be its first tokens. (Needed only where
+    /// [`Requests::counts_tokens`].)
     pub(super) fn on_tokens(&mut self, id: RequestId, count: usize) -> bool {
         match self.origins.get_mut(&id) {
             Some(origin) => {
@@ -328,4 +409,42 @@ pub(super) fn kv_router(
             .map_or(10_000_000, |tokens| tokens as u64),
     };
     KvRouter::new(config, profile, targets, seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The slot queue pops in exactly the heap's order, ties by scheduling order
+        /// included, whatever the pushes (few distinct times, so that ties are common).
+        #[test]
+        fn slot_queue_pops_in_event_queue_order(
+            steps in proptest::collection::vec((0usize..6, 0u8..4, any::<bool>()), 1..200),
+        ) {
+            let mut slots = SlotQueue::new();
+            let mut heap = EventQueue::new();
+            let mut busy = [false; 6];
+            let mut now_ms = 0.0;
+            for (slot, delay, advance) in steps {
+                if !busy[slot] {
+                    let at_ms = now_ms + f64::from(delay);
+                    slots.push(at_ms, slot);
+                    heap.push(at_ms, slot);
+                    busy[slot] = true;
+                }
+                prop_assert_eq!(slots.peek(), heap.peek());
+                if advance {
+                    now_ms += 1.0;
+                    loop {
+                        let popped = slots.pop_due(now_ms);
+                        prop_assert_eq!(popped, heap.pop_due_if(now_ms, |_| true));
+                        let Some(slot) = popped else { break };
+                        busy[slot] = false;
+                    }
+                }
+            }
+        }
+    }
 }
