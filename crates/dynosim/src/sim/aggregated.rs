@@ -240,10 +240,13 @@ impl Topology for Aggregated<'_> {
             if self.arrival_due() {
                 changed |= self.release_arrivals();
             }
-            for worker in 0..self.pool.num_workers() {
+            // Ascending ids, each asked as its turn comes (a pass may wake higher ones).
+            let mut from = 0;
+            while let Some(worker) = self.pool.next_woken(from) {
                 if self.pool.take_ready(worker) {
                     changed |= self.start_pass(worker);
                 }
+                from = worker + 1;
             }
             if self.pool.has_draining() {
                 changed |= self.pool.retire_drained();

@@ -94,14 +94,30 @@ impl<T: Copy> EventQueue<T> {
 
 /// At most one future event per slot (a worker's pass completion), in the same order as an
 /// [`EventQueue`]: time first, then scheduling order. A handful of workers beat a heap when
-/// scanned: a push is one store (and one comparison with the earliest), a pop one scan.
+/// scanned: a push is one store (and one comparison with the earliest), a pop one scan of
+/// integer keys.
 #[derive(Debug, Default)]
 pub(super) struct SlotQueue {
-    /// Per slot: when its event happens and its scheduling sequence number.
-    slots: Vec<Option<(f64, u64)>>,
+    /// Per slot: its event's position in the order, [`order_key`] (`u128::MAX`: no event).
+    keys: Vec<u128>,
+    /// Per slot: when its event happens.
+    times: Vec<f64>,
     /// The slot with the earliest event.
     earliest: Option<usize>,
     next_seq: u64,
+}
+
+/// (time, sequence) as one integer ordered as [`Timed`] is: the time's bits mapped so that
+/// unsigned order is `f64::total_cmp`'s, then the sequence.
+fn order_key(at_ms: f64, seq: u64) -> u128 {
+    let bits = at_ms.to_bits();
+    // Negative times: flip every bit; others: set the sign bit.
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    };
+    u128::from(ordered) << 64 | u128::from(seq)
 }
 
 impl SlotQueue {
@@ -111,26 +127,26 @@ impl SlotQueue {
 
     /// Schedules `slot`'s event at `at_ms`; the slot must have none.
     pub(super) fn push(&mut self, at_ms: f64, slot: usize) {
-        if slot >= self.slots.len() {
-            self.slots.resize(slot + 1, None);
+        if slot >= self.keys.len() {
+            self.keys.resize(slot + 1, u128::MAX);
+            self.times.resize(slot + 1, 0.0);
         }
-        debug_assert!(self.slots[slot].is_none(), "one event per slot");
-        let key = (at_ms, self.next_seq);
+        debug_assert_eq!(self.keys[slot], u128::MAX, "one event per slot");
+        let key = order_key(at_ms, self.next_seq);
         self.next_seq += 1;
-        self.slots[slot] = Some(key);
-        let earlier = match self.earliest.and_then(|e| self.slots[e]) {
-            Some(earliest) => Self::before(key, earliest),
-            None => true,
-        };
-        if earlier {
+        self.keys[slot] = key;
+        self.times[slot] = at_ms;
+        if self
+            .earliest
+            .is_none_or(|earliest| key < self.keys[earliest])
+        {
             self.earliest = Some(slot);
         }
     }
 
     /// The next event: its time and slot.
     pub(super) fn peek(&self) -> Option<(f64, usize)> {
-        let slot = self.earliest?;
-        self.slots[slot].map(|(at_ms, _)| (at_ms, slot))
+        self.earliest.map(|slot| (self.times[slot], slot))
     }
 
     /// Pops the next event if it happens at or before `now_ms`.
@@ -139,20 +155,15 @@ impl SlotQueue {
         if at_ms > now_ms {
             return None;
         }
-        self.slots[slot] = None;
+        self.keys[slot] = u128::MAX;
         self.earliest = self
-            .slots
+            .keys
             .iter()
             .enumerate()
-            .filter_map(|(slot, key)| key.map(|key| (slot, key)))
-            .reduce(|a, b| if Self::before(b.1, a.1) { b } else { a })
+            .min_by_key(|(_, key)| **key)
+            .filter(|(_, key)| **key != u128::MAX)
             .map(|(slot, _)| slot);
         Some(slot)
-    }
-
-    /// `a` comes before `b`: the heap's order of [`Timed`].
-    fn before(a: (f64, u64), b: (f64, u64)) -> bool {
-        a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)) == Ordering::Less
     }
 }
 
@@ -415,6 +426,34 @@ pub(super) fn kv_router(
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn order_keys_sort_times_as_total_cmp_does() {
+        let times = [
+            f64::NEG_INFINITY,
+            -1.5,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            1.0 + f64::EPSILON,
+            1e300,
+            f64::INFINITY,
+        ];
+        for &a in &times {
+            for &b in &times {
+                for (sa, sb) in [(0, 1), (1, 0), (5, 5)] {
+                    // Earlier time first, then lower sequence: the order the heap pops.
+                    let pop_order = a.total_cmp(&b).then(sa.cmp(&sb));
+                    assert_eq!(
+                        order_key(a, sa).cmp(&order_key(b, sb)),
+                        pop_order,
+                        "{a} {b}"
+                    );
+                }
+            }
+        }
+    }
 
     proptest! {
         /// The slot queue pops in exactly the heap's order, ties by scheduling order

@@ -814,18 +814,16 @@ impl Disaggregated<'_> {
     /// worker ready again).
     fn drive_pool(&mut self, stage: Stage) -> bool {
         let mut changed = false;
-        'restart: loop {
-            for worker in 0..self.pool(stage).num_workers() {
-                if !self.pool(stage).take_ready(worker) {
-                    continue;
-                }
-                if self.start_pass(stage, worker) {
-                    changed = true;
-                    continue 'restart;
-                }
+        // Only woken workers can be ready; they are asked in ascending id as their turn comes.
+        let mut from = 0;
+        while let Some(worker) = self.pool(stage).next_woken(from) {
+            from = worker + 1;
+            if self.pool(stage).take_ready(worker) && self.start_pass(stage, worker) {
+                changed = true;
+                from = 0;
             }
-            return changed;
         }
+        changed
     }
 
     /// Runs one pass on an idle worker; false when the pass could do nothing.

@@ -16,7 +16,8 @@
 //!   keeps the state. [`Pool::take_ready`] answers "can this worker start a pass?" from a
 //!   flag for workers nothing happened to since they were last found not ready (a pass end,
 //!   a request, an activation, or a direct scheduler change through [`Pool::scheduler_mut`]
-//!   sets it), so the per-timestamp scan over workers costs a flag read each.
+//!   sets it); [`Pool::next_woken`] walks the flagged workers in ascending id, so a
+//!   per-timestamp round where nothing happened to any worker costs one bitset word.
 //! - With a planner, workers come and go: each has a [`WorkerPhase`] (starting, active,
 //!   draining, retired); ids grow and are never reused. [`Pool::scale_to`] applies a target
 //!   (new workers start, or serve at once without a startup time; a smaller target cancels
@@ -59,10 +60,6 @@ struct WorkerState {
     busy: bool,
     /// The last pass did nothing; do not retry until the worker receives a request.
     stalled: bool,
-    /// Something that can let the worker start a pass happened since it was last found not
-    /// ready (a pass ended, it received a request, it became active). Never false while the
-    /// worker is ready, so a topology need only ask [`Pool::take_ready`] of flagged workers.
-    woken: bool,
     /// Events of the in-flight pass, applied at its completion.
     pending: Vec<PassEvent>,
     /// Actions waiting for the in-flight pass to end.
@@ -88,6 +85,11 @@ pub(super) struct Pool {
     dp_size: usize,
     schedulers: Vec<RankScheduler>,
     workers: Vec<WorkerState>,
+    /// One bit per worker: something that can let it start a pass happened since it was last
+    /// found not ready (a pass ended, it received a request, it became active). Never clear
+    /// while the worker is ready, so a topology need only ask [`Pool::take_ready`] of the
+    /// workers [`Pool::next_woken`] gives.
+    woken: Vec<u64>,
     pub(super) router: Router,
     /// The router reads this pool's cache events (the engines record them).
     routes_on_kv_events: bool,
@@ -130,6 +132,7 @@ impl Pool {
             dp_size,
             schedulers,
             workers: (0..workers).map(|_| WorkerState::default()).collect(),
+            woken: vec![0; workers.div_ceil(64)],
             router,
             routes_on_kv_events,
             worker_ms: 0.0,
@@ -153,11 +156,6 @@ impl Pool {
             buffer.activate(worker, self.dp_size, now_ms);
         }
         self.fpm = Some(buffer);
-    }
-
-    /// Every worker ever added (retired ones included): worker ids run below this.
-    pub(super) fn num_workers(&self) -> usize {
-        self.workers.len()
     }
 
     /// Workers by phase, ids ascending.
@@ -230,6 +228,7 @@ impl Pool {
             phase: WorkerPhase::Starting,
             ..WorkerState::default()
         });
+        self.woken.resize(self.workers.len().div_ceil(64), 0);
         if startup_ms > 0.0 {
             self.starting.push(now_ms + startup_ms, worker);
         } else {
@@ -239,7 +238,7 @@ impl Pool {
 
     fn activate(&mut self, worker: usize, now_ms: f64) {
         self.workers[worker].phase = WorkerPhase::Active;
-        self.workers[worker].woken = true;
+        self.wake(worker);
         if let Some(buffer) = &mut self.fpm {
             buffer.activate(worker, self.dp_size, now_ms);
         }
@@ -377,12 +376,32 @@ impl Pool {
     /// `worker` since it was last found not ready (a topology changes a scheduler's state
     /// only through the pool: enqueue, passes, activation, [`Pool::scheduler_mut`]).
     pub(super) fn take_ready(&mut self, worker: usize) -> bool {
-        if !self.workers[worker].woken {
+        let (word, bit) = (worker / 64, 1u64 << (worker % 64));
+        if self.woken[word] & bit == 0 {
             return false;
         }
         let ready = self.is_ready(worker);
-        self.workers[worker].woken = ready;
+        if !ready {
+            self.woken[word] &= !bit;
+        }
         ready
+    }
+
+    /// The lowest woken worker at or above `from`, if any.
+    pub(super) fn next_woken(&self, from: usize) -> Option<usize> {
+        let mut word = from / 64;
+        let mut bits = *self.woken.get(word)? & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(word * 64 + bits.trailing_zeros() as usize);
+            }
+            word += 1;
+            bits = *self.woken.get(word)?;
+        }
+    }
+
+    fn wake(&mut self, worker: usize) {
+        self.woken[worker / 64] |= 1 << (worker % 64);
     }
 
     fn ranks(&self, worker: usize) -> std::ops::Range<usize> {
@@ -404,16 +423,15 @@ impl Pool {
     /// Scheduler `scheduler`, to change it directly (a handoff's source or destination): its
     /// worker is worth asking again whether it is ready.
     pub(super) fn scheduler_mut(&mut self, scheduler: usize) -> &mut RankScheduler {
-        self.workers[scheduler / self.dp_size].woken = true;
+        self.wake(scheduler / self.dp_size);
         &mut self.schedulers[scheduler]
     }
 
     /// Queues `request` on `scheduler`; its worker is worth a new pass.
     pub(super) fn enqueue(&mut self, scheduler: usize, request: EngineRequest) {
         self.schedulers[scheduler].enqueue(request);
-        let state = &mut self.workers[scheduler / self.dp_size];
-        state.stalled = false;
-        state.woken = true;
+        self.workers[scheduler / self.dp_size].stalled = false;
+        self.wake(scheduler / self.dp_size);
     }
 
     /// The worker's last pass could do nothing: skip it until it receives a request.
@@ -477,17 +495,19 @@ impl Pool {
         state.pending = pending;
         state.pass_fpm = pass_fpm;
         state.busy = start.end_ms > now_ms;
-        // A busy worker is not ready; its pass end wakes it.
-        state.woken &= !state.busy;
+        if state.busy {
+            // Not ready until its pass end wakes it.
+            self.woken[worker / 64] &= !(1 << (worker % 64));
+        }
         start
     }
 
     /// Ends `worker`'s pass at `now_ms`: publishes its metrics (with metrics on) and hands
     /// back the events it left for its end (give the buffer back with [`Pool::recycle`]).
     pub(super) fn end_pass(&mut self, worker: usize, now_ms: f64) -> Vec<PassEvent> {
+        self.wake(worker);
         let state = &mut self.workers[worker];
         state.busy = false;
-        state.woken = true;
         if let Some(buffer) = &mut self.fpm {
             for &(rank, fpm) in &state.pass_fpm {
                 buffer.insert(worker, rank, fpm, now_ms);
