@@ -6,7 +6,7 @@
 //! arrivals, then pass starts, then retiring drained workers, until nothing changes; then the
 //! scaling tick, if one is due and the workload is not done (and everything again).
 
-use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
+use super::common::{earliest, kv_router, ReleasedRequest, Requests, RouteHints, SlotQueue};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
 use super::pool::Pool;
@@ -27,14 +27,17 @@ pub(super) struct Aggregated<'s> {
     now_ms: f64,
     /// The workers and their router.
     pool: Pool,
-    /// Pass completions, by worker.
-    completions: EventQueue<usize>,
+    /// Pass completions, by worker (one per busy worker).
+    completions: SlotQueue,
     requests: Requests,
     /// Requests held in the KV router's queue, by id, until it places them.
     parked: Vec<Option<EngineRequest>>,
     /// Scratch: queued requests the KV router placed.
     placements: Vec<Placement>,
     collector: Collector,
+    /// Pass ends report tokens to `requests` (for the KV router's first tokens, or the
+    /// driver's output counts).
+    counts_tokens: bool,
     /// The reference's single-worker path releases closed-loop arrivals only between passes.
     release_between_passes_only: bool,
     single_worker: bool,
@@ -77,15 +80,17 @@ impl<'s> Aggregated<'s> {
         if policy.is_some() {
             pool.record_fpm(0.0);
         }
+        let requests = Requests::new(driver);
         Self {
             spec,
             now_ms: 0.0,
+            counts_tokens: requests.counts_tokens(routes_on_kv_events),
             pool,
-            completions: EventQueue::new(),
+            completions: SlotQueue::new(),
             parked: Vec::new(),
             placements: Vec::new(),
             collector: Collector::new(spec.sla, spec.capture_requests),
-            requests: Requests::new(driver),
+            requests,
             release_between_passes_only: single_worker && closed_loop,
             single_worker,
             past_cap_stop_ms: None,
@@ -199,10 +204,10 @@ impl Topology for Aggregated<'_> {
         };
         let next_ready = self.pool.next_ready_ms();
         let next_tick = self.scaling.as_ref().and_then(Scaling::next_tick_ms);
-        [next_completion, next_arrival, next_ready, next_tick]
-            .into_iter()
-            .flatten()
-            .reduce(f64::min)
+        earliest(
+            earliest(earliest(next_completion, next_arrival), next_ready),
+            next_tick,
+        )
     }
 
     fn advance_to(&mut self, t_ms: f64) {
@@ -215,22 +220,37 @@ impl Topology for Aggregated<'_> {
 
     /// Pass completions, then ready workers, then arrivals, then pass starts, then retired
     /// workers, until the state stops changing; then a due scaling tick (and again).
+    ///
+    /// Each step is skipped, without a call, where it could not do anything: no worker
+    /// starting, no placement waiting, no turn ready yet, a worker nothing happened to since
+    /// it was last found not ready, no worker draining.
     fn settle(&mut self) -> Result<()> {
         loop {
             let mut changed = false;
-            while let Some(worker) = self.completions.pop_due_if(self.now_ms, |_| true) {
+            while let Some(worker) = self.completions.pop_due(self.now_ms) {
                 self.end_pass(worker);
                 changed = true;
             }
-            changed |= self.pool.activate_due(self.now_ms);
-            self.send_joined_placements();
-            if !(self.release_between_passes_only && self.pool.is_busy(0)) {
+            if self.pool.has_starting() {
+                changed |= self.pool.activate_due(self.now_ms);
+            }
+            if self.pool.has_placements() {
+                self.send_joined_placements();
+            }
+            if self.arrival_due() {
                 changed |= self.release_arrivals();
             }
-            for worker in 0..self.pool.num_workers() {
-                changed |= self.start_pass(worker);
+            // Ascending ids, each asked as its turn comes (a pass may wake higher ones).
+            let mut from = 0;
+            while let Some(worker) = self.pool.next_woken(from) {
+                if self.pool.take_ready(worker) {
+                    changed |= self.start_pass(worker);
+                }
+                from = worker + 1;
             }
-            changed |= self.pool.retire_drained();
+            if self.pool.has_draining() {
+                changed |= self.pool.retire_drained();
+            }
             if changed {
                 continue;
             }
@@ -242,6 +262,13 @@ impl Topology for Aggregated<'_> {
 }
 
 impl Aggregated<'_> {
+    /// A turn is ready now and may be released (the single-worker closed loop releases only
+    /// between passes).
+    fn arrival_due(&self) -> bool {
+        self.requests.driver().has_ready(self.now_ms)
+            && !(self.release_between_passes_only && self.pool.is_busy(0))
+    }
+
     /// Runs the scaling tick due now, if any and the workload is not done. Whether one ran.
     fn tick(&mut self) -> Result<bool> {
         let done = self.requests.driver().is_drained();
@@ -344,12 +371,9 @@ impl Aggregated<'_> {
         }
     }
 
-    /// Starts a pass on `worker` if it is idle and has work (all of a worker's DP ranks pass
-    /// together). Returns whether anything happened.
+    /// Starts a pass on ready `worker` (all of a worker's DP ranks pass together). Returns
+    /// whether anything happened.
     fn start_pass(&mut self, worker: usize) -> bool {
-        if !self.pool.is_ready(worker) {
-            return false;
-        }
         let now_ms = self.now_ms;
         let collector = &mut self.collector;
         let start = self
@@ -391,7 +415,7 @@ impl Aggregated<'_> {
         for (index, &event) in events.iter().enumerate() {
             match event {
                 PassEvent::Tokens { id, count } => {
-                    let first_tokens = self.requests.on_tokens(id, count);
+                    let first_tokens = self.counts_tokens && self.requests.on_tokens(id, count);
                     self.collector.on_tokens(id, self.now_ms, count);
                     // A token followed by the request's completion is its final token: the
                     // router then releases everything at once, at the completion. Later tokens

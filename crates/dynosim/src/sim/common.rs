@@ -92,6 +92,90 @@ impl<T: Copy> EventQueue<T> {
     }
 }
 
+/// At most one future event per slot (a worker's pass completion), in the same order as an
+/// [`EventQueue`]: time first, then scheduling order. A handful of workers beat a heap when
+/// scanned: a push is one store (and one comparison with the earliest), a pop one scan of
+/// integer keys.
+#[derive(Debug, Default)]
+pub(super) struct SlotQueue {
+    /// Per slot: its event's position in the order, [`order_key`] (`u128::MAX`: no event).
+    keys: Vec<u128>,
+    /// Per slot: when its event happens.
+    times: Vec<f64>,
+    /// The slot with the earliest event.
+    earliest: Option<usize>,
+    next_seq: u64,
+}
+
+/// (time, sequence) as one integer ordered as [`Timed`] is: the time's bits mapped so that
+/// unsigned order is `f64::total_cmp`'s, then the sequence.
+fn order_key(at_ms: f64, seq: u64) -> u128 {
+    let bits = at_ms.to_bits();
+    // Negative times: flip every bit; others: set the sign bit.
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    };
+    u128::from(ordered) << 64 | u128::from(seq)
+}
+
+impl SlotQueue {
+    pub(super) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Schedules `slot`'s event at `at_ms`; the slot must have none.
+    pub(super) fn push(&mut self, at_ms: f64, slot: usize) {
+        if slot >= self.keys.len() {
+            self.keys.resize(slot + 1, u128::MAX);
+            self.times.resize(slot + 1, 0.0);
+        }
+        debug_assert_eq!(self.keys[slot], u128::MAX, "one event per slot");
+        let key = order_key(at_ms, self.next_seq);
+        self.next_seq += 1;
+        self.keys[slot] = key;
+        self.times[slot] = at_ms;
+        if self
+            .earliest
+            .is_none_or(|earliest| key < self.keys[earliest])
+        {
+            self.earliest = Some(slot);
+        }
+    }
+
+    /// The next event: its time and slot.
+    pub(super) fn peek(&self) -> Option<(f64, usize)> {
+        self.earliest.map(|slot| (self.times[slot], slot))
+    }
+
+    /// Pops the next event if it happens at or before `now_ms`.
+    pub(super) fn pop_due(&mut self, now_ms: f64) -> Option<usize> {
+        let (at_ms, slot) = self.peek()?;
+        if at_ms > now_ms {
+            return None;
+        }
+        self.keys[slot] = u128::MAX;
+        self.earliest = self
+            .keys
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, key)| **key)
+            .filter(|(_, key)| **key != u128::MAX)
+            .map(|(slot, _)| slot);
+        Some(slot)
+    }
+}
+
+/// The earlier of two optional times (`f64::min` of those present, in this order).
+pub(super) fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
 /// Where a request came from, to report its terminal state back to the driver.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct RequestOrigin {
@@ -234,8 +318,16 @@ impl Requests {
         })
     }
 
+    /// Whether a caller must report every request's tokens with [`Requests::on_tokens`]
+    /// (`first_tokens`: it wants to know which are a request's first; the driver may want the
+    /// counts too).
+    pub(super) fn counts_tokens(&self, first_tokens: bool) -> bool {
+        first_tokens || self.driver.reads_output_counts()
+    }
+
     /// Request `id` produced `count` more tokens. Whether it had produced none before (or is
-    /// not in flight): only then can these be its first tokens.
+    /// not in flight): only then can these be its first tokens. (Needed only where
+    /// [`Requests::counts_tokens`].)
     pub(super) fn on_tokens(&mut self, id: RequestId, count: usize) -> bool {
         match self.origins.get_mut(&id) {
             Some(origin) => {
@@ -328,4 +420,70 @@ pub(super) fn kv_router(
             .map_or(10_000_000, |tokens| tokens as u64),
     };
     KvRouter::new(config, profile, targets, seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn order_keys_sort_times_as_total_cmp_does() {
+        let times = [
+            f64::NEG_INFINITY,
+            -1.5,
+            -0.0,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            1.0 + f64::EPSILON,
+            1e300,
+            f64::INFINITY,
+        ];
+        for &a in &times {
+            for &b in &times {
+                for (sa, sb) in [(0, 1), (1, 0), (5, 5)] {
+                    // Earlier time first, then lower sequence: the order the heap pops.
+                    let pop_order = a.total_cmp(&b).then(sa.cmp(&sb));
+                    assert_eq!(
+                        order_key(a, sa).cmp(&order_key(b, sb)),
+                        pop_order,
+                        "{a} {b}"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// The slot queue pops in exactly the heap's order, ties by scheduling order
+        /// included, whatever the pushes (few distinct times, so that ties are common).
+        #[test]
+        fn slot_queue_pops_in_event_queue_order(
+            steps in proptest::collection::vec((0usize..6, 0u8..4, any::<bool>()), 1..200),
+        ) {
+            let mut slots = SlotQueue::new();
+            let mut heap = EventQueue::new();
+            let mut busy = [false; 6];
+            let mut now_ms = 0.0;
+            for (slot, delay, advance) in steps {
+                if !busy[slot] {
+                    let at_ms = now_ms + f64::from(delay);
+                    slots.push(at_ms, slot);
+                    heap.push(at_ms, slot);
+                    busy[slot] = true;
+                }
+                prop_assert_eq!(slots.peek(), heap.peek());
+                if advance {
+                    now_ms += 1.0;
+                    loop {
+                        let popped = slots.pop_due(now_ms);
+                        prop_assert_eq!(popped, heap.pop_due_if(now_ms, |_| true));
+                        let Some(slot) = popped else { break };
+                        busy[slot] = false;
+                    }
+                }
+            }
+        }
+    }
 }

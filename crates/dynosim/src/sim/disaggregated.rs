@@ -26,7 +26,7 @@
 
 use std::collections::VecDeque;
 
-use super::common::{kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
+use super::common::{earliest, kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
@@ -321,16 +321,15 @@ impl Topology for Disaggregated<'_> {
     }
 
     fn next_event_ms(&self) -> Option<f64> {
-        [
+        let next = earliest(
             self.events.peek().map(|(at_ms, _)| at_ms),
             self.released.driver().next_ready_ms(),
-            self.prefill.next_ready_ms(),
+        );
+        let next = earliest(
+            earliest(next, self.prefill.next_ready_ms()),
             self.decode.next_ready_ms(),
-            self.scaling.as_ref().and_then(Scaling::next_tick_ms),
-        ]
-        .into_iter()
-        .flatten()
-        .reduce(f64::min)
+        );
+        earliest(next, self.scaling.as_ref().and_then(Scaling::next_tick_ms))
     }
 
     fn dead_end(&self) -> Error {
@@ -389,15 +388,28 @@ impl Topology for Disaggregated<'_> {
                 self.on_transfer_done(id);
                 changed = true;
             }
-            changed |= self.prefill.activate_due(now);
-            changed |= self.decode.activate_due(now);
-            self.send_joined_placements();
-            changed |= self.release_arrivals();
+            // Steps that cannot do anything now are skipped without a call.
+            if self.prefill.has_starting() {
+                changed |= self.prefill.activate_due(now);
+            }
+            if self.decode.has_starting() {
+                changed |= self.decode.activate_due(now);
+            }
+            if self.prefill.has_placements() || self.decode.has_placements() {
+                self.send_joined_placements();
+            }
+            if self.released.driver().has_ready(now) {
+                changed |= self.release_arrivals();
+            }
             changed |= self.drive_actions();
             changed |= self.drive_pool(Stage::Prefill);
             changed |= self.drive_pool(Stage::Decode);
-            changed |= self.prefill.retire_drained();
-            changed |= self.decode.retire_drained();
+            if self.prefill.has_draining() {
+                changed |= self.prefill.retire_drained();
+            }
+            if self.decode.has_draining() {
+                changed |= self.decode.retire_drained();
+            }
             if changed {
                 continue;
             }
@@ -517,7 +529,7 @@ impl Disaggregated<'_> {
                     self.decode.defer(worker, id, action);
                     return false;
                 }
-                match self.decode.schedulers[worker].activate_destination(id) {
+                match self.decode.scheduler_mut(worker).activate_destination(id) {
                     Ok(reserved) => {
                         self.collector.on_handoff(
                             id,
@@ -541,7 +553,7 @@ impl Disaggregated<'_> {
                     Ok(worker) => worker,
                     Err(ran) => return ran,
                 };
-                self.prefill.schedulers[worker].release_source(id);
+                self.prefill.scheduler_mut(worker).release_source(id);
                 // Pages a released source leaves in the cache become visible to routing now.
                 self.prefill.publish_kv_events(worker);
                 if action == Action::ReleaseSource {
@@ -555,8 +567,8 @@ impl Disaggregated<'_> {
                     Ok(worker) => worker,
                     Err(ran) => return ran,
                 };
-                self.decode.schedulers[worker].cancel_destination(id);
-                if let Some(reserved) = self.decode.schedulers[worker].retry_destinations() {
+                self.decode.scheduler_mut(worker).cancel_destination(id);
+                if let Some(reserved) = self.decode.scheduler_mut(worker).retry_destinations() {
                     self.on_destination_reserved(reserved);
                 }
                 self.on_outcome(id, action, Outcome::Done);
@@ -647,7 +659,11 @@ impl Disaggregated<'_> {
             max_output_tokens: handoff.max_output_tokens,
         };
         let try_now = !self.decode.is_busy(worker);
-        match self.decode.schedulers[worker].reserve_destination(request, try_now) {
+        match self
+            .decode
+            .scheduler_mut(worker)
+            .reserve_destination(request, try_now)
+        {
             Ok(reserved) => {
                 self.requests[id].decode_worker = Some(worker);
                 self.collector
@@ -798,18 +814,16 @@ impl Disaggregated<'_> {
     /// worker ready again).
     fn drive_pool(&mut self, stage: Stage) -> bool {
         let mut changed = false;
-        'restart: loop {
-            for worker in 0..self.pool(stage).num_workers() {
-                if !self.pool(stage).is_ready(worker) {
-                    continue;
-                }
-                if self.start_pass(stage, worker) {
-                    changed = true;
-                    continue 'restart;
-                }
+        // Only woken workers can be ready; they are asked in ascending id as their turn comes.
+        let mut from = 0;
+        while let Some(worker) = self.pool(stage).next_woken(from) {
+            from = worker + 1;
+            if self.pool(stage).take_ready(worker) && self.start_pass(stage, worker) {
+                changed = true;
+                from = 0;
             }
-            return changed;
         }
+        changed
     }
 
     /// Runs one pass on an idle worker; false when the pass could do nothing.
@@ -845,7 +859,7 @@ impl Disaggregated<'_> {
         let events = pool.end_pass(worker, now_ms);
         // Capacity freed by the pass may admit a waiting destination.
         let reserved = match stage {
-            Stage::Decode => pool.schedulers[worker].retry_destinations(),
+            Stage::Decode => pool.scheduler_mut(worker).retry_destinations(),
             Stage::Prefill => None,
         };
         if scheduled {
@@ -916,7 +930,9 @@ impl Disaggregated<'_> {
         for &event in events {
             match event {
                 PassEvent::Tokens { id, count } => {
-                    self.released.on_tokens(id, count);
+                    if self.released.counts_tokens(false) {
+                        self.released.on_tokens(id, count);
+                    }
                     self.collector.on_tokens(id, self.now_ms, count);
                 }
                 PassEvent::Completed { id } | PassEvent::Rejected { id } => {

@@ -51,7 +51,7 @@ pub struct Release<'w> {
 pub struct Terminal {
     /// The request id the turn was released under (its release index).
     pub request_id: usize,
-    /// Tokens the request generated.
+    /// Tokens the request generated (counted only where [`Driver::reads_output_counts`]).
     pub output_tokens: usize,
     /// Completed (true) or rejected (false).
     pub completed: bool,
@@ -588,6 +588,13 @@ impl Driver {
         self.ready.peek().map(|r| r.at_ms)
     }
 
+    /// Whether [`Driver::on_terminal`] reads [`Terminal::output_tokens`]: cumulative prompts
+    /// append a completed turn's output to the session's history. Otherwise a caller need
+    /// not count the tokens requests generate.
+    pub fn reads_output_counts(&self) -> bool {
+        self.prompts == PromptMode::Cumulative
+    }
+
     /// Turns in the whole workload: the requests the run will release.
     pub fn total_turns(&self) -> usize {
         self.total_turns
@@ -598,13 +605,18 @@ impl Driver {
         self.unfinished_sessions == 0
     }
 
+    /// Some turn is ready at or before `now_ms` ([`Driver::pop_ready`] would give one).
+    pub fn has_ready(&self, now_ms: f64) -> bool {
+        self.ready.peek().is_some_and(|next| next.at_ms <= now_ms)
+    }
+
     /// Pops the next turn ready at or before `now_ms`. Its release fires the `Dispatch`
     /// dependencies on it (which may make more requests ready at `now_ms`).
     pub fn pop_ready(&mut self, now_ms: f64) -> Option<Release<'_>> {
-        if self.ready.peek()?.at_ms > now_ms {
+        if !self.has_ready(now_ms) {
             return None;
         }
-        let next = self.ready.pop().expect("peeked");
+        let next = self.ready.pop().expect("a turn is ready");
         if let Some(graph) = self.graph.as_mut() {
             graph.fire(next.session, Trigger::Dispatch, now_ms, &mut self.ready);
         }

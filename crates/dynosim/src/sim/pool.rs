@@ -13,7 +13,11 @@
 //!   make visible at pass start; [`Pool::end_pass`] hands back the pass's events;
 //!   [`Pool::apply_pass_end_kv_events`] publishes those engines make visible at pass end.
 //! - The topology decides *when* passes start and what their events mean; the pool only
-//!   keeps the state.
+//!   keeps the state. [`Pool::take_ready`] answers "can this worker start a pass?" from a
+//!   flag for workers nothing happened to since they were last found not ready (a pass end,
+//!   a request, an activation, or a direct scheduler change through [`Pool::scheduler_mut`]
+//!   sets it); [`Pool::next_woken`] walks the flagged workers in ascending id, so a
+//!   per-timestamp round where nothing happened to any worker costs one bitset word.
 //! - With a planner, workers come and go: each has a [`WorkerPhase`] (starting, active,
 //!   draining, retired); ids grow and are never reused. [`Pool::scale_to`] applies a target
 //!   (new workers start, or serve at once without a startup time; a smaller target cancels
@@ -79,8 +83,13 @@ pub(super) struct PassStart {
 pub(super) struct Pool {
     pub(super) args: EngineArgs,
     dp_size: usize,
-    pub(super) schedulers: Vec<RankScheduler>,
+    schedulers: Vec<RankScheduler>,
     workers: Vec<WorkerState>,
+    /// One bit per worker: something that can let it start a pass happened since it was last
+    /// found not ready (a pass ended, it received a request, it became active). Never clear
+    /// while the worker is ready, so a topology need only ask [`Pool::take_ready`] of the
+    /// workers [`Pool::next_woken`] gives.
+    woken: Vec<u64>,
     pub(super) router: Router,
     /// The router reads this pool's cache events (the engines record them).
     routes_on_kv_events: bool,
@@ -96,8 +105,7 @@ pub(super) struct Pool {
     starting: EventQueue<usize>,
     /// Queued requests the KV router placed when workers joined, for the topology to send.
     placements: Vec<Placement>,
-    /// Scratch buffers.
-    pass_events: Vec<PassEvent>,
+    /// Scratch buffer.
     kv_events: Vec<KvEvent>,
 }
 
@@ -124,6 +132,7 @@ impl Pool {
             dp_size,
             schedulers,
             workers: (0..workers).map(|_| WorkerState::default()).collect(),
+            woken: vec![0; workers.div_ceil(64)],
             router,
             routes_on_kv_events,
             worker_ms: 0.0,
@@ -132,7 +141,6 @@ impl Pool {
             fpm: None,
             starting: EventQueue::new(),
             placements: Vec::new(),
-            pass_events: Vec::new(),
             kv_events: Vec::new(),
         }
     }
@@ -148,11 +156,6 @@ impl Pool {
             buffer.activate(worker, self.dp_size, now_ms);
         }
         self.fpm = Some(buffer);
-    }
-
-    /// Every worker ever added (retired ones included): worker ids run below this.
-    pub(super) fn num_workers(&self) -> usize {
-        self.workers.len()
     }
 
     /// Workers by phase, ids ascending.
@@ -225,6 +228,7 @@ impl Pool {
             phase: WorkerPhase::Starting,
             ..WorkerState::default()
         });
+        self.woken.resize(self.workers.len().div_ceil(64), 0);
         if startup_ms > 0.0 {
             self.starting.push(now_ms + startup_ms, worker);
         } else {
@@ -234,6 +238,7 @@ impl Pool {
 
     fn activate(&mut self, worker: usize, now_ms: f64) {
         self.workers[worker].phase = WorkerPhase::Active;
+        self.wake(worker);
         if let Some(buffer) = &mut self.fpm {
             buffer.activate(worker, self.dp_size, now_ms);
         }
@@ -246,6 +251,21 @@ impl Pool {
     pub(super) fn take_placements(&mut self, out: &mut Vec<Placement>) {
         out.clear();
         out.append(&mut self.placements);
+    }
+
+    /// Queued requests placed as workers joined wait to be sent.
+    pub(super) fn has_placements(&self) -> bool {
+        !self.placements.is_empty()
+    }
+
+    /// Some worker is draining (it may have emptied).
+    pub(super) fn has_draining(&self) -> bool {
+        self.draining > 0
+    }
+
+    /// Some worker is still starting (its ready time may be due).
+    pub(super) fn has_starting(&self) -> bool {
+        !self.starting.is_empty()
     }
 
     /// When the next starting worker becomes ready, if any.
@@ -352,6 +372,38 @@ impl Pool {
             && self.ranks(worker).any(|s| self.schedulers[s].has_work())
     }
 
+    /// [`Pool::is_ready`], answered without looking at the ranks when nothing happened to
+    /// `worker` since it was last found not ready (a topology changes a scheduler's state
+    /// only through the pool: enqueue, passes, activation, [`Pool::scheduler_mut`]).
+    pub(super) fn take_ready(&mut self, worker: usize) -> bool {
+        let (word, bit) = (worker / 64, 1u64 << (worker % 64));
+        if self.woken[word] & bit == 0 {
+            return false;
+        }
+        let ready = self.is_ready(worker);
+        if !ready {
+            self.woken[word] &= !bit;
+        }
+        ready
+    }
+
+    /// The lowest woken worker at or above `from`, if any.
+    pub(super) fn next_woken(&self, from: usize) -> Option<usize> {
+        let mut word = from / 64;
+        let mut bits = *self.woken.get(word)? & (u64::MAX << (from % 64));
+        loop {
+            if bits != 0 {
+                return Some(word * 64 + bits.trailing_zeros() as usize);
+            }
+            word += 1;
+            bits = *self.woken.get(word)?;
+        }
+    }
+
+    fn wake(&mut self, worker: usize) {
+        self.woken[worker / 64] |= 1 << (worker % 64);
+    }
+
     fn ranks(&self, worker: usize) -> std::ops::Range<usize> {
         worker * self.dp_size..(worker + 1) * self.dp_size
     }
@@ -368,10 +420,18 @@ impl Pool {
             })
     }
 
+    /// Scheduler `scheduler`, to change it directly (a handoff's source or destination): its
+    /// worker is worth asking again whether it is ready.
+    pub(super) fn scheduler_mut(&mut self, scheduler: usize) -> &mut RankScheduler {
+        self.wake(scheduler / self.dp_size);
+        &mut self.schedulers[scheduler]
+    }
+
     /// Queues `request` on `scheduler`; its worker is worth a new pass.
     pub(super) fn enqueue(&mut self, scheduler: usize, request: EngineRequest) {
         self.schedulers[scheduler].enqueue(request);
         self.workers[scheduler / self.dp_size].stalled = false;
+        self.wake(scheduler / self.dp_size);
     }
 
     /// The worker's last pass could do nothing: skip it until it receives a request.
@@ -402,7 +462,6 @@ impl Pool {
         pending.clear();
         let mut pass_fpm = std::mem::take(&mut self.workers[worker].pass_fpm);
         pass_fpm.clear();
-        let mut events = std::mem::take(&mut self.pass_events);
         // The group ends with its slowest rank (never before it started).
         let mut start = PassStart {
             end_ms: now_ms,
@@ -413,8 +472,9 @@ impl Pool {
             if !self.schedulers[scheduler].has_work() {
                 continue;
             }
-            events.clear();
-            let time = self.schedulers[scheduler].run_pass_timed(&mut events);
+            // The ranks append their events to the worker's; admissions are taken out below.
+            let before = pending.len();
+            let time = self.schedulers[scheduler].run_pass_timed(&mut pending);
             if self.routes_on_kv_events && self.schedulers[scheduler].kv_events_at_pass_start() {
                 self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
                 start.kv_published |= !self.kv_events.is_empty();
@@ -426,26 +486,26 @@ impl Pool {
                 pass_fpm.push((rank, ForwardPassMetrics { wall_time_s, ..fpm }));
             }
             start.end_ms = start.end_ms.max(time.end_ms(now_ms));
-            start.scheduled_work |= time.scheduled_requests > 0 || !events.is_empty();
-            for &event in &events {
-                match event {
-                    PassEvent::Admitted { id, reused_tokens } => {
-                        on_admit(id, reused_tokens, scheduler)
-                    }
-                    other => pending.push(other),
-                }
-            }
+            start.scheduled_work |= time.scheduled_requests > 0 || pending.len() > before;
+            take_admissions(&mut pending, before, |id, reused_tokens| {
+                on_admit(id, reused_tokens, scheduler)
+            });
         }
-        self.pass_events = events;
-        self.workers[worker].pending = pending;
-        self.workers[worker].pass_fpm = pass_fpm;
-        self.workers[worker].busy = start.end_ms > now_ms;
+        let state = &mut self.workers[worker];
+        state.pending = pending;
+        state.pass_fpm = pass_fpm;
+        state.busy = start.end_ms > now_ms;
+        if state.busy {
+            // Not ready until its pass end wakes it.
+            self.woken[worker / 64] &= !(1 << (worker % 64));
+        }
         start
     }
 
     /// Ends `worker`'s pass at `now_ms`: publishes its metrics (with metrics on) and hands
     /// back the events it left for its end (give the buffer back with [`Pool::recycle`]).
     pub(super) fn end_pass(&mut self, worker: usize, now_ms: f64) -> Vec<PassEvent> {
+        self.wake(worker);
         let state = &mut self.workers[worker];
         state.busy = false;
         if let Some(buffer) = &mut self.fpm {
@@ -486,4 +546,30 @@ impl Pool {
         self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
         self.router.apply_kv_events(scheduler, &self.kv_events);
     }
+}
+
+/// Hands the admissions among `events[from..]` to `on_admit` in order and removes them,
+/// keeping the order of the other events (most passes admit nothing: then nothing moves).
+fn take_admissions(
+    events: &mut Vec<PassEvent>,
+    from: usize,
+    mut on_admit: impl FnMut(RequestId, usize),
+) {
+    let Some(first) = events[from..]
+        .iter()
+        .position(|event| matches!(event, PassEvent::Admitted { .. }))
+    else {
+        return;
+    };
+    let mut kept = from + first;
+    for read in from + first..events.len() {
+        match events[read] {
+            PassEvent::Admitted { id, reused_tokens } => on_admit(id, reused_tokens),
+            other => {
+                events[kept] = other;
+                kept += 1;
+            }
+        }
+    }
+    events.truncate(kept);
 }
