@@ -24,7 +24,7 @@ use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
 use dynosim::planner::PlannerOutcome;
 use dynosim::report::timeseries::TimeSeries;
 use dynosim::report::RecordSink;
-use dynosim::sim::{Observers, Progress, Simulated, VirtualClock};
+use dynosim::sim::{CollectorThread, Observers, Progress, Simulated, VirtualClock};
 use dynosim::{LazyRecords, Report, RequestRecord};
 use live::{InterruptGuard, WallClock};
 use output::{PreparedOutput, RecordStream};
@@ -36,13 +36,15 @@ const USAGE_EXIT_CODE: i32 = 2;
 /// Exit code of a live run ended by Ctrl-C (after its report was written), as shells use.
 const INTERRUPTED_EXIT_CODE: i32 = 130;
 
-/// Loads and simulates; returns the run and its wall time in ms (the simulation only, not
-/// workload loading, as the reference measures it).
+/// Loads and simulates, with the collector on the thread `collector_thread` says; returns the
+/// run and its wall time in ms (the simulation only, not workload loading, as the reference
+/// measures it).
 fn simulate_timed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
     observers: &Observers,
     records: Option<Box<dyn RecordSink>>,
+    collector_thread: CollectorThread,
 ) -> dynosim::Result<(Simulated, f64)> {
     // Timing tables (AIC) are built before the workload is read and the clock starts.
     let prepared = dynosim::prepare(spec)?;
@@ -57,6 +59,7 @@ fn simulate_timed(
             cancel,
             observers,
             records,
+            collector_thread,
         )?,
         ReplayMode::Online { speed } => dynosim::simulate_streaming(
             spec,
@@ -65,6 +68,7 @@ fn simulate_timed(
             cancel,
             observers,
             records,
+            collector_thread,
         )?,
     };
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
@@ -73,11 +77,13 @@ fn simulate_timed(
 /// Replays offline with the workers scaled by `policy` (a planner the caller brings: the
 /// Python front's `scaling_policy`), stopping with a runtime error once `cancel` is set.
 /// Returns the report, the records (when the spec asks for them), what the policy did, and the
-/// time series when `observers` asked for them.
+/// time series when `observers` asked for them. The collector runs on the thread
+/// `collector_thread` says.
 pub fn replay_scaled_observed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
     observers: &Observers,
+    collector_thread: CollectorThread,
     policy: &mut dyn dynosim::planner::ScalingPolicy,
 ) -> dynosim::Result<(
     Report,
@@ -96,7 +102,10 @@ pub fn replay_scaled_observed(
         &mut VirtualClock,
         cancel,
         observers,
-        None,
+        dynosim::sim::Collecting {
+            thread: collector_thread,
+            records: None,
+        },
         Some(policy),
     )?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
@@ -118,13 +127,15 @@ pub type PlannedRun = (
 );
 
 /// Replays with what the planner did when the spec has one, stopping with a runtime error once
-/// another thread sets `cancel`.
+/// another thread sets `cancel`. The collector runs on the thread `collector_thread` says.
 pub fn replay_planned_observed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
     observers: &Observers,
+    collector_thread: CollectorThread,
 ) -> dynosim::Result<PlannedRun> {
-    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, observers, None)?;
+    let (mut simulated, wall_time_ms) =
+        simulate_timed(spec, cancel, observers, None, collector_thread)?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(dynosim::Error::runtime("replay interrupted"));
     }
@@ -138,19 +149,22 @@ pub fn replay_planned_observed(
 /// [`dynosim::simulate_streaming`]; the returned records are then empty), recording what
 /// `observers` ask for; returns the report, the records, the time series and what the planner
 /// did (when the spec has one). Offline runs in virtual time, online runs on the wall clock at
-/// the spec's speed; a cancelled run reports what finished.
+/// the spec's speed; a cancelled run reports what finished. The collector runs on the thread
+/// `collector_thread` says.
 pub fn replay_streaming(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
     observers: &Observers,
     records: Option<Box<dyn RecordSink>>,
+    collector_thread: CollectorThread,
 ) -> dynosim::Result<(
     Report,
     LazyRecords,
     Option<TimeSeries>,
     Option<PlannerOutcome>,
 )> {
-    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, observers, records)?;
+    let (mut simulated, wall_time_ms) =
+        simulate_timed(spec, cancel, observers, records, collector_thread)?;
     let series = simulated.take_timeseries();
     let planner = simulated.take_planner();
     let (report, records) = simulated.into_report_lazily(wall_time_ms);
@@ -421,7 +435,14 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
         progress::ProgressBar::start(progress)
     };
     let sink = stream.as_ref().map(RecordStream::sink);
-    let replayed = replay_streaming(&spec, &AtomicBool::new(false), &observers, sink);
+    // A single run: the collector gets the second core.
+    let replayed = replay_streaming(
+        &spec,
+        &AtomicBool::new(false),
+        &observers,
+        sink,
+        CollectorThread::OwnThread,
+    );
     if let Some(bar) = bar {
         bar.finish();
     }

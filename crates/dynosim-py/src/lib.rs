@@ -27,6 +27,7 @@ use dynosim::config::spelling::python_message;
 use dynosim::config::{ReplayOptions, ReplaySpec};
 use dynosim::error::ErrorKind;
 use dynosim::report::Value;
+use dynosim::sim::CollectorThread;
 use dynosim::Report;
 use dynosim_cli::output::{self, PreparedOutput, RecordStream};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -186,11 +187,21 @@ fn planned_replay<'py>(
             progress: None,
         };
         let replayed = match &mut policy {
+            // A single run: the collector gets the second core.
             Some(policy) => dynosim_cli::replay_scaled_observed(
-                &spec, cancelled, &observers, policy,
+                &spec,
+                cancelled,
+                &observers,
+                CollectorThread::OwnThread,
+                policy,
             )
             .map(|(report, records, outcome, series)| (report, records, Some(outcome), series)),
-            None => dynosim_cli::replay_planned_observed(&spec, cancelled, &observers),
+            None => dynosim_cli::replay_planned_observed(
+                &spec,
+                cancelled,
+                &observers,
+                CollectorThread::OwnThread,
+            ),
         };
         let written = replayed.and_then(|(report, records, outcome, series)| {
             // A run the caller has given up on writes nothing.
@@ -292,8 +303,14 @@ fn replay_report_dict<'py>(
             other => (None, other),
         };
         let sink = stream.as_ref().map(RecordStream::sink);
-        let (report, records, series, _planner) =
-            dynosim_cli::replay_streaming(&spec, cancelled, &observers, sink)?;
+        // A single run: the collector gets the second core (the JSONL sink is `Send`).
+        let (report, records, series, _planner) = dynosim_cli::replay_streaming(
+            &spec,
+            cancelled,
+            &observers,
+            sink,
+            CollectorThread::OwnThread,
+        )?;
         // A run the caller has given up on writes nothing (dropped outputs leave no file).
         if cancelled.load(Ordering::Relaxed) {
             return Err(dynosim::Error::runtime("replay interrupted"));
