@@ -13,10 +13,10 @@ use crate::output;
 /// Rejects a directory that can never be written (an existing file) before any simulation.
 pub fn check_dir(flag: &str, dir: &Path) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
-        return Err(Error::usage(format!(
-            "{flag}: {} exists and is not a directory",
-            dir.display()
-        )));
+        return Err(Error::usage_about(
+            flag,
+            format!("{} exists and is not a directory", dir.display()),
+        ));
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! The `dynosim` command line, as a library so the Python package runs the very same parser.
 //!
-//! Flow: flags -> [`ReplayOptions`] -> validated spec -> workload -> timed simulation ->
-//! report; the per-request JSONL and the report JSON are written before anything is printed,
-//! then the table and `Saved full report to: <path>` go to stdout.
+//! Flow: flags -> [`ReplayOptions`] -> validated spec -> [`replay`] (outputs checked, workload
+//! loaded, timed simulation, every output written and published together) -> the table and
+//! `Saved full report to: <path>` on stdout. The Python front calls the same [`replay`].
 
 pub mod aiperf;
 pub mod args;
@@ -10,6 +10,7 @@ pub mod compare;
 pub mod live;
 pub mod output;
 pub mod progress;
+pub mod replay;
 pub mod sweep;
 
 use std::ffi::OsString;
@@ -17,17 +18,14 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
 use dynosim::planner::PlannerOutcome;
 use dynosim::report::timeseries::TimeSeries;
-use dynosim::report::RecordSink;
-use dynosim::sim::{CollectorThread, Observers, Progress, Simulated, VirtualClock};
-use dynosim::{LazyRecords, Report, RequestRecord};
-use live::{InterruptGuard, WallClock};
-use output::{PreparedOutput, RecordStream};
+use dynosim::sim::Progress;
+use dynosim::Report;
+use live::InterruptGuard;
 
 pub use args::Cli;
 
@@ -35,141 +33,6 @@ pub use args::Cli;
 const USAGE_EXIT_CODE: i32 = 2;
 /// Exit code of a live run ended by Ctrl-C (after its report was written), as shells use.
 const INTERRUPTED_EXIT_CODE: i32 = 130;
-
-/// Loads and simulates, with the collector on the thread `collector_thread` says; returns the
-/// run and its wall time in ms (the simulation only, not workload loading, as the reference
-/// measures it).
-fn simulate_timed(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-    observers: &Observers,
-    records: Option<Box<dyn RecordSink>>,
-    collector_thread: CollectorThread,
-) -> dynosim::Result<(Simulated, f64)> {
-    // Timing tables (AIC) are built before the workload is read and the clock starts.
-    let prepared = dynosim::prepare(spec)?;
-    let spec = prepared.as_ref();
-    let workload = dynosim::load_workload(spec)?;
-    let started = Instant::now();
-    let simulated = match spec.replay_mode {
-        ReplayMode::Offline => dynosim::simulate_streaming(
-            spec,
-            workload,
-            &mut VirtualClock,
-            cancel,
-            observers,
-            records,
-            collector_thread,
-        )?,
-        ReplayMode::Online { speed } => dynosim::simulate_streaming(
-            spec,
-            workload,
-            &mut WallClock::start(speed),
-            cancel,
-            observers,
-            records,
-            collector_thread,
-        )?,
-    };
-    Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
-}
-
-/// Replays offline with the workers scaled by `policy` (a planner the caller brings: the
-/// Python front's `scaling_policy`), stopping with a runtime error once `cancel` is set.
-/// Returns the report, the records (when the spec asks for them), what the policy did, and the
-/// time series when `observers` asked for them. The collector runs on the thread
-/// `collector_thread` says.
-pub fn replay_scaled_observed(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-    observers: &Observers,
-    collector_thread: CollectorThread,
-    policy: &mut dyn dynosim::planner::ScalingPolicy,
-) -> dynosim::Result<(
-    Report,
-    Vec<RequestRecord>,
-    PlannerOutcome,
-    Option<TimeSeries>,
-)> {
-    spec.check_scaling("scaling_policy")?;
-    let prepared = dynosim::prepare(spec)?;
-    let spec = prepared.as_ref();
-    let workload = dynosim::load_workload(spec)?;
-    let started = Instant::now();
-    let mut simulated = dynosim::sim::simulate_scaled(
-        spec,
-        workload,
-        &mut VirtualClock,
-        cancel,
-        observers,
-        dynosim::sim::Collecting {
-            thread: collector_thread,
-            records: None,
-        },
-        Some(policy),
-    )?;
-    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(dynosim::Error::runtime("replay interrupted"));
-    }
-    let outcome = simulated.take_planner().unwrap_or_default();
-    let series = simulated.take_timeseries();
-    let (report, records) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
-    Ok((report, records, outcome, series))
-}
-
-/// A planned run: the report, the records (when the spec asks for them), what the planner did
-/// (when the spec has one) and the time series (when the observers asked for them).
-pub type PlannedRun = (
-    Report,
-    Vec<RequestRecord>,
-    Option<PlannerOutcome>,
-    Option<TimeSeries>,
-);
-
-/// Replays with what the planner did when the spec has one, stopping with a runtime error once
-/// another thread sets `cancel`. The collector runs on the thread `collector_thread` says.
-pub fn replay_planned_observed(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-    observers: &Observers,
-    collector_thread: CollectorThread,
-) -> dynosim::Result<PlannedRun> {
-    let (mut simulated, wall_time_ms) =
-        simulate_timed(spec, cancel, observers, None, collector_thread)?;
-    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(dynosim::Error::runtime("replay interrupted"));
-    }
-    let planner = simulated.take_planner();
-    let series = simulated.take_timeseries();
-    let (report, records) = simulated.into_report(wall_time_ms);
-    Ok((report, records, planner, series))
-}
-
-/// Replays, handing the per-request records to `records` while the run goes on (see
-/// [`dynosim::simulate_streaming`]; the returned records are then empty), recording what
-/// `observers` ask for; returns the report, the records, the time series and what the planner
-/// did (when the spec has one). Offline runs in virtual time, online runs on the wall clock at
-/// the spec's speed; a cancelled run reports what finished. The collector runs on the thread
-/// `collector_thread` says.
-pub fn replay_streaming(
-    spec: &ReplaySpec,
-    cancel: &AtomicBool,
-    observers: &Observers,
-    records: Option<Box<dyn RecordSink>>,
-    collector_thread: CollectorThread,
-) -> dynosim::Result<(
-    Report,
-    LazyRecords,
-    Option<TimeSeries>,
-    Option<PlannerOutcome>,
-)> {
-    let (mut simulated, wall_time_ms) =
-        simulate_timed(spec, cancel, observers, records, collector_thread)?;
-    let series = simulated.take_timeseries();
-    let planner = simulated.take_planner();
-    let (report, records) = simulated.into_report_lazily(wall_time_ms);
-    Ok((report, records, series, planner))
-}
 
 /// The HTML report of a run: `invocation` is the command as the user typed it (shown first
 /// in the page's configuration table); a planner's scaling events and worker counts join the
@@ -398,76 +261,43 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
     let mut spec = options.into_spec()?;
-    output::check_jsonl_path("--report-jsonl", jsonl_path.as_deref())?;
-    if let Some(dir) = &cli.aiperf_dir {
-        aiperf::check_dir("--aiperf-dir", dir)?;
-        // AIPerf's per-request file needs the per-request records.
-        spec.capture_requests = true;
-    }
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
-    let jsonl = jsonl_path
-        .as_deref()
-        .map(|path| PreparedOutput::prepare("per-request JSONL", path))
-        .transpose()?;
-    let mut report_file = PreparedOutput::prepare("report JSON", &report_path)?;
-    // Records go to the JSONL file while the run goes on, unless AIPerf's files need them
-    // all at the end (its summary statistics read every record).
-    let (stream, mut jsonl) = match jsonl {
-        Some(output) if cli.aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
-        other => (None, other),
-    };
-    let mut html = cli
-        .html_report
-        .as_deref()
-        .map(|path| PreparedOutput::prepare("HTML report", path))
-        .transpose()?;
-    // Only a live run, which takes real time, treats Ctrl-C as "stop and report".
+    let outputs = replay::Outputs::prepare(
+        &mut spec,
+        replay::OutputPaths {
+            report_json: Some(&report_path),
+            jsonl: jsonl_path.as_deref(),
+            aiperf_dir: cli.aiperf_dir.as_deref(),
+            html: cli.html_report.as_deref(),
+        },
+        invocation.to_string(),
+    )?;
+    // Only a live run, which takes real time, treats Ctrl-C as "stop and report". The guard
+    // stays until the outputs are written, so a second Ctrl-C cannot cut them.
     let interrupts =
         matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
     let progress = Arc::new(Progress::new());
-    let observers = Observers {
-        timeseries: html.is_some(),
-        progress: Some(Arc::clone(&progress)),
-    };
     let bar = if cli.quiet {
         None
     } else {
-        progress::ProgressBar::start(progress)
+        progress::ProgressBar::start(Arc::clone(&progress))
     };
-    let sink = stream.as_ref().map(RecordStream::sink);
-    // A single run: the collector gets the second core.
-    let replayed = replay_streaming(
+    // Only a live run's clock sets the flag, at Ctrl-C.
+    let cancel = AtomicBool::new(false);
+    let replayed = replay::replay(
         &spec,
-        &AtomicBool::new(false),
-        &observers,
-        sink,
-        CollectorThread::OwnThread,
+        outputs,
+        (&cancel, replay::OnCancel::ReportWhatFinished),
+        Some(progress),
+        None,
     );
     if let Some(bar) = bar {
         bar.finish();
     }
-    let (report, records, series, planner) = replayed?;
-    // The guard stays until the outputs are written, so a second Ctrl-C cannot cut them.
+    let replay::Replayed { report, planner } = replayed?;
     let interrupted = interrupts
         .as_ref()
         .is_some_and(InterruptGuard::was_interrupted);
-    if let Some(stream) = stream {
-        jsonl = Some(stream.finish()?);
-    } else if let Some(jsonl) = &mut jsonl {
-        output::write_records(jsonl, records.iter())?;
-    }
-    if let Some(dir) = &cli.aiperf_dir {
-        // AIPerf's summary needs the records twice (statistics, then lines): built once here.
-        let built: Vec<_> = records.iter().collect();
-        aiperf::write_dir(dir, &report, &built)?;
-    }
-    drop(records);
-    if let (Some(html), Some(series)) = (&mut html, &series) {
-        let page = render_html_report(invocation, &spec, &report, series, planner.as_ref());
-        html.write_all(page.as_bytes())?;
-    }
-    report_file.write_all(report.to_json_file_string().as_bytes())?;
-    output::commit(jsonl.into_iter().chain(html).chain([report_file]).collect())?;
     Ok(Finished {
         table: report.render_table(),
         report_path,

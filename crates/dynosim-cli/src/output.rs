@@ -13,8 +13,8 @@
 //! removes them when interrupted ([`install_interrupt_cleanup`]).
 //!
 //! INTERFACE: `resolve_report_path`, `PreparedOutput::{prepare, write_all}`, `commit`,
-//! `install_interrupt_cleanup`; `check_jsonl_path` and `write_jsonl` for callers that write the
-//! records in one go.
+//! `install_interrupt_cleanup`; `check_jsonl_path`, `write_records` and `RecordStream` (records
+//! written at the end, or while the run goes on); `write_atomically` for a file in one go.
 
 use std::fs;
 use std::io::{self, Write};
@@ -68,10 +68,10 @@ pub fn default_report_file_name() -> String {
 /// any simulation work, as a usage error naming the flag.
 pub fn check_jsonl_path(flag: &str, path: Option<&Path>) -> Result<()> {
     match path {
-        Some(path) if path.is_dir() => Err(Error::usage(format!(
-            "{flag}: {} is a directory; give a file path",
-            path.display()
-        ))),
+        Some(path) if path.is_dir() => Err(Error::usage_about(
+            flag,
+            format!("{} is a directory; give a file path", path.display()),
+        )),
         _ => Ok(()),
     }
 }
@@ -147,13 +147,6 @@ impl RecordStream {
             None => Ok(state.output),
         }
     }
-}
-
-/// Writes the per-request records to `path` in one go (prepare, write, commit).
-pub fn write_jsonl(path: &Path, records: &[RequestRecord]) -> Result<()> {
-    let mut output = PreparedOutput::prepare("per-request JSONL", path)?;
-    write_records(&mut output, records.iter())?;
-    commit(vec![output])
 }
 
 /// Writes `contents` to `path` in one go (prepare, write, commit).

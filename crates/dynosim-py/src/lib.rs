@@ -18,18 +18,17 @@ mod router_config;
 mod sweep;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use dynosim::config::spelling::python_message;
-use dynosim::config::{ReplayOptions, ReplaySpec};
+use dynosim::config::ReplayOptions;
 use dynosim::error::ErrorKind;
 use dynosim::report::Value;
-use dynosim::sim::CollectorThread;
 use dynosim::Report;
-use dynosim_cli::output::{self, PreparedOutput, RecordStream};
+use dynosim_cli::replay;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
@@ -143,8 +142,9 @@ fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResu
     }
 }
 
-/// Validates, replays (without the GIL), writes the optional JSONL, and returns the report:
-/// a dict, or with a planner (`planner_config` or a `scaling_policy`) the planner report.
+/// One replay from the Python API: validates, checks and opens the outputs, replays without
+/// the GIL (scaled by `scaling_policy` or the native planner when given), publishes the outputs,
+/// and returns the report dict (with a planner, the planner report around it).
 fn replay_to_dict<'py>(
     py: Python<'py>,
     options: ReplayOptions,
@@ -152,92 +152,57 @@ fn replay_to_dict<'py>(
     scaling_policy: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let scaling_policy = scaling_policy.filter(|policy| !policy.is_none());
-    if scaling_policy.is_some() || options.planner_config.is_some() {
-        return planned_replay(py, options, outputs, scaling_policy);
-    }
-    replay_report_dict(py, options, outputs).map(Bound::into_any)
-}
-
-/// A replay scaled by the native planner (`planner_config`) or by the caller's policy.
-fn planned_replay<'py>(
-    py: Python<'py>,
-    options: ReplayOptions,
-    outputs: ExtraOutputs,
-    scaling_policy: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let ExtraOutputs {
-        function,
-        aiperf_dir,
-        html_report,
-    } = outputs;
     if scaling_policy.is_some() && options.planner_config.is_some() {
         return Err(PyValueError::new_err(
             "give planner_config (dynosim's planner) or scaling_policy (your own), not both",
         ));
     }
-    let (spec, jsonl_path) = spec_with_checked_outputs(options, aiperf_dir.as_deref())?;
-    let html = prepare_html(html_report.as_deref())?;
+    let planned = scaling_policy.is_some() || options.planner_config.is_some();
+    let jsonl_path = options.report_jsonl.clone();
+    let mut spec = options.into_spec().map_err(to_py_err)?;
+    let prepared = replay::Outputs::prepare(
+        &mut spec,
+        replay::OutputPaths {
+            report_json: None,
+            jsonl: jsonl_path.as_deref(),
+            aiperf_dir: outputs.aiperf_dir.as_deref(),
+            html: outputs.html_report.as_deref(),
+        },
+        format!("{}(...) (Python API)", outputs.function),
+    )
+    .map_err(to_py_err)?;
     let mut policy = scaling_policy
         .map(planner::PyScalingPolicy::new)
         .transpose()?;
     let policy_object = policy.as_ref().map(|p| p.object().clone_ref(py));
     let (result, policy) = run_interruptibly(py, move |cancelled| {
-        let observers = dynosim::sim::Observers {
-            timeseries: html.is_some(),
-            progress: None,
-        };
-        let replayed = match &mut policy {
-            // A single run: the collector gets the second core.
-            Some(policy) => dynosim_cli::replay_scaled_observed(
-                &spec,
-                cancelled,
-                &observers,
-                CollectorThread::OwnThread,
-                policy,
-            )
-            .map(|(report, records, outcome, series)| (report, records, Some(outcome), series)),
-            None => dynosim_cli::replay_planned_observed(
-                &spec,
-                cancelled,
-                &observers,
-                CollectorThread::OwnThread,
-            ),
-        };
-        let written = replayed.and_then(|(report, records, outcome, series)| {
-            // A run the caller has given up on writes nothing.
-            if cancelled.load(Ordering::Relaxed) {
-                return Err(dynosim::Error::runtime("replay interrupted"));
-            }
-            if let Some(path) = jsonl_path {
-                dynosim_cli::output::write_jsonl(&path, &records)?;
-            }
-            if let Some(dir) = aiperf_dir {
-                dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
-            }
-            let outcome = outcome.unwrap_or_default();
-            if let (Some(mut html), Some(series)) = (html, series) {
-                let invocation = format!("{function}(...) (Python API)");
-                let page = dynosim_cli::render_html_report(
-                    &invocation,
-                    &spec,
-                    &report,
-                    &series,
-                    Some(&outcome),
-                );
-                html.write_all(page.as_bytes())?;
-                dynosim_cli::output::commit(vec![html])?;
-            }
-            Ok((report, outcome))
-        });
-        (written, policy)
+        let scaling = policy
+            .as_mut()
+            .map(|policy| policy as &mut dyn dynosim::planner::ScalingPolicy);
+        let replayed = replay::replay(
+            &spec,
+            prepared,
+            (cancelled, replay::OnCancel::WriteNothing),
+            None,
+            scaling,
+        );
+        (replayed, policy)
     })?;
     // The policy's own exception, unchanged.
     if let Some(err) = policy.and_then(|mut policy| policy.error.take()) {
         return Err(err);
     }
-    let (report, outcome) = result.map_err(to_py_err)?;
+    let replay::Replayed { report, planner } = result.map_err(to_py_err)?;
     let trace_report = report_to_dict(py, &report)?;
-    planner::planner_report(py, trace_report, &outcome, policy_object.as_ref())
+    if !planned {
+        return Ok(trace_report.into_any());
+    }
+    planner::planner_report(
+        py,
+        trace_report,
+        &planner.unwrap_or_default(),
+        policy_object.as_ref(),
+    )
 }
 
 /// The optional outputs of a replay function: `aiperf_dir=` and `html_report=`, with the name
@@ -246,97 +211,6 @@ struct ExtraOutputs {
     function: &'static str,
     aiperf_dir: Option<PathBuf>,
     html_report: Option<PathBuf>,
-}
-
-/// The options validated into a spec, and the output paths checked before the run: the
-/// per-request JSONL path (returned), and the AIPerf directory, whose per-request file needs the
-/// records captured.
-fn spec_with_checked_outputs(
-    options: ReplayOptions,
-    aiperf_dir: Option<&Path>,
-) -> PyResult<(ReplaySpec, Option<PathBuf>)> {
-    let jsonl_path = options.report_jsonl.clone();
-    let mut spec = options.into_spec().map_err(to_py_err)?;
-    output::check_jsonl_path("report_jsonl_path", jsonl_path.as_deref()).map_err(to_py_err)?;
-    if let Some(dir) = aiperf_dir {
-        dynosim_cli::aiperf::check_dir("aiperf_dir", dir).map_err(to_py_err)?;
-        spec.capture_requests = true;
-    }
-    Ok((spec, jsonl_path))
-}
-
-/// The HTML report's file, checked and opened before the run; published only when complete.
-fn prepare_html(path: Option<&Path>) -> PyResult<Option<PreparedOutput>> {
-    path.map(|path| PreparedOutput::prepare("HTML report", path))
-        .transpose()
-        .map_err(to_py_err)
-}
-
-/// The plain replay: validates, replays (without the GIL), writes the optional outputs, and
-/// returns the report dict.
-fn replay_report_dict<'py>(
-    py: Python<'py>,
-    options: ReplayOptions,
-    outputs: ExtraOutputs,
-) -> PyResult<Bound<'py, PyDict>> {
-    let ExtraOutputs {
-        function,
-        aiperf_dir,
-        html_report,
-    } = outputs;
-    let (spec, jsonl_path) = spec_with_checked_outputs(options, aiperf_dir.as_deref())?;
-    // Checked and opened before the run; published only when complete.
-    let jsonl = jsonl_path
-        .as_deref()
-        .map(|path| PreparedOutput::prepare("per-request JSONL", path))
-        .transpose()
-        .map_err(to_py_err)?;
-    let html = prepare_html(html_report.as_deref())?;
-    let report = run_interruptibly(py, move |cancelled| -> dynosim::Result<Report> {
-        let observers = dynosim::sim::Observers {
-            timeseries: html.is_some(),
-            progress: None,
-        };
-        // Records go to the JSONL file during the run unless AIPerf's files need them all.
-        let (stream, mut jsonl) = match jsonl {
-            Some(output) if aiperf_dir.is_none() => (Some(RecordStream::new(output)), None),
-            other => (None, other),
-        };
-        let sink = stream.as_ref().map(RecordStream::sink);
-        // A single run: the collector gets the second core (the JSONL sink is `Send`).
-        let (report, records, series, _planner) = dynosim_cli::replay_streaming(
-            &spec,
-            cancelled,
-            &observers,
-            sink,
-            CollectorThread::OwnThread,
-        )?;
-        // A run the caller has given up on writes nothing (dropped outputs leave no file).
-        if cancelled.load(Ordering::Relaxed) {
-            return Err(dynosim::Error::runtime("replay interrupted"));
-        }
-        if let Some(stream) = stream {
-            jsonl = Some(stream.finish()?);
-        } else if let Some(jsonl) = &mut jsonl {
-            output::write_records(jsonl, records.iter())?;
-        }
-        if let Some(jsonl) = jsonl {
-            output::commit(vec![jsonl])?;
-        }
-        if let Some(dir) = aiperf_dir {
-            let records: Vec<_> = records.iter().collect();
-            dynosim_cli::aiperf::write_dir(&dir, &report, &records)?;
-        }
-        if let (Some(mut html), Some(series)) = (html, series) {
-            let invocation = format!("{function}(...) (Python API)");
-            let page = dynosim_cli::render_html_report(&invocation, &spec, &report, &series, None);
-            html.write_all(page.as_bytes())?;
-            dynosim_cli::output::commit(vec![html])?;
-        }
-        Ok(report)
-    })?
-    .map_err(to_py_err)?;
-    report_to_dict(py, &report)
 }
 
 /// How often a waiting caller checks for signals (Ctrl-C) while a run is in progress.

@@ -1,0 +1,240 @@
+//! One replay and the files it writes, the same for the command line and the Python front.
+//!
+//! Every output a run asks for is checked and opened before the simulation starts (a bad path
+//! is a usage error naming its flag, and costs no simulation); the per-request records go into
+//! their file while the run goes on; at the end every file is written and all of them are
+//! published together, or none is (see [`crate::output::commit`]). A cancelled run writes what
+//! finished (Ctrl-C in a live run) or nothing (a caller that stopped waiting), as it is told.
+//!
+//! INTERFACE
+//! - [`OutputPaths`]: what a run writes besides its result (report JSON, per-request JSONL,
+//!   AIPerf directory, HTML report).
+//! - [`Outputs::prepare`]: checks and opens them, and makes the spec capture per-request records
+//!   when a file needs them.
+//! - [`replay`]: prepares the timing tables, loads the workload, simulates (scaled by a caller's
+//!   policy, or by the spec's planner, or not at all), writes and publishes the outputs; returns
+//!   the [`Replayed`] report and what the planner did.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use dynosim::config::{ReplayMode, ReplaySpec};
+use dynosim::planner::{PlannerOutcome, ScalingPolicy};
+use dynosim::sim::{Collecting, CollectorThread, Observers, Progress, Simulated, VirtualClock};
+use dynosim::{Error, Report, Result};
+
+use crate::live::WallClock;
+use crate::output::{self, PreparedOutput, RecordStream};
+use crate::{aiperf, render_html_report};
+
+/// The files and directory a run writes besides its result; `None` leaves one out.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OutputPaths<'a> {
+    /// The report JSON (already resolved: the command line's default name is chosen by then).
+    pub report_json: Option<&'a Path>,
+    /// The per-request records, one JSON object per line (`--report-jsonl`).
+    pub jsonl: Option<&'a Path>,
+    /// AIPerf's three run-directory files (`--aiperf-dir`).
+    pub aiperf_dir: Option<&'a Path>,
+    /// The HTML report (`--html-report`).
+    pub html: Option<&'a Path>,
+}
+
+/// Where the per-request records go.
+enum RecordsOutput {
+    None,
+    /// Written to the file as the run settles them.
+    Streamed(RecordStream),
+    /// Written at the end, because AIPerf's files read every record after the run.
+    AtEnd(PreparedOutput),
+}
+
+/// The outputs of one run, checked and opened, not yet published.
+pub struct Outputs {
+    report_json: Option<PreparedOutput>,
+    records: RecordsOutput,
+    aiperf_dir: Option<PathBuf>,
+    html: Option<PreparedOutput>,
+    /// The command as the user gave it, shown first in the HTML report's configuration.
+    invocation: String,
+}
+
+impl Outputs {
+    /// Checks and opens every output of `paths` (errors name the command line's flags; the
+    /// Python front words them with its argument names). `invocation` heads the HTML report's
+    /// configuration table.
+    pub fn prepare(
+        spec: &mut ReplaySpec,
+        paths: OutputPaths<'_>,
+        invocation: String,
+    ) -> Result<Self> {
+        output::check_jsonl_path("--report-jsonl", paths.jsonl)?;
+        if let Some(dir) = paths.aiperf_dir {
+            aiperf::check_dir("--aiperf-dir", dir)?;
+            // AIPerf's per-request file needs the per-request records.
+            spec.capture_requests = true;
+        }
+        let jsonl = paths
+            .jsonl
+            .map(|path| PreparedOutput::prepare("per-request JSONL", path))
+            .transpose()?;
+        let report_json = paths
+            .report_json
+            .map(|path| PreparedOutput::prepare("report JSON", path))
+            .transpose()?;
+        let html = paths
+            .html
+            .map(|path| PreparedOutput::prepare("HTML report", path))
+            .transpose()?;
+        let records = match jsonl {
+            None => RecordsOutput::None,
+            Some(file) if paths.aiperf_dir.is_some() => RecordsOutput::AtEnd(file),
+            Some(file) => RecordsOutput::Streamed(RecordStream::new(file)),
+        };
+        Ok(Self {
+            report_json,
+            records,
+            aiperf_dir: paths.aiperf_dir.map(Path::to_path_buf),
+            html,
+            invocation,
+        })
+    }
+}
+
+/// What a set cancel flag means for a run's outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnCancel {
+    /// Ctrl-C in a live run (its clock sets the flag): the outputs cover what finished.
+    ReportWhatFinished,
+    /// The caller stopped waiting: the run is an error and writes nothing.
+    WriteNothing,
+}
+
+/// A finished run whose outputs are published.
+#[derive(Debug)]
+pub struct Replayed {
+    pub report: Report,
+    /// What the planner did, when the run had one (the spec's or the caller's policy).
+    pub planner: Option<PlannerOutcome>,
+}
+
+/// Runs `spec` and publishes its `outputs`. `policy`, when given, scales the workers (the
+/// caller's own planner, the Python front's `scaling_policy`; the spec's planner runs
+/// otherwise); `progress` is published for a
+/// progress bar. Once `cancel` is set the run stops; `on_cancel` says what then happens.
+pub fn replay(
+    spec: &ReplaySpec,
+    outputs: Outputs,
+    cancel: (&AtomicBool, OnCancel),
+    progress: Option<Arc<Progress>>,
+    policy: Option<&mut dyn ScalingPolicy>,
+) -> Result<Replayed> {
+    let (cancel, on_cancel) = cancel;
+    if policy.is_some() {
+        // Offline only, and engines the planner supports.
+        spec.check_scaling("scaling_policy")?;
+    }
+    let Outputs {
+        report_json,
+        records,
+        aiperf_dir,
+        mut html,
+        invocation,
+    } = outputs;
+    let observers = Observers {
+        timeseries: html.is_some(),
+        progress,
+    };
+    let sink = match &records {
+        RecordsOutput::Streamed(stream) => Some(stream.sink()),
+        _ => None,
+    };
+    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, &observers, sink, policy)?;
+    // A run the caller has given up on writes nothing (dropped outputs leave no file).
+    if on_cancel == OnCancel::WriteNothing && cancel.load(Ordering::Relaxed) {
+        return Err(Error::runtime("replay interrupted"));
+    }
+    let series = simulated.take_timeseries();
+    let planner = simulated.take_planner();
+    let (report, lazy_records) = simulated.into_report_lazily(wall_time_ms);
+    let jsonl = match records {
+        RecordsOutput::None => None,
+        RecordsOutput::Streamed(stream) => Some(stream.finish()?),
+        RecordsOutput::AtEnd(mut file) => {
+            output::write_records(&mut file, lazy_records.iter())?;
+            Some(file)
+        }
+    };
+    if let Some(dir) = &aiperf_dir {
+        // AIPerf's summary reads the records twice (statistics, then lines): built once here.
+        let built: Vec<_> = lazy_records.iter().collect();
+        aiperf::write_dir(dir, &report, &built)?;
+    }
+    drop(lazy_records);
+    if let (Some(html), Some(series)) = (&mut html, &series) {
+        let page = render_html_report(&invocation, spec, &report, series, planner.as_ref());
+        html.write_all(page.as_bytes())?;
+    }
+    let mut report_json = report_json;
+    if let Some(file) = &mut report_json {
+        file.write_all(report.to_json_file_string().as_bytes())?;
+    }
+    output::commit(jsonl.into_iter().chain(html).chain(report_json).collect())?;
+    Ok(Replayed { report, planner })
+}
+
+/// Prepares the timing tables, loads and simulates; returns the run and its wall time in ms
+/// (the simulation only, not the loading, as the reference measures it). Offline runs go in
+/// virtual time, online runs on the wall clock at the spec's speed. One run at a time uses
+/// one core for the simulation: its collector gets the second ([`CollectorThread::OwnThread`];
+/// the outputs are the same either way).
+fn simulate_timed(
+    spec: &ReplaySpec,
+    cancel: &AtomicBool,
+    observers: &Observers,
+    records: Option<Box<dyn dynosim::report::RecordSink>>,
+    policy: Option<&mut dyn ScalingPolicy>,
+) -> Result<(Simulated, f64)> {
+    // Timing tables (AIC) are built before the workload is read and the clock starts.
+    let prepared = dynosim::prepare(spec)?;
+    let spec = prepared.as_ref();
+    let workload = dynosim::load_workload(spec)?;
+    let collector_thread = CollectorThread::OwnThread;
+    let started = Instant::now();
+    let simulated = match (policy, spec.replay_mode) {
+        // `replay` checked that a policy's run is offline.
+        (Some(policy), _) => dynosim::sim::simulate_scaled(
+            spec,
+            workload,
+            &mut VirtualClock,
+            cancel,
+            observers,
+            Collecting {
+                thread: collector_thread,
+                records,
+            },
+            Some(policy),
+        )?,
+        (None, ReplayMode::Offline) => dynosim::simulate_streaming(
+            spec,
+            workload,
+            &mut VirtualClock,
+            cancel,
+            observers,
+            records,
+            collector_thread,
+        )?,
+        (None, ReplayMode::Online { speed }) => dynosim::simulate_streaming(
+            spec,
+            workload,
+            &mut WallClock::start(speed),
+            cancel,
+            observers,
+            records,
+            collector_thread,
+        )?,
+    };
+    Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
+}
