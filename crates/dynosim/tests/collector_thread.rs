@@ -2,7 +2,9 @@
 //! report, the per-request records (kept to the end or streamed to a sink), the HTML report's
 //! time series and the planner's outcome, over workloads of both topologies. And a collector
 //! thread that dies ends the run with an error instead of hanging it. The conversation trace
-//! is read from `../shared` where present; the synthetic workloads always run.
+//! is read from `../shared` where present (its runs cross many batch boundaries; the unit
+//! tests of `sim::collector_front` cross them with small batches); the synthetic workloads
+//! always run.
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -94,7 +96,6 @@ fn synthetic(workers: i64) -> ReplayOptions {
     ReplayOptions {
         input_tokens: Some(600),
         output_tokens: Some(40),
-        // Enough calls for many batches.
         request_count: Some(400),
         request_rate: Some(40.0),
         turns_per_session: 2,
