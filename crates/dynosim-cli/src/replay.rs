@@ -22,7 +22,9 @@ use std::time::Instant;
 
 use dynosim::config::{ReplayMode, ReplaySpec};
 use dynosim::planner::{PlannerOutcome, ScalingPolicy};
-use dynosim::sim::{Clock, Observers, Progress, Simulated, VirtualClock};
+use dynosim::sim::{
+    Clock, Collecting, CollectorThread, Observers, Progress, Simulated, VirtualClock,
+};
 use dynosim::{Error, Report, Result};
 
 use crate::live::WallClock;
@@ -185,7 +187,9 @@ pub fn replay(
 
 /// Prepares the timing tables, loads and simulates; returns the run and its wall time in ms
 /// (the simulation only, not the loading, as the reference measures it). Offline runs go in
-/// virtual time, online runs on the wall clock at the spec's speed.
+/// virtual time, online runs on the wall clock at the spec's speed. One run at a time uses
+/// one core for the simulation: its collector gets the second ([`CollectorThread::OwnThread`];
+/// the outputs are the same either way).
 fn simulate_timed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
@@ -197,6 +201,7 @@ fn simulate_timed(
     let prepared = dynosim::prepare(spec)?;
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
+    let collector_thread = CollectorThread::OwnThread;
     let started = Instant::now();
     let mut virtual_clock = VirtualClock;
     let mut wall_clock;
@@ -215,10 +220,21 @@ fn simulate_timed(
             clock,
             cancel,
             observers,
-            records,
+            Collecting {
+                thread: collector_thread,
+                records,
+            },
             Some(policy),
         )?,
-        None => dynosim::simulate_streaming(spec, workload, clock, cancel, observers, records)?,
+        None => dynosim::simulate_streaming(
+            spec,
+            workload,
+            clock,
+            cancel,
+            observers,
+            records,
+            collector_thread,
+        )?,
     };
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
 }

@@ -95,7 +95,8 @@ pub fn simulate_observed(
 }
 
 /// [`simulate_observed`], handing captured per-request records to `records` as the run
-/// settles them (arrival order), so that a caller can write them while the run goes on.
+/// settles them (arrival order), so that a caller can write them while the run goes on, with
+/// the collector on the thread `collector_thread` says (the outcome is the same).
 pub fn simulate_streaming(
     spec: &ReplaySpec,
     workload: Workload,
@@ -103,8 +104,17 @@ pub fn simulate_streaming(
     cancel: &std::sync::atomic::AtomicBool,
     observers: &sim::Observers,
     records: Option<Box<dyn report::RecordSink>>,
+    collector_thread: sim::CollectorThread,
 ) -> Result<sim::Simulated> {
-    sim::simulate_streaming(spec, workload, clock, cancel, observers, records)
+    sim::simulate_streaming(
+        spec,
+        workload,
+        clock,
+        cancel,
+        observers,
+        records,
+        collector_thread,
+    )
 }
 
 /// [`simulate`], stopping with a runtime error once another thread sets `cancel`.

@@ -485,8 +485,8 @@ impl dynosim::report::RecordSink for SharedSink {
     }
 }
 
-/// The run of `spec` with its records handed to a sink as they settle: the report, the
-/// streamed records, and the records left for the end (none).
+/// The run of `spec` with its records handed to a sink as they settle, by a collector on its
+/// own thread: the report, the streamed records, and the records left for the end (none).
 fn run_streaming(
     spec: &ReplaySpec,
     workload: Workload,
@@ -499,6 +499,7 @@ fn run_streaming(
         &std::sync::atomic::AtomicBool::new(false),
         &dynosim::sim::Observers::default(),
         Some(Box::new(sink.clone())),
+        dynosim::sim::CollectorThread::OwnThread,
     )
     .expect("simulation runs")
     .into_report(0.0);
@@ -509,7 +510,8 @@ fn run_streaming(
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
-    /// Streaming records changes neither them, nor their order, nor the report.
+    /// Streaming records (from a collector on its own thread) changes neither them, nor their
+    /// order, nor the report.
     #[test]
     fn streamed_records_are_the_records_of_the_finished_run(
         spec in prop_oneof![arb_spec(), arb_disaggregated_spec()],

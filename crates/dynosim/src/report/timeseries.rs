@@ -10,7 +10,8 @@
 //! - [`TimeSeries::new`] with the names of the deployment's pools (`worker`; or `prefill` and
 //!   `decode`). Workers are indexed within their pool and added as they first report.
 //! - Fed by the simulator: [`TimeSeries::on_pass_end`] when a worker's pass ends (its queue,
-//!   batch and KV use then; the output tokens the pass gave users). Fed by the collector:
+//!   batch and KV use then; the output tokens the pass gave users), or
+//!   [`TimeSeries::on_pass_end_counted`] with those tokens already summed. Fed by the collector:
 //!   [`TimeSeries::on_completed`] when a request completes (latencies, prompt and reused
 //!   tokens, its token times for the ITL histogram).
 //! - Read with [`TimeSeries::to_json`]: the page script's data (see that function).
@@ -230,17 +231,37 @@ impl TimeSeries {
         events: &[PassEvent],
         tokens_reach_users: bool,
     ) {
+        let user_tokens = if tokens_reach_users {
+            Self::tokens_of(events)
+        } else {
+            0
+        };
+        self.on_pass_end_counted(at_ms, pool, worker, load, user_tokens);
+    }
+
+    /// The output tokens a pass's `events` emitted.
+    pub fn tokens_of(events: &[PassEvent]) -> usize {
+        events
+            .iter()
+            .map(|event| match *event {
+                PassEvent::Tokens { count, .. } => count,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// [`TimeSeries::on_pass_end`] with the pass's tokens that reached users already counted
+    /// (what the collector's own thread receives instead of the pass's events).
+    pub fn on_pass_end_counted(
+        &mut self,
+        at_ms: f64,
+        pool: usize,
+        worker: usize,
+        load: RankLoad,
+        user_tokens: usize,
+    ) {
         let index = self.bucket_index(at_ms);
-        if tokens_reach_users {
-            let tokens: usize = events
-                .iter()
-                .map(|event| match *event {
-                    PassEvent::Tokens { count, .. } => count,
-                    _ => 0,
-                })
-                .sum();
-            self.buckets[index].output_tokens += tokens as u64;
-        }
+        self.buckets[index].output_tokens += user_tokens as u64;
         let Some(pool) = self.pools.get_mut(pool) else {
             return;
         };

@@ -6,6 +6,7 @@
 //! arrivals, then pass starts, then retiring drained workers, until nothing changes; then the
 //! scaling tick, if one is due and the workload is not done (and everything again).
 
+use super::collector_front::CollectorFront;
 use super::common::{earliest, kv_router, ReleasedRequest, Requests, RouteHints, SlotQueue};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
@@ -34,7 +35,7 @@ pub(super) struct Aggregated<'s> {
     parked: Vec<Option<EngineRequest>>,
     /// Scratch: queued requests the KV router placed.
     placements: Vec<Placement>,
-    collector: Collector,
+    collector: CollectorFront,
     /// Pass ends report tokens to `requests` (for the KV router's first tokens, or the
     /// driver's output counts).
     counts_tokens: bool,
@@ -52,6 +53,7 @@ impl<'s> Aggregated<'s> {
         spec: &'s ReplaySpec,
         driver: Driver,
         policy: Option<&'s mut dyn ScalingPolicy>,
+        collector: CollectorFront,
     ) -> Self {
         let dp_size = spec.engine.dp_size;
         let router = match spec.router_mode {
@@ -89,7 +91,7 @@ impl<'s> Aggregated<'s> {
             completions: SlotQueue::new(),
             parked: Vec::new(),
             placements: Vec::new(),
-            collector: Collector::new(spec.sla, spec.capture_requests),
+            collector,
             requests,
             release_between_passes_only: single_worker && closed_loop,
             single_worker,
@@ -103,10 +105,11 @@ impl<'s> Aggregated<'s> {
         self.scaling.as_mut().map(Scaling::take_outcome)
     }
 
-    pub(super) fn finish(self) -> (Collector, RunFacts) {
+    pub(super) fn finish(self) -> Result<(Collector, RunFacts)> {
+        let collector = self.collector.finish()?;
         let decode_worker_seconds = if self.single_worker {
             // The reference's single-worker path charges one worker for the report duration.
-            self.collector.duration_s()
+            collector.duration_s()
         } else {
             self.pool.worker_seconds()
         };
@@ -118,7 +121,7 @@ impl<'s> Aggregated<'s> {
             decode_gpus_per_worker: gpus,
             wall_time_ms: 0.0,
         };
-        (self.collector, facts)
+        Ok((collector, facts))
     }
 }
 
@@ -128,10 +131,6 @@ impl Topology for Aggregated<'_> {
             Some(scaling) => scaling.start(self.now_ms).map(|()| true),
             None => Ok(false),
         }
-    }
-
-    fn collector(&mut self) -> &mut Collector {
-        &mut self.collector
     }
 
     fn progress(&self) -> ProgressPoint {
@@ -403,9 +402,10 @@ impl Aggregated<'_> {
         }
         self.pool.apply_pass_end_kv_events(worker);
         self.apply_pass_end(&events);
-        if let Some(series) = self.collector.timeseries_mut() {
+        if self.collector.records_timeseries() {
             let load = self.pool.worker_load(worker);
-            series.on_pass_end(self.now_ms, 0, worker, load, &events, true);
+            self.collector
+                .timeseries_pass_end(self.now_ms, 0, worker, load, &events, true);
         }
         self.pool.recycle(worker, events);
     }

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
+use super::collector_front::CollectorFront;
 use super::driver::{Driver, Terminal};
 use super::event_loop::ProgressPoint;
 use super::pool::Pool;
@@ -14,7 +15,6 @@ use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
 use crate::engine::kv::FastMap;
 use crate::engine::RequestId;
 use crate::error::Error;
-use crate::report::Collector;
 use crate::router::kv::{KvRouter, Targets};
 use crate::router::RouteInput;
 use crate::tokens::TokenSeq;
@@ -278,7 +278,7 @@ impl Requests {
         &mut self,
         now_ms: f64,
         arrivals: ArrivalMode,
-        collector: &mut Collector,
+        collector: &mut CollectorFront,
         traffic: Option<&mut Traffic>,
     ) -> Option<ReleasedRequest> {
         let release = self.driver.pop_ready(now_ms)?;

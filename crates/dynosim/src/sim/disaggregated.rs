@@ -26,6 +26,7 @@
 
 use std::collections::VecDeque;
 
+use super::collector_front::CollectorFront;
 use super::common::{earliest, kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
@@ -135,7 +136,7 @@ pub(super) struct Disaggregated<'s> {
     events: EventQueue<Event>,
     actions: VecDeque<(RequestId, Action)>,
     released: Requests,
-    collector: Collector,
+    collector: CollectorFront,
     requests: Vec<DisaggRequest>,
     /// Scratch: queued prefills the prefill router placed.
     placements: Vec<Placement>,
@@ -148,6 +149,7 @@ impl<'s> Disaggregated<'s> {
         spec: &'s ReplaySpec,
         driver: Driver,
         policy: Option<&'s mut dyn ScalingPolicy>,
+        collector: CollectorFront,
     ) -> Self {
         let pools = spec.disaggregation.as_ref().expect("a disaggregated spec");
         let prefill_args = &pools.prefill;
@@ -215,7 +217,7 @@ impl<'s> Disaggregated<'s> {
             decode,
             events: EventQueue::new(),
             actions: VecDeque::new(),
-            collector: Collector::new(spec.sla, spec.capture_requests),
+            collector,
             requests: Vec::new(),
             released: Requests::new(driver),
             placements: Vec::new(),
@@ -258,7 +260,7 @@ impl<'s> Disaggregated<'s> {
         Ok(true)
     }
 
-    pub(super) fn finish(self) -> (Collector, RunFacts) {
+    pub(super) fn finish(self) -> Result<(Collector, RunFacts)> {
         let facts = RunFacts {
             prefill_worker_seconds: self.prefill.worker_seconds(),
             decode_worker_seconds: self.decode.worker_seconds(),
@@ -266,7 +268,7 @@ impl<'s> Disaggregated<'s> {
             decode_gpus_per_worker: self.decode.args.gpus_per_worker() as u64,
             wall_time_ms: 0.0,
         };
-        (self.collector, facts)
+        Ok((self.collector.finish()?, facts))
     }
 
     fn pool(&mut self, stage: Stage) -> &mut Pool {
@@ -279,10 +281,6 @@ impl<'s> Disaggregated<'s> {
 
 /// Past the time cap the run stops at once (the default): passes in flight are not finished.
 impl Topology for Disaggregated<'_> {
-    fn collector(&mut self) -> &mut Collector {
-        &mut self.collector
-    }
-
     fn progress(&self) -> ProgressPoint {
         self.released.progress(self.now_ms)
     }
@@ -874,7 +872,7 @@ impl Disaggregated<'_> {
             Stage::Prefill => self.apply_prefill_pass(&events),
             Stage::Decode => self.apply_decode_pass(&events),
         }
-        if self.collector.timeseries_mut().is_some() {
+        if self.collector.records_timeseries() {
             self.record_pass_end(stage, worker, &events);
         }
         if let Some(reserved) = reserved {
@@ -887,13 +885,12 @@ impl Disaggregated<'_> {
     fn record_pass_end(&mut self, stage: Stage, worker: usize, events: &[PassEvent]) {
         let load = self.pool(stage).worker_load(worker);
         let now_ms = self.now_ms;
-        if let Some(series) = self.collector.timeseries_mut() {
-            let (pool, reach_users) = match stage {
-                Stage::Prefill => (0, false),
-                Stage::Decode => (1, true),
-            };
-            series.on_pass_end(now_ms, pool, worker, load, events, reach_users);
-        }
+        let (pool, reach_users) = match stage {
+            Stage::Prefill => (0, false),
+            Stage::Decode => (1, true),
+        };
+        self.collector
+            .timeseries_pass_end(now_ms, pool, worker, load, events, reach_users);
     }
 
     /// A prefill pass ended: finished prefills release their router load, then their sources

@@ -23,7 +23,6 @@ use std::sync::Arc;
 
 use super::common::ReleasedRequest;
 use crate::error::{Error, Result};
-use crate::report::Collector;
 
 /// When model time may advance.
 pub trait Clock {
@@ -129,8 +128,6 @@ pub(super) trait Topology {
     fn is_done(&self) -> bool;
     /// Moves the current time forward to `t_ms`.
     fn advance_to(&mut self, t_ms: f64);
-    /// The collector of the run (to attach optional recorders before it starts).
-    fn collector(&mut self) -> &mut Collector;
     /// Model time and ended requests now.
     fn progress(&self) -> ProgressPoint;
     /// The error when work remains but nothing can happen any more.

@@ -8,6 +8,7 @@
 //! workers in ascending worker id. This is the reference's ordering of simultaneous events.
 
 mod aggregated;
+mod collector_front;
 mod common;
 mod disaggregated;
 pub mod driver;
@@ -26,9 +27,10 @@ use crate::report::timeseries::TimeSeries;
 use crate::report::{Collector, LazyRecords, RecordSink, Report, RequestRecord, RunFacts};
 use crate::workload::Workload;
 use aggregated::Aggregated;
+use collector_front::CollectorFront;
+pub use collector_front::CollectorThread;
 use disaggregated::Disaggregated;
 use driver::Driver;
-use event_loop::Topology;
 pub use event_loop::{Clock, Progress, RunControl, VirtualClock};
 
 /// Runs the whole replay in virtual time.
@@ -65,12 +67,21 @@ pub fn simulate_observed(
     cancel: &AtomicBool,
     observers: &Observers,
 ) -> Result<Simulated> {
-    simulate_streaming(spec, workload, clock, cancel, observers, None)
+    simulate_streaming(
+        spec,
+        workload,
+        clock,
+        cancel,
+        observers,
+        None,
+        CollectorThread::SameThread,
+    )
 }
 
 /// [`simulate_observed`], handing captured per-request records to `records` as the run
 /// settles them (in record order) instead of keeping them to the end; the finished run then
-/// has none left to give (see `report::collector`). A spec with a planner runs the native
+/// has none left to give (see `report::collector`), with the collector on the thread
+/// `collector_thread` says (the outcome is the same). A spec with a planner runs the native
 /// planner.
 pub fn simulate_streaming(
     spec: &ReplaySpec,
@@ -79,25 +90,44 @@ pub fn simulate_streaming(
     cancel: &AtomicBool,
     observers: &Observers,
     records: Option<Box<dyn RecordSink>>,
+    collector_thread: CollectorThread,
 ) -> Result<Simulated> {
     match &spec.planner {
         Some(planner) => {
             let mut native = planner::native_for(spec, planner);
             let policy: &mut dyn ScalingPolicy = &mut native;
+            let collecting = Collecting {
+                thread: collector_thread,
+                records,
+            };
             let simulated = simulate_scaled(
                 spec,
                 workload,
                 clock,
                 cancel,
                 observers,
-                records,
+                collecting,
                 Some(policy),
             )?;
             debug_assert_eq!(simulated.planner.as_ref(), Some(native.outcome()));
             Ok(simulated)
         }
-        None => simulate_scaled(spec, workload, clock, cancel, observers, records, None),
+        None => {
+            let collecting = Collecting {
+                thread: collector_thread,
+                records,
+            };
+            simulate_scaled(spec, workload, clock, cancel, observers, collecting, None)
+        }
     }
+}
+
+/// Where a run's collector works, and where its per-request records go as they settle (none:
+/// they are kept to the end of the run).
+#[derive(Default)]
+pub struct Collecting {
+    pub thread: CollectorThread,
+    pub records: Option<Box<dyn RecordSink>>,
 }
 
 /// [`simulate_streaming`] with the workers scaled by `policy` at its ticks (any planner: the
@@ -109,37 +139,41 @@ pub fn simulate_scaled<'a>(
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
     observers: &Observers,
-    records: Option<Box<dyn RecordSink>>,
+    collecting: Collecting,
     policy: Option<&'a mut dyn ScalingPolicy>,
 ) -> Result<Simulated> {
+    let Collecting {
+        thread: collector_thread,
+        records,
+    } = collecting;
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
     let progress = observers.progress.as_deref();
-    let (collector, facts, planner) = if spec.disaggregation.is_some() {
-        let mut sim = Disaggregated::new(spec, driver, policy);
-        if observers.timeseries {
-            sim.collector()
-                .record_timeseries(TimeSeries::new(&["prefill", "decode"]));
-        }
-        if let Some(sink) = records {
-            sim.collector().stream_records_to(sink);
-        }
+    let disaggregated = spec.disaggregation.is_some();
+    let mut collector = Collector::new(spec.sla, spec.capture_requests);
+    if observers.timeseries {
+        let pools: &[&'static str] = if disaggregated {
+            &["prefill", "decode"]
+        } else {
+            &["worker"]
+        };
+        collector.record_timeseries(TimeSeries::new(pools));
+    }
+    if let Some(sink) = records {
+        collector.stream_records_to(sink);
+    }
+    let collector = CollectorFront::start(collector, spec.capture_requests, collector_thread);
+    let (collector, facts, planner) = if disaggregated {
+        let mut sim = Disaggregated::new(spec, driver, policy, collector);
         event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         let planner = sim.planner_outcome();
-        let (collector, facts) = sim.finish();
+        let (collector, facts) = sim.finish()?;
         (collector, facts, planner)
     } else {
-        let mut sim = Aggregated::new(spec, driver, policy);
-        if observers.timeseries {
-            sim.collector()
-                .record_timeseries(TimeSeries::new(&["worker"]));
-        }
-        if let Some(sink) = records {
-            sim.collector().stream_records_to(sink);
-        }
+        let mut sim = Aggregated::new(spec, driver, policy, collector);
         event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         let planner = sim.planner_outcome();
-        let (collector, facts) = sim.finish();
+        let (collector, facts) = sim.finish()?;
         (collector, facts, planner)
     };
     Ok(Simulated {

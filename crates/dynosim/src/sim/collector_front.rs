@@ -1,0 +1,635 @@
+//! The collector as the topologies see it: on the simulating thread, or one step behind on a
+//! thread of its own.
+//!
+//! During a run the topologies only ever write to the collector (lifecycle calls, the time
+//! series' pass ends, records to the caller's sink); nothing they decide depends on what it
+//! holds. So its work can run on a second core: the front records each call as a small
+//! message, in call order, into a batch; full batches go over a bounded channel to a thread
+//! that applies them to the real [`Collector`], in the same order, and sends the emptied
+//! batches back for reuse (no allocation once the run is under way). The collector therefore
+//! sees exactly the calls it would have seen inline, and the report and records are
+//! byte-identical whichever thread ran it: nothing depends on scheduling.
+//!
+//! INTERFACE
+//! - [`CollectorThread`]: the run option choosing the thread (beside `sim::Observers`).
+//! - [`CollectorFront::start`] takes a configured collector (time series, record sink);
+//!   its methods are the collector's lifecycle calls, plus
+//!   [`CollectorFront::timeseries_pass_end`] in place of `Collector::timeseries_mut`.
+//! - [`CollectorFront::finish`] hands the collector back once every call is applied; it is
+//!   an error if the collector's thread died. Dropping a front without finishing (a failed
+//!   run) disconnects and joins the thread: neither side can wait for the other forever.
+
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::thread::JoinHandle;
+
+use crate::engine::{PassEvent, RankLoad, RequestId};
+use crate::error::{Error, Result};
+use crate::report::timeseries::TimeSeries;
+use crate::report::{Collector, HandoffStage, TerminalStatus};
+use crate::workload::SessionId;
+
+/// Which thread runs a simulation's collector. Both give identical reports and records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CollectorThread {
+    /// The simulating thread (for callers whose other cores are busy already, like a sweep's
+    /// candidates, and for tests of the plain path).
+    #[default]
+    SameThread,
+    /// A thread of its own, fed batches of the simulation's calls.
+    OwnThread,
+}
+
+/// Calls per batch (40 bytes each, 1.3 MB a batch). Waking the collector's sleeping thread
+/// costs the simulating thread a system call, and on a virtual machine far more than that in
+/// wake-up latency: with 2048 calls a batch, the synthetic 100k run switched threads 6,500
+/// times and took 20% more CPU than inline; with 32768 calls it switches a few hundred times.
+const BATCH_CALLS: usize = 32768;
+/// Full batches waiting for the collector at most; beyond this the simulation waits for it,
+/// so memory stays bounded (about 5 batches in all) when the collector is the slower side.
+const BATCHES_IN_FLIGHT: usize = 2;
+
+/// One collector call, as a message. The rare bulky arguments (a session name, a pass's load)
+/// travel beside the calls in their batch, so that the common ones stay small.
+#[derive(Clone, Copy, Debug)]
+enum Call {
+    Arrival {
+        id: RequestId,
+        at_ms: f64,
+        input_length: usize,
+        requested_output_length: usize,
+    },
+    /// An arrival whose session and turn are the batch's next entry in `sessions`.
+    ArrivalInSession {
+        id: RequestId,
+        at_ms: f64,
+        input_length: usize,
+        requested_output_length: usize,
+    },
+    Admit {
+        id: RequestId,
+        at_ms: f64,
+        reused_tokens: usize,
+        worker_idx: usize,
+    },
+    PrefillAdmit {
+        id: RequestId,
+        at_ms: f64,
+        reused_tokens: usize,
+    },
+    DecodeAdmit {
+        id: RequestId,
+        at_ms: f64,
+        reused_tokens: usize,
+    },
+    PrefillAssigned {
+        id: RequestId,
+        worker_idx: usize,
+        overlap_tokens: usize,
+    },
+    DecodeAssigned {
+        id: RequestId,
+        worker_idx: usize,
+        overlap_tokens: usize,
+    },
+    Handoff {
+        id: RequestId,
+        stage: HandoffStage,
+        at_ms: f64,
+    },
+    Tokens {
+        id: RequestId,
+        at_ms: f64,
+        count: usize,
+    },
+    Terminal {
+        id: RequestId,
+        at_ms: f64,
+        status: TerminalStatus,
+    },
+    /// A pass end for the time series: the batch's next entry in `pass_ends`.
+    PassEnd,
+}
+
+/// A pass end as the time series takes it.
+#[derive(Clone, Copy, Debug)]
+struct PassEnd {
+    at_ms: f64,
+    pool: usize,
+    worker: usize,
+    load: RankLoad,
+    user_tokens: usize,
+}
+
+/// Calls in order, with their bulky arguments beside them.
+#[derive(Debug, Default)]
+struct Batch {
+    calls: Vec<Call>,
+    sessions: Vec<(SessionId, usize)>,
+    pass_ends: Vec<PassEnd>,
+}
+
+impl Batch {
+    fn new(calls: usize) -> Self {
+        Self {
+            calls: Vec::with_capacity(calls),
+            ..Self::default()
+        }
+    }
+
+    fn clear(&mut self) {
+        self.calls.clear();
+        self.sessions.clear();
+        self.pass_ends.clear();
+    }
+
+    /// Applies every call to `collector`, in order.
+    fn apply(&self, collector: &mut Collector) {
+        let mut sessions = self.sessions.iter();
+        let mut pass_ends = self.pass_ends.iter();
+        for &call in &self.calls {
+            match call {
+                Call::Arrival {
+                    id,
+                    at_ms,
+                    input_length,
+                    requested_output_length,
+                } => collector.on_arrival(id, at_ms, input_length, requested_output_length, None),
+                Call::ArrivalInSession {
+                    id,
+                    at_ms,
+                    input_length,
+                    requested_output_length,
+                } => {
+                    let (session, turn) = sessions.next().expect("one session per such arrival");
+                    collector.on_arrival(
+                        id,
+                        at_ms,
+                        input_length,
+                        requested_output_length,
+                        Some((session, *turn)),
+                    );
+                }
+                Call::Admit {
+                    id,
+                    at_ms,
+                    reused_tokens,
+                    worker_idx,
+                } => collector.on_admit(id, at_ms, reused_tokens, worker_idx),
+                Call::PrefillAdmit {
+                    id,
+                    at_ms,
+                    reused_tokens,
+                } => collector.on_prefill_admit(id, at_ms, reused_tokens),
+                Call::DecodeAdmit {
+                    id,
+                    at_ms,
+                    reused_tokens,
+                } => collector.on_decode_admit(id, at_ms, reused_tokens),
+                Call::PrefillAssigned {
+                    id,
+                    worker_idx,
+                    overlap_tokens,
+                } => collector.on_prefill_assigned(id, worker_idx, overlap_tokens),
+                Call::DecodeAssigned {
+                    id,
+                    worker_idx,
+                    overlap_tokens,
+                } => collector.on_decode_assigned(id, worker_idx, overlap_tokens),
+                Call::Handoff { id, stage, at_ms } => collector.on_handoff(id, stage, at_ms),
+                Call::Tokens { id, at_ms, count } => collector.on_tokens(id, at_ms, count),
+                Call::Terminal { id, at_ms, status } => collector.on_terminal(id, at_ms, status),
+                Call::PassEnd => {
+                    let pass = pass_ends.next().expect("one pass end per such call");
+                    if let Some(series) = collector.timeseries_mut() {
+                        series.on_pass_end_counted(
+                            pass.at_ms,
+                            pass.pool,
+                            pass.worker,
+                            pass.load,
+                            pass.user_tokens,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The collector on a thread of its own, and the batch being filled for it.
+#[derive(Debug)]
+pub(super) struct Threaded {
+    batch: Batch,
+    /// Full batches to the collector's thread; `None` once that thread is gone.
+    full: Option<SyncSender<Batch>>,
+    /// Emptied batches back from it.
+    empty: Receiver<Batch>,
+    thread: Option<JoinHandle<Collector>>,
+    /// Records are captured: arrivals carry their session.
+    capture_records: bool,
+    /// The time series are recorded: pass ends are sent.
+    records_timeseries: bool,
+    /// Calls per batch ([`BATCH_CALLS`]; fewer in tests, to cross many batch boundaries).
+    batch_calls: usize,
+}
+
+impl Threaded {
+    fn start(mut collector: Collector, capture_records: bool, batch_calls: usize) -> Self {
+        let records_timeseries = collector.timeseries_mut().is_some();
+        let (full, full_rx) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+        let (empty_tx, empty) = mpsc::channel::<Batch>();
+        let thread = std::thread::Builder::new()
+            .name("dynosim-collector".into())
+            .spawn(move || {
+                // Ends when the front hangs up (finished, or dropped by a failed run).
+                for mut batch in full_rx {
+                    batch.apply(&mut collector);
+                    batch.clear();
+                    // The front may be gone already; the batch is then simply dropped.
+                    let _ = empty_tx.send(batch);
+                }
+                collector
+            });
+        let (full, thread) = match thread {
+            Ok(thread) => (Some(full), Some(thread)),
+            // No thread to be had: `finish` reports it.
+            Err(_) => (None, None),
+        };
+        Self {
+            batch: Batch::new(batch_calls),
+            full,
+            empty,
+            thread,
+            capture_records,
+            records_timeseries,
+            batch_calls,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, call: Call) {
+        self.batch.calls.push(call);
+        if self.batch.calls.len() >= self.batch_calls {
+            self.send();
+        }
+    }
+
+    /// Sends the batch being filled and takes an emptied one (or, while the run is young, a
+    /// new one) in its place.
+    fn send(&mut self) {
+        let Some(full) = &self.full else {
+            // The collector's thread is gone; `finish` reports it.
+            self.batch.clear();
+            return;
+        };
+        let batch_calls = self.batch_calls;
+        let next = self
+            .empty
+            .try_recv()
+            .unwrap_or_else(|_| Batch::new(batch_calls));
+        let batch = std::mem::replace(&mut self.batch, next);
+        if full.send(batch).is_err() {
+            self.full = None;
+        }
+    }
+
+    fn finish(mut self) -> Result<Collector> {
+        if !self.batch.calls.is_empty() {
+            self.send();
+        }
+        // Hanging up ends the thread's loop once it has applied everything sent.
+        self.full = None;
+        let joined = self.thread.take().map(JoinHandle::join);
+        match joined {
+            Some(Ok(collector)) => Ok(collector),
+            Some(Err(panic)) => {
+                let why = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no reason given".to_string());
+                Err(Error::runtime(format!(
+                    "internal error: the collector's thread stopped ({why}); no report"
+                )))
+            }
+            None => Err(Error::runtime(
+                "could not start the collector's thread; no report",
+            )),
+        }
+    }
+}
+
+impl Drop for Threaded {
+    /// A run that failed drops its front unfinished: hang up and wait for the thread, so that
+    /// nothing reaches the caller's record sink after the run returned.
+    fn drop(&mut self) {
+        self.full = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The run's collector, inline or on its own thread (see the module doc). Method names are
+/// the collector's.
+#[derive(Debug)]
+pub(super) enum CollectorFront {
+    Inline(Box<Collector>),
+    Threaded(Threaded),
+}
+
+impl CollectorFront {
+    /// Runs `collector` (configured: time series, record sink) on the thread `thread` says.
+    /// `capture_records` as the collector was built with.
+    pub(super) fn start(
+        collector: Collector,
+        capture_records: bool,
+        thread: CollectorThread,
+    ) -> Self {
+        match thread {
+            CollectorThread::SameThread => Self::Inline(Box::new(collector)),
+            CollectorThread::OwnThread => {
+                Self::Threaded(Threaded::start(collector, capture_records, BATCH_CALLS))
+            }
+        }
+    }
+
+    /// The collector, every call applied.
+    pub(super) fn finish(self) -> Result<Collector> {
+        match self {
+            Self::Inline(collector) => Ok(*collector),
+            Self::Threaded(sender) => sender.finish(),
+        }
+    }
+
+    pub(super) fn on_arrival(
+        &mut self,
+        id: RequestId,
+        at_ms: f64,
+        input_length: usize,
+        requested_output_length: usize,
+        session: Option<(&SessionId, usize)>,
+    ) {
+        match self {
+            Self::Inline(collector) => collector.on_arrival(
+                id,
+                at_ms,
+                input_length,
+                requested_output_length,
+                session.map(|(name, turn)| (name as &dyn std::fmt::Display, turn)),
+            ),
+            Self::Threaded(sender) => {
+                // Without records the collector has no use for the session.
+                let call = match session {
+                    Some((name, turn)) if sender.capture_records => {
+                        sender.batch.sessions.push((name.clone(), turn));
+                        Call::ArrivalInSession {
+                            id,
+                            at_ms,
+                            input_length,
+                            requested_output_length,
+                        }
+                    }
+                    _ => Call::Arrival {
+                        id,
+                        at_ms,
+                        input_length,
+                        requested_output_length,
+                    },
+                };
+                sender.push(call);
+            }
+        }
+    }
+
+    #[inline]
+    fn call(&mut self, call: Call, inline: impl FnOnce(&mut Collector)) {
+        match self {
+            Self::Inline(collector) => inline(collector),
+            Self::Threaded(sender) => sender.push(call),
+        }
+    }
+
+    pub(super) fn on_admit(
+        &mut self,
+        id: RequestId,
+        at_ms: f64,
+        reused_tokens: usize,
+        worker_idx: usize,
+    ) {
+        let call = Call::Admit {
+            id,
+            at_ms,
+            reused_tokens,
+            worker_idx,
+        };
+        self.call(call, |c| c.on_admit(id, at_ms, reused_tokens, worker_idx));
+    }
+
+    pub(super) fn on_prefill_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize) {
+        let call = Call::PrefillAdmit {
+            id,
+            at_ms,
+            reused_tokens,
+        };
+        self.call(call, |c| c.on_prefill_admit(id, at_ms, reused_tokens));
+    }
+
+    pub(super) fn on_decode_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize) {
+        let call = Call::DecodeAdmit {
+            id,
+            at_ms,
+            reused_tokens,
+        };
+        self.call(call, |c| c.on_decode_admit(id, at_ms, reused_tokens));
+    }
+
+    pub(super) fn on_prefill_assigned(
+        &mut self,
+        id: RequestId,
+        worker_idx: usize,
+        overlap_tokens: usize,
+    ) {
+        let call = Call::PrefillAssigned {
+            id,
+            worker_idx,
+            overlap_tokens,
+        };
+        self.call(call, |c| {
+            c.on_prefill_assigned(id, worker_idx, overlap_tokens)
+        });
+    }
+
+    pub(super) fn on_decode_assigned(
+        &mut self,
+        id: RequestId,
+        worker_idx: usize,
+        overlap_tokens: usize,
+    ) {
+        let call = Call::DecodeAssigned {
+            id,
+            worker_idx,
+            overlap_tokens,
+        };
+        self.call(call, |c| {
+            c.on_decode_assigned(id, worker_idx, overlap_tokens)
+        });
+    }
+
+    pub(super) fn on_handoff(&mut self, id: RequestId, stage: HandoffStage, at_ms: f64) {
+        let call = Call::Handoff { id, stage, at_ms };
+        self.call(call, |c| c.on_handoff(id, stage, at_ms));
+    }
+
+    #[inline]
+    pub(super) fn on_tokens(&mut self, id: RequestId, at_ms: f64, count: usize) {
+        let call = Call::Tokens { id, at_ms, count };
+        self.call(call, |c| c.on_tokens(id, at_ms, count));
+    }
+
+    pub(super) fn on_completed(&mut self, id: RequestId, at_ms: f64) {
+        self.on_terminal(id, at_ms, TerminalStatus::Completed);
+    }
+
+    pub(super) fn on_rejected(&mut self, id: RequestId, at_ms: f64) {
+        self.on_terminal(id, at_ms, TerminalStatus::Rejected);
+    }
+
+    pub(super) fn on_terminal(&mut self, id: RequestId, at_ms: f64, status: TerminalStatus) {
+        let call = Call::Terminal { id, at_ms, status };
+        self.call(call, |c| c.on_terminal(id, at_ms, status));
+    }
+
+    /// Whether the time series are recorded (then the topologies report pass ends).
+    pub(super) fn records_timeseries(&mut self) -> bool {
+        match self {
+            Self::Inline(collector) => collector.timeseries_mut().is_some(),
+            Self::Threaded(sender) => sender.records_timeseries,
+        }
+    }
+
+    /// Worker `worker` of pool `pool` ended a pass at `at_ms` holding `load`
+    /// ([`TimeSeries::on_pass_end`]); nothing when the time series are not recorded.
+    pub(super) fn timeseries_pass_end(
+        &mut self,
+        at_ms: f64,
+        pool: usize,
+        worker: usize,
+        load: RankLoad,
+        events: &[PassEvent],
+        tokens_reach_users: bool,
+    ) {
+        match self {
+            Self::Inline(collector) => {
+                if let Some(series) = collector.timeseries_mut() {
+                    series.on_pass_end(at_ms, pool, worker, load, events, tokens_reach_users);
+                }
+            }
+            Self::Threaded(sender) => {
+                if !sender.records_timeseries {
+                    return;
+                }
+                let user_tokens = if tokens_reach_users {
+                    TimeSeries::tokens_of(events)
+                } else {
+                    0
+                };
+                sender.batch.pass_ends.push(PassEnd {
+                    at_ms,
+                    pool,
+                    worker,
+                    load,
+                    user_tokens,
+                });
+                sender.push(Call::PassEnd);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Sla;
+    use crate::report::{RecordSink, RequestRecord, RunFacts};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<RequestRecord>>>);
+
+    impl RecordSink for Shared {
+        fn accept(&mut self, record: RequestRecord) {
+            self.0.lock().unwrap().push(record);
+        }
+    }
+
+    /// A run's worth of calls of every kind, sessions and pass ends among them.
+    fn feed(front: &mut CollectorFront) {
+        let names: Vec<SessionId> = (0..5).map(|i| SessionId::from(format!("s{i}"))).collect();
+        let events = [PassEvent::Tokens { id: 0, count: 3 }];
+        for id in 0..60 {
+            let at = id as f64 * 2.5;
+            front.on_arrival(id, at, 100 + id, 8, Some((&names[id % 5], id / 5)));
+            front.on_prefill_assigned(id, id % 3, 16);
+            front.on_prefill_admit(id, at + 1.0, 32);
+            front.on_handoff(id, HandoffStage::SourceHeld, at + 2.0);
+            front.on_decode_assigned(id, id % 2, 0);
+            front.on_decode_admit(id, at + 3.0, 64);
+            front.on_admit(id, at + 3.0, 64, id % 2);
+            let load = RankLoad {
+                waiting: id % 4,
+                running: 3,
+                kv_used_tokens: 10 * id,
+                kv_capacity_tokens: 4096,
+            };
+            front.timeseries_pass_end(at + 3.0, 1, id % 2, load, &events, id % 3 != 0);
+            for step in 0..(id % 9) {
+                front.on_tokens(id, at + 4.0 + step as f64, 1 + step % 2);
+            }
+            match id % 7 {
+                0 => front.on_rejected(id, at + 20.0),
+                1 => front.on_terminal(id, at + 20.0, TerminalStatus::Failed),
+                _ => front.on_completed(id, at + 20.0),
+            }
+            front.on_handoff(id, HandoffStage::SourceReleased, at + 21.0);
+        }
+    }
+
+    fn outputs(thread: CollectorThread, batch_calls: usize) -> (String, Vec<RequestRecord>) {
+        let mut collector = Collector::new(Sla::default(), true);
+        collector.record_timeseries(TimeSeries::new(&["prefill", "decode"]));
+        let sink = Shared::default();
+        collector.stream_records_to(Box::new(sink.clone()));
+        let mut front = match thread {
+            CollectorThread::SameThread => CollectorFront::start(collector, true, thread),
+            CollectorThread::OwnThread => {
+                CollectorFront::Threaded(Threaded::start(collector, true, batch_calls))
+            }
+        };
+        feed(&mut front);
+        let mut collector = front.finish().expect("the collector finished");
+        let series = collector.take_timeseries().expect("recorded").to_json(64);
+        let (report, records) = collector.finish(RunFacts::default());
+        assert!(records.is_empty(), "records went to the sink");
+        let records = std::mem::take(&mut *sink.0.lock().unwrap());
+        (format!("{report:?} {series}"), records)
+    }
+
+    #[test]
+    fn batches_of_any_size_give_what_the_inline_collector_gives() {
+        let inline = outputs(CollectorThread::SameThread, 0);
+        assert_eq!(inline.1.len(), 60);
+        assert!(inline.1.iter().any(|r| r.source_released_ms.is_some()));
+        for batch_calls in [1, 2, 7, 64, BATCH_CALLS] {
+            assert_eq!(
+                outputs(CollectorThread::OwnThread, batch_calls),
+                inline,
+                "batches of {batch_calls} calls"
+            );
+        }
+    }
+
+    #[test]
+    fn messages_stay_small() {
+        assert!(std::mem::size_of::<Call>() <= 40);
+    }
+}
