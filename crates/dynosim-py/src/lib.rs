@@ -2,6 +2,9 @@
 //!
 //! The two API functions take the reference's `dynamo.replay` signatures and fill the same
 //! [`ReplayOptions`] the CLI fills, so validation (and every message) is shared with the CLI.
+//! Their keyword arguments are taken by name from `**kwargs` (`Kwargs`): each function reads its
+//! own, and `replay_with_kwargs` the ones both take, so a shared argument is spelled once; the
+//! `text_signature`s and `_dynosim.pyi` state the signatures (a test holds all three together).
 //! `main` runs the CLI itself, parser included. The GIL is released while a replay runs, and
 //! the calling thread keeps answering signals meanwhile, so Ctrl-C raises `KeyboardInterrupt`
 //! at once.
@@ -117,29 +120,6 @@ fn config_text(
     Err(PyTypeError::new_err(format!(
         "argument '{name}': expected {expected}, got '{type_name}'"
     )))
-}
-
-/// An integer argument with a default: omitted or `None` gives the default (the signature
-/// takes `None` so that an argument's type is checked here, where the message can name it).
-fn int_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: i64) -> PyResult<i64> {
-    match value {
-        Some(value) => int_arg(name, value),
-        None => Ok(default),
-    }
-}
-
-fn float_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: f64) -> PyResult<f64> {
-    match value {
-        Some(value) => float_arg(name, value),
-        None => Ok(default),
-    }
-}
-
-fn str_or(name: &str, value: Option<&Bound<'_, PyAny>>, default: &str) -> PyResult<String> {
-    match value {
-        Some(value) => str_arg(name, value),
-        None => Ok(default.to_owned()),
-    }
 }
 
 /// One replay from the Python API: validates, checks and opens the outputs, replays without
@@ -270,40 +250,143 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     Ok(dict)
 }
 
+/// The keyword arguments of a replay function, taken one by one by name from a copy of the
+/// caller's dict. Omitted and `None` are the same (the argument's default); whatever no one took
+/// is an unexpected argument, reported as Python reports one.
+struct Kwargs<'py> {
+    function: &'static str,
+    dict: Bound<'py, PyDict>,
+}
+
+impl<'py> Kwargs<'py> {
+    fn new(
+        py: Python<'py>,
+        function: &'static str,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Self> {
+        let dict = match kwargs {
+            Some(kwargs) => kwargs.copy()?,
+            None => PyDict::new(py),
+        };
+        Ok(Self { function, dict })
+    }
+
+    fn take(&self, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let value = self.dict.get_item(name)?;
+        if value.is_some() {
+            self.dict.del_item(name)?;
+        }
+        Ok(value.filter(|value| !value.is_none()))
+    }
+
+    /// A path argument: `str` or `os.PathLike`.
+    fn take_path(&self, name: &str) -> PyResult<Option<PathBuf>> {
+        self.take(name)?
+            .map(|value| {
+                value.extract::<PathBuf>().map_err(|_| {
+                    let type_name = value
+                        .get_type()
+                        .name()
+                        .map(|name| name.to_string())
+                        .unwrap_or_else(|_| "?".to_owned());
+                    PyTypeError::new_err(format!(
+                        "argument '{name}': expected str or os.PathLike, got '{type_name}'"
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    /// An integer with a default (the signature takes `None` too, so that the type is checked
+    /// here, where the message can name the argument).
+    fn int(&self, name: &str, default: i64) -> PyResult<i64> {
+        self.take(name)?
+            .map_or(Ok(default), |value| int_arg(name, &value))
+    }
+
+    fn opt_int(&self, name: &str) -> PyResult<Option<i64>> {
+        opt_int_arg(name, self.take(name)?.as_ref())
+    }
+
+    fn float(&self, name: &str, default: f64) -> PyResult<f64> {
+        self.take(name)?
+            .map_or(Ok(default), |value| float_arg(name, &value))
+    }
+
+    fn opt_float(&self, name: &str) -> PyResult<Option<f64>> {
+        opt_float_arg(name, self.take(name)?.as_ref())
+    }
+
+    fn string(&self, name: &str, default: &str) -> PyResult<String> {
+        self.take(name)?
+            .map_or(Ok(default.to_owned()), |value| str_arg(name, &value))
+    }
+
+    fn opt_string(&self, name: &str) -> PyResult<Option<String>> {
+        opt_str_arg(name, self.take(name)?.as_ref())
+    }
+
+    fn config(&self, name: &str, what: ConfigArg) -> PyResult<Option<String>> {
+        config_text(name, what, self.take(name)?.as_ref())
+    }
+
+    /// Fails on the first argument no one took.
+    fn finish(self) -> PyResult<()> {
+        match self.dict.keys().iter().next() {
+            None => Ok(()),
+            Some(name) => Err(PyTypeError::new_err(format!(
+                "{}() got an unexpected keyword argument {}",
+                self.function,
+                name.repr()?
+            ))),
+        }
+    }
+}
+
+/// The arguments both replay functions take (the deployment, the router, arrivals shared by
+/// traces and generated workloads, SLAs, planner, outputs), then the replay itself: `options`
+/// holds what the calling function filled from its own arguments.
+fn replay_with_kwargs<'py>(
+    py: Python<'py>,
+    options: ReplayOptions,
+    kwargs: Kwargs<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let kw = &kwargs;
+    let mut options = ReplayOptions {
+        extra_engine_args: kw.config("extra_engine_args", ConfigArg::EngineArgs)?,
+        prefill_engine_args: kw.config("prefill_engine_args", ConfigArg::EngineArgs)?,
+        decode_engine_args: kw.config("decode_engine_args", ConfigArg::EngineArgs)?,
+        router_config: kw.config("router_config", ConfigArg::RouterConfig)?,
+        model_name: kw.opt_string("model_name")?,
+        num_workers: kw.int("num_workers", 1)?,
+        num_prefill_workers: kw.int("num_prefill_workers", 1)?,
+        num_decode_workers: kw.int("num_decode_workers", 1)?,
+        replay_concurrency: kw.opt_int("replay_concurrency")?,
+        replay_mode: kw.string("replay_mode", "offline")?,
+        router_mode: kw.string("router_mode", "round_robin")?,
+        arrival_speedup_ratio: kw.float("arrival_speedup_ratio", 1.0)?,
+        planner_config: kw.config("planner_config", ConfigArg::Planner)?,
+        benchmark_granularity: kw.int("benchmark_granularity", 8)?,
+        router_seed: kw.int("router_seed", 0)?,
+        sla_ttft_ms: kw.opt_float("sla_ttft_ms")?,
+        sla_itl_ms: kw.opt_float("sla_itl_ms")?,
+        sla_e2e_ms: kw.opt_float("sla_e2e_ms")?,
+        ..options
+    };
+    aic::apply(&mut options, kw.take("aic_perf_config")?.as_ref())?;
+    let outputs = ExtraOutputs {
+        function: kw.function,
+        aiperf_dir: kw.take_path("aiperf_dir")?,
+        html_report: kw.take_path("html_report")?,
+    };
+    let scaling_policy = kw.take("scaling_policy")?;
+    kwargs.finish()?;
+    replay_to_dict(py, options, outputs, scaling_policy.as_ref())
+}
+
 /// Replays one or more trace files and returns the report dict.
 #[pyfunction]
-#[pyo3(signature = (
-    trace_files,
-    *,
-    extra_engine_args=None,
-    prefill_engine_args=None,
-    decode_engine_args=None,
-    router_config=None,
-    aic_perf_config=None,
-    num_workers=None,
-    num_prefill_workers=None,
-    num_decode_workers=None,
-    replay_concurrency=None,
-    replay_mode=None,
-    router_mode=None,
-    arrival_speedup_ratio=None,
-    trace_block_size=None,
-    trace_format=None,
-    trace_shared_prefix_ratio=None,
-    trace_num_prefix_groups=None,
-    report_jsonl_path=None,
-    max_sim_time_ms=None,
-    model_name=None,
-    sla_ttft_ms=None,
-    sla_itl_ms=None,
-    sla_e2e_ms=None,
-    planner_config=None,
-    benchmark_granularity=None,
-    router_seed=None,
-    aiperf_dir=None,
-    html_report=None,
-    scaling_policy=None,
-))]
+#[pyo3(signature = (trace_files, **kwargs))]
 #[pyo3(
     text_signature = "(trace_files, *, extra_engine_args=None, prefill_engine_args=None, \
     decode_engine_args=None, router_config=None, aic_perf_config=None, num_workers=1, \
@@ -314,133 +397,28 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     sla_ttft_ms=None, sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, \
     benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None, scaling_policy=None)"
 )]
-#[allow(clippy::too_many_arguments)]
 fn run_trace_replay<'py>(
     py: Python<'py>,
     trace_files: &Bound<'py, PyAny>,
-    extra_engine_args: Option<&Bound<'py, PyAny>>,
-    prefill_engine_args: Option<&Bound<'py, PyAny>>,
-    decode_engine_args: Option<&Bound<'py, PyAny>>,
-    router_config: Option<&Bound<'py, PyAny>>,
-    aic_perf_config: Option<&Bound<'py, PyAny>>,
-    num_workers: Option<&Bound<'py, PyAny>>,
-    num_prefill_workers: Option<&Bound<'py, PyAny>>,
-    num_decode_workers: Option<&Bound<'py, PyAny>>,
-    replay_concurrency: Option<&Bound<'py, PyAny>>,
-    replay_mode: Option<&Bound<'py, PyAny>>,
-    router_mode: Option<&Bound<'py, PyAny>>,
-    arrival_speedup_ratio: Option<&Bound<'py, PyAny>>,
-    trace_block_size: Option<&Bound<'py, PyAny>>,
-    trace_format: Option<&Bound<'py, PyAny>>,
-    trace_shared_prefix_ratio: Option<&Bound<'py, PyAny>>,
-    trace_num_prefix_groups: Option<&Bound<'py, PyAny>>,
-    report_jsonl_path: Option<PathBuf>,
-    max_sim_time_ms: Option<&Bound<'py, PyAny>>,
-    model_name: Option<&Bound<'py, PyAny>>,
-    sla_ttft_ms: Option<&Bound<'py, PyAny>>,
-    sla_itl_ms: Option<&Bound<'py, PyAny>>,
-    sla_e2e_ms: Option<&Bound<'py, PyAny>>,
-    planner_config: Option<&Bound<'py, PyAny>>,
-    benchmark_granularity: Option<&Bound<'py, PyAny>>,
-    router_seed: Option<&Bound<'py, PyAny>>,
-    aiperf_dir: Option<PathBuf>,
-    html_report: Option<PathBuf>,
-    scaling_policy: Option<&Bound<'py, PyAny>>,
+    kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut options = ReplayOptions {
+    let kw = Kwargs::new(py, "run_trace_replay", kwargs)?;
+    let options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
-        extra_engine_args: config_text(
-            "extra_engine_args",
-            ConfigArg::EngineArgs,
-            extra_engine_args,
-        )?,
-        prefill_engine_args: config_text(
-            "prefill_engine_args",
-            ConfigArg::EngineArgs,
-            prefill_engine_args,
-        )?,
-        decode_engine_args: config_text(
-            "decode_engine_args",
-            ConfigArg::EngineArgs,
-            decode_engine_args,
-        )?,
-        router_config: config_text("router_config", ConfigArg::RouterConfig, router_config)?,
-        model_name: opt_str_arg("model_name", model_name)?,
-        num_workers: int_or("num_workers", num_workers, 1)?,
-        num_prefill_workers: int_or("num_prefill_workers", num_prefill_workers, 1)?,
-        num_decode_workers: int_or("num_decode_workers", num_decode_workers, 1)?,
-        replay_concurrency: opt_int_arg("replay_concurrency", replay_concurrency)?,
-        replay_mode: str_or("replay_mode", replay_mode, "offline")?,
-        router_mode: str_or("router_mode", router_mode, "round_robin")?,
-        arrival_speedup_ratio: float_or("arrival_speedup_ratio", arrival_speedup_ratio, 1.0)?,
-        trace_format: str_or("trace_format", trace_format, "mooncake")?,
-        trace_block_size: opt_int_arg("trace_block_size", trace_block_size)?,
-        trace_shared_prefix_ratio: float_or(
-            "trace_shared_prefix_ratio",
-            trace_shared_prefix_ratio,
-            0.0,
-        )?,
-        trace_num_prefix_groups: int_or("trace_num_prefix_groups", trace_num_prefix_groups, 0)?,
-        report_jsonl: report_jsonl_path,
-        planner_config: config_text("planner_config", ConfigArg::Planner, planner_config)?,
-        benchmark_granularity: int_or("benchmark_granularity", benchmark_granularity, 8)?,
-        router_seed: int_or("router_seed", router_seed, 0)?,
-        max_sim_time_ms: opt_float_arg("max_sim_time_ms", max_sim_time_ms)?,
-        sla_ttft_ms: opt_float_arg("sla_ttft_ms", sla_ttft_ms)?,
-        sla_itl_ms: opt_float_arg("sla_itl_ms", sla_itl_ms)?,
-        sla_e2e_ms: opt_float_arg("sla_e2e_ms", sla_e2e_ms)?,
+        trace_format: kw.string("trace_format", "mooncake")?,
+        trace_block_size: kw.opt_int("trace_block_size")?,
+        trace_shared_prefix_ratio: kw.float("trace_shared_prefix_ratio", 0.0)?,
+        trace_num_prefix_groups: kw.int("trace_num_prefix_groups", 0)?,
+        report_jsonl: kw.take_path("report_jsonl_path")?,
+        max_sim_time_ms: kw.opt_float("max_sim_time_ms")?,
         ..ReplayOptions::default()
     };
-    aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(
-        py,
-        options,
-        ExtraOutputs {
-            function: "run_trace_replay",
-            aiperf_dir,
-            html_report,
-        },
-        scaling_policy,
-    )
+    replay_with_kwargs(py, options, kw)
 }
 
 /// Replays a generated workload of identical requests and returns the report dict.
 #[pyfunction]
-#[pyo3(signature = (
-    input_tokens,
-    output_tokens,
-    request_count,
-    *,
-    extra_engine_args=None,
-    prefill_engine_args=None,
-    decode_engine_args=None,
-    router_config=None,
-    aic_perf_config=None,
-    num_workers=None,
-    num_prefill_workers=None,
-    num_decode_workers=None,
-    replay_concurrency=None,
-    replay_mode=None,
-    router_mode=None,
-    arrival_speedup_ratio=None,
-    request_rate=None,
-    arrival_interval_ms=None,
-    arrival_seed=None,
-    turns_per_session=None,
-    shared_prefix_ratio=None,
-    num_prefix_groups=None,
-    inter_turn_delay_ms=None,
-    model_name=None,
-    sla_ttft_ms=None,
-    sla_itl_ms=None,
-    sla_e2e_ms=None,
-    planner_config=None,
-    benchmark_granularity=None,
-    router_seed=None,
-    aiperf_dir=None,
-    html_report=None,
-    scaling_policy=None,
-))]
+#[pyo3(signature = (input_tokens, output_tokens, request_count, **kwargs))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
     extra_engine_args=None, prefill_engine_args=None, decode_engine_args=None, \
     router_config=None, aic_perf_config=None, num_workers=1, num_prefill_workers=1, \
@@ -449,96 +427,28 @@ fn run_trace_replay<'py>(
     arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
     num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
     sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None, scaling_policy=None)")]
-#[allow(clippy::too_many_arguments)]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
     input_tokens: &Bound<'py, PyAny>,
     output_tokens: &Bound<'py, PyAny>,
     request_count: &Bound<'py, PyAny>,
-    extra_engine_args: Option<&Bound<'py, PyAny>>,
-    prefill_engine_args: Option<&Bound<'py, PyAny>>,
-    decode_engine_args: Option<&Bound<'py, PyAny>>,
-    router_config: Option<&Bound<'py, PyAny>>,
-    aic_perf_config: Option<&Bound<'py, PyAny>>,
-    num_workers: Option<&Bound<'py, PyAny>>,
-    num_prefill_workers: Option<&Bound<'py, PyAny>>,
-    num_decode_workers: Option<&Bound<'py, PyAny>>,
-    replay_concurrency: Option<&Bound<'py, PyAny>>,
-    replay_mode: Option<&Bound<'py, PyAny>>,
-    router_mode: Option<&Bound<'py, PyAny>>,
-    arrival_speedup_ratio: Option<&Bound<'py, PyAny>>,
-    request_rate: Option<&Bound<'py, PyAny>>,
-    arrival_interval_ms: Option<&Bound<'py, PyAny>>,
-    arrival_seed: Option<&Bound<'py, PyAny>>,
-    turns_per_session: Option<&Bound<'py, PyAny>>,
-    shared_prefix_ratio: Option<&Bound<'py, PyAny>>,
-    num_prefix_groups: Option<&Bound<'py, PyAny>>,
-    inter_turn_delay_ms: Option<&Bound<'py, PyAny>>,
-    model_name: Option<&Bound<'py, PyAny>>,
-    sla_ttft_ms: Option<&Bound<'py, PyAny>>,
-    sla_itl_ms: Option<&Bound<'py, PyAny>>,
-    sla_e2e_ms: Option<&Bound<'py, PyAny>>,
-    planner_config: Option<&Bound<'py, PyAny>>,
-    benchmark_granularity: Option<&Bound<'py, PyAny>>,
-    router_seed: Option<&Bound<'py, PyAny>>,
-    aiperf_dir: Option<PathBuf>,
-    html_report: Option<PathBuf>,
-    scaling_policy: Option<&Bound<'py, PyAny>>,
+    kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut options = ReplayOptions {
-        extra_engine_args: config_text(
-            "extra_engine_args",
-            ConfigArg::EngineArgs,
-            extra_engine_args,
-        )?,
-        prefill_engine_args: config_text(
-            "prefill_engine_args",
-            ConfigArg::EngineArgs,
-            prefill_engine_args,
-        )?,
-        decode_engine_args: config_text(
-            "decode_engine_args",
-            ConfigArg::EngineArgs,
-            decode_engine_args,
-        )?,
-        router_config: config_text("router_config", ConfigArg::RouterConfig, router_config)?,
-        model_name: opt_str_arg("model_name", model_name)?,
+    let kw = Kwargs::new(py, "run_synthetic_trace_replay", kwargs)?;
+    let options = ReplayOptions {
         input_tokens: Some(int_arg("input_tokens", input_tokens)?),
         output_tokens: Some(int_arg("output_tokens", output_tokens)?),
         request_count: Some(int_arg("request_count", request_count)?),
-        request_rate: opt_float_arg("request_rate", request_rate)?,
-        arrival_interval_ms: opt_float_arg("arrival_interval_ms", arrival_interval_ms)?,
-        arrival_seed: int_or("arrival_seed", arrival_seed, 42)?,
-        turns_per_session: int_or("turns_per_session", turns_per_session, 1)?,
-        shared_prefix_ratio: float_or("shared_prefix_ratio", shared_prefix_ratio, 0.0)?,
-        num_prefix_groups: int_or("num_prefix_groups", num_prefix_groups, 0)?,
-        inter_turn_delay_ms: float_or("inter_turn_delay_ms", inter_turn_delay_ms, 0.0)?,
-        num_workers: int_or("num_workers", num_workers, 1)?,
-        num_prefill_workers: int_or("num_prefill_workers", num_prefill_workers, 1)?,
-        num_decode_workers: int_or("num_decode_workers", num_decode_workers, 1)?,
-        replay_concurrency: opt_int_arg("replay_concurrency", replay_concurrency)?,
-        replay_mode: str_or("replay_mode", replay_mode, "offline")?,
-        router_mode: str_or("router_mode", router_mode, "round_robin")?,
-        arrival_speedup_ratio: float_or("arrival_speedup_ratio", arrival_speedup_ratio, 1.0)?,
-        planner_config: config_text("planner_config", ConfigArg::Planner, planner_config)?,
-        benchmark_granularity: int_or("benchmark_granularity", benchmark_granularity, 8)?,
-        router_seed: int_or("router_seed", router_seed, 0)?,
-        sla_ttft_ms: opt_float_arg("sla_ttft_ms", sla_ttft_ms)?,
-        sla_itl_ms: opt_float_arg("sla_itl_ms", sla_itl_ms)?,
-        sla_e2e_ms: opt_float_arg("sla_e2e_ms", sla_e2e_ms)?,
+        request_rate: kw.opt_float("request_rate")?,
+        arrival_interval_ms: kw.opt_float("arrival_interval_ms")?,
+        arrival_seed: kw.int("arrival_seed", 42)?,
+        turns_per_session: kw.int("turns_per_session", 1)?,
+        shared_prefix_ratio: kw.float("shared_prefix_ratio", 0.0)?,
+        num_prefix_groups: kw.int("num_prefix_groups", 0)?,
+        inter_turn_delay_ms: kw.float("inter_turn_delay_ms", 0.0)?,
         ..ReplayOptions::default()
     };
-    aic::apply(&mut options, aic_perf_config)?;
-    replay_to_dict(
-        py,
-        options,
-        ExtraOutputs {
-            function: "run_synthetic_trace_replay",
-            aiperf_dir,
-            html_report,
-        },
-        scaling_policy,
-    )
+    replay_with_kwargs(py, options, kw)
 }
 
 /// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),

@@ -99,6 +99,26 @@ def test_stub_functions_match_the_runtime_signatures():
             assert stub_parameters(function) == runtime_parameters, function.name
 
 
+@pytest.mark.parametrize("name", ["run_trace_replay", "run_synthetic_trace_replay"])
+def test_replay_functions_take_every_keyword_of_their_signature_and_no_other(name, tmp_path):
+    runtime = getattr(_dynosim, name)
+    parameters = inspect.signature(runtime).parameters.values()
+    keywords = {p.name: None for p in parameters if p.kind is p.KEYWORD_ONLY}
+    assert len(keywords) > 20, keywords
+    if name == "run_trace_replay":
+        trace = tmp_path / "trace.jsonl"
+        trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [0]}\n')
+        positional = [str(trace)]
+    else:
+        positional = [10, 2, 3]
+        keywords["replay_concurrency"] = 1  # a generated workload needs an arrival rule
+    # None is every other keyword's default: a call naming them all is an ordinary replay.
+    report = runtime(*positional, **keywords)
+    assert report["completed_requests"] >= 1
+    with pytest.raises(TypeError, match=f"^{name}\\(\\) got an unexpected keyword argument 'bogus'$"):
+        runtime(*positional, **keywords, bogus=None)
+
+
 @pytest.mark.parametrize("package", ["dynosim", "dynamo.replay", "dynamo.mocker", "dynamo.llm"])
 def test_packages_are_marked_typed(package):
     module = importlib.import_module(package)
