@@ -51,6 +51,12 @@ const NIL: CopyId = CopyId::MAX;
 /// How many blocks ahead a walk over keys or LRU victims prefetches.
 const PREFETCH_AHEAD: usize = 4;
 
+/// How many LRU entries ahead an eviction prefetches a victim's slot; the victim's index
+/// bucket follows [`PREFETCH_AHEAD`] entries later (the key it needs is in the slot), two
+/// entries before its eviction.
+const SLOT_PREFETCH_AHEAD: usize = 8;
+const BUCKET_PREFETCH_AHEAD: usize = 2;
+
 /// Stale LRU entries tolerated beyond as many as there are current ones.
 const LRU_SLACK: usize = 1024;
 
@@ -390,6 +396,21 @@ impl BlockPool {
         }
     }
 
+    /// Finalizes `copies` in order (as [`BlockPool::finalize`] on each) up to and including the
+    /// first private one. `keys` are the block keys of `copies` as far as the caller knows
+    /// them, used only to prefetch the index buckets a few copies ahead (a wrong or missing key
+    /// costs time, never a result).
+    pub fn finalize_run(&mut self, copies: &[CopyId], keys: &[u64]) {
+        for (i, &id) in copies.iter().enumerate() {
+            if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
+                self.by_hash.prefetch(ahead);
+            }
+            if self.finalize(id) == Finalized::Private {
+                break;
+            }
+        }
+    }
+
     /// Makes a private block that just became full and computed cache-visible under `hash`.
     /// No-op with caching off.
     pub fn promote(&mut self, id: CopyId, hash: u64) {
@@ -417,6 +438,17 @@ impl BlockPool {
                 }
             }
             Kind::Free => unreachable!("releasing a free slot"),
+        }
+    }
+
+    /// Releases `copies` tail first (as [`BlockPool::release`] on each, last copy first),
+    /// prefetching their slots a few ahead.
+    pub fn release_all(&mut self, copies: &[CopyId]) {
+        for (i, &id) in copies.iter().enumerate().rev() {
+            if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| copies.get(j)) {
+                prefetch(&self.slots[ahead as usize]);
+            }
+            self.release(id);
         }
     }
 
@@ -526,15 +558,16 @@ impl BlockPool {
     }
 
     /// Evicts the `count` oldest inactive copies, oldest first, while prefetching the slots
-    /// of the victims a few entries ahead and the index bucket of the next one.
+    /// of the victims [`SLOT_PREFETCH_AHEAD`] entries ahead and their index buckets
+    /// [`BUCKET_PREFETCH_AHEAD`] entries ahead.
     fn evict_oldest(&mut self, count: usize) {
         for _ in 0..count {
             loop {
                 let (id, stamp) = self.lru.pop_front().expect("eviction from an empty LRU");
-                if let Some(&(ahead, _)) = self.lru.get(PREFETCH_AHEAD) {
+                if let Some(&(ahead, _)) = self.lru.get(SLOT_PREFETCH_AHEAD - 1) {
                     prefetch(&self.slots[ahead as usize]);
                 }
-                if let Some(&(next, _)) = self.lru.front() {
+                if let Some(&(next, _)) = self.lru.get(BUCKET_PREFETCH_AHEAD - 1) {
                     self.by_hash.prefetch(self.slots[next as usize].hash);
                 }
                 if is_current(&self.slots[id as usize], stamp) {
@@ -841,20 +874,21 @@ mod tests {
     }
 
     /// One step of a random workload: start a request on a prompt (document, blocks, whether a
-    /// partial block follows), finalize or release the request at some index.
+    /// partial block follows), finalize or release the request at some index (block by block,
+    /// or as one run).
     #[derive(Clone, Debug)]
     enum Step {
         Start(u64, usize, bool),
-        Finalize(usize),
-        Release(usize),
+        Finalize(usize, bool),
+        Release(usize, bool),
     }
 
     fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         use proptest::prelude::*;
         prop_oneof![
             (0u64..6, 1usize..7, any::<bool>()).prop_map(|(d, n, p)| Step::Start(d, n, p)),
-            (0usize..8).prop_map(Step::Finalize),
-            (0usize..8).prop_map(Step::Release),
+            (0usize..8, any::<bool>()).prop_map(|(i, run)| Step::Finalize(i, run)),
+            (0usize..8, any::<bool>()).prop_map(|(i, run)| Step::Release(i, run)),
         ]
     }
 
@@ -887,21 +921,35 @@ mod tests {
                         proptest::prop_assert_eq!(&got, &want);
                         requests.extend(got);
                     }
-                    Step::Finalize(i) => {
+                    Step::Finalize(i, run) => {
                         if let Some(ids) = requests.get(i) {
+                            if run {
+                                // Prefetch hints need not be the keys.
+                                let hints: Vec<u64> =
+                                    ids.iter().map(|&id| u64::from(id) << 32).collect();
+                                pool.finalize_run(ids, &hints);
+                            }
                             for &id in ids {
-                                let got = pool.finalize(id);
-                                proptest::prop_assert_eq!(got, plain.finalize(id));
-                                if got == Finalized::Private {
+                                let want = plain.finalize(id);
+                                if !run {
+                                    proptest::prop_assert_eq!(pool.finalize(id), want);
+                                }
+                                if want == Finalized::Private {
                                     break;
                                 }
                             }
                         }
                     }
-                    Step::Release(i) => {
+                    Step::Release(i, run) => {
                         if i < requests.len() {
-                            for &id in requests.remove(i).iter().rev() {
-                                pool.release(id);
+                            let ids = requests.remove(i);
+                            if run {
+                                pool.release_all(&ids);
+                            }
+                            for &id in ids.iter().rev() {
+                                if !run {
+                                    pool.release(id);
+                                }
                                 plain.release(id);
                             }
                         }
