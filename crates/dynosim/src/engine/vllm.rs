@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 
 use super::fpm::{ForwardPassMetrics, FpmBuilder};
-use super::kv::{BlockPool, CopyId, FastMap, Finalized, KvEvent};
+use super::kv::{BlockPool, CopyId, FastMap, KvEvent};
 use super::speculative::BurstSampler;
 use super::timing::{DecodeBatch, PassTime, PrefillBatch, TimingModel};
 use super::{DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId};
@@ -971,10 +971,11 @@ impl VllmScheduler {
         if caching {
             let first = before / bs;
             let last = (after / bs).min(request.blocks.len());
-            for &copy in request.blocks.get(first..last).unwrap_or(&[]) {
-                if self.pool.finalize(copy) == Finalized::Private {
-                    break;
-                }
+            if first < last {
+                self.pool.finalize_run(
+                    &request.blocks[first..last],
+                    request.hashes.get(first..).unwrap_or(&[]),
+                );
             }
         }
         // A tail block filled by generated tokens becomes hashable once fully computed.
@@ -1058,9 +1059,7 @@ impl VllmScheduler {
     /// Releases every block of `request`, tail first, so that its suffix blocks are evicted
     /// before its prefix blocks.
     fn release_blocks(pool: &mut BlockPool, request: &mut Request) {
-        for &copy in request.blocks.iter().rev() {
-            pool.release(copy);
-        }
+        pool.release_all(&request.blocks);
         request.blocks.clear();
         request.allocated_tokens = 0;
     }

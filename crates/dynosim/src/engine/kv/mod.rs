@@ -51,6 +51,12 @@ const NIL: CopyId = CopyId::MAX;
 /// How many blocks ahead a walk over keys or LRU victims prefetches.
 const PREFETCH_AHEAD: usize = 4;
 
+/// How many LRU entries ahead an eviction prefetches a victim's slot; the victim's index
+/// bucket follows [`PREFETCH_AHEAD`] entries later (the key it needs is in the slot), two
+/// entries before its eviction.
+const SLOT_PREFETCH_AHEAD: usize = 8;
+const BUCKET_PREFETCH_AHEAD: usize = 2;
+
 /// Stale LRU entries tolerated beyond as many as there are current ones.
 const LRU_SLACK: usize = 1024;
 
@@ -94,44 +100,81 @@ enum Kind {
     /// A full block owned by one request, reusable once its computation is scheduled; `hash`
     /// is its key.
     Pending,
-    /// Cache-visible under `hash`; inactive (evictable) iff `refs == 0 && pins == 0`.
+    /// Cache-visible under `hash`; inactive (evictable) iff no request references it.
     Cached,
 }
 
-/// One physical block copy. 32 bytes, two to a cache line: evictions and prefix walks touch
-/// slots in no particular order, so their size is what the pool's cache misses cost.
+/// [`Slot::state`]: the kind in the low two bits.
+const KIND_MASK: u32 = 0b11;
+/// [`Slot::state`]: the copy's links to other copies of its hash are in [`BlockPool::links`].
+const LINKED: u32 = 0b100;
+/// [`Slot::state`]: one request reference (the count is in the bits above [`LINKED`]).
+const ONE_REF: u32 = 0b1000;
+
+/// One physical block copy. 16 bytes, four to a cache line: evictions, releases and prefix
+/// walks touch slots in no particular order, so their size is what the pool's cache misses
+/// cost. What only copies sharing a hash need (their list) lives beside, in
+/// [`BlockPool::links`].
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     /// The block key while `Pending` or `Cached`.
     hash: u64,
-    refs: u32,
-    /// Held only inside [`BlockPool::allocate`] (a prefix copy is pinned at most once there).
-    pins: u16,
-    kind: Kind,
     /// How many times the copy has become inactive (kept across reuse of the slot): an LRU
     /// entry is current only while it carries this stamp and the copy is still inactive.
     lru_stamp: u32,
-    /// The copies of one hash form a list, oldest first: `same_next` runs towards newer
-    /// copies (NIL after the newest), and the oldest copy's `same_prev` names the newest (itself
-    /// when alone), so appending needs no second index entry.
-    same_prev: CopyId,
-    same_next: CopyId,
+    /// `refs * ONE_REF | LINKED? | kind`. References count only while `Cached` (a private or
+    /// pending copy has its one owner); a copy taken as a prefix inside
+    /// [`BlockPool::allocate`] holds its new reference before the evictions, which is what
+    /// keeps them off it.
+    state: u32,
 }
 
 impl Slot {
-    const EMPTY: Slot = Slot {
-        hash: 0,
-        refs: 0,
-        pins: 0,
-        kind: Kind::Free,
-        lru_stamp: 0,
-        same_prev: NIL,
-        same_next: NIL,
-    };
+    fn new(kind: Kind, hash: u64, lru_stamp: u32) -> Slot {
+        Slot {
+            hash,
+            lru_stamp,
+            state: kind as u32,
+        }
+    }
+
+    fn kind(&self) -> Kind {
+        match self.state & KIND_MASK {
+            0 => Kind::Free,
+            1 => Kind::Private,
+            2 => Kind::Pending,
+            _ => Kind::Cached,
+        }
+    }
+
+    fn refs(&self) -> u32 {
+        self.state / ONE_REF
+    }
+
+    fn is_linked(&self) -> bool {
+        self.state & LINKED != 0
+    }
 
     fn is_inactive(&self) -> bool {
-        self.kind == Kind::Cached && self.refs == 0 && self.pins == 0
+        self.state & !LINKED == Kind::Cached as u32
     }
+
+    fn add_ref(&mut self) {
+        self.state = self
+            .state
+            .checked_add(ONE_REF)
+            .expect("block reference count overflow");
+    }
+}
+
+/// A copy's neighbours in the list of its hash's copies, oldest first: `next` runs towards
+/// newer copies (NIL after the newest), and the oldest copy's `prev` names the newest (itself
+/// when alone), so appending needs no second index entry. A slot without [`LINKED`] is alone:
+/// `prev` itself, `next` NIL.
+#[derive(Clone, Copy, Debug)]
+struct Links {
+    prev: CopyId,
+    next: CopyId,
 }
 
 /// What [`BlockPool::finalize`] found in a request-owned slot.
@@ -159,6 +202,9 @@ pub struct PrefixMatch {
 pub struct BlockPool {
     capacity: usize,
     slots: Vec<Slot>,
+    /// The [`Links`] of slots marked [`LINKED`] (other entries mean nothing); grown only when
+    /// a hash gets a second copy.
+    links: Vec<Links>,
     free_slots: Vec<CopyId>,
     /// Slots not `Free`.
     occupied: usize,
@@ -187,6 +233,7 @@ impl BlockPool {
         Self {
             capacity,
             slots: Vec::new(),
+            links: Vec::new(),
             free_slots: Vec::new(),
             occupied: 0,
             by_hash: CopyIndex::default(),
@@ -251,11 +298,11 @@ impl BlockPool {
         let first = self.oldest_copy(hash)?;
         let slot = &self.slots[first as usize];
         debug_assert_eq!(
-            slot.kind,
+            slot.kind(),
             Kind::Cached,
             "hash index points at an uncached slot"
         );
-        Some(slot.refs > 0 || slot.pins > 0)
+        Some(slot.refs() > 0)
     }
 
     /// Walks `hashes` from the start while each has a resident copy.
@@ -313,20 +360,15 @@ impl BlockPool {
                 return false;
             }
         }
-        // Pin the prefix first so that the evictions below cannot take it.
+        // Reference the prefix first so that the evictions below cannot take it.
         for &id in &prefix_ids {
             if self.slots[id as usize].is_inactive() {
                 self.unlink_lru(id);
             }
-            self.slots[id as usize].pins += 1;
+            self.slots[id as usize].add_ref();
         }
         self.evict_oldest(needed_evictions);
-        for &id in &prefix_ids {
-            let slot = &mut self.slots[id as usize];
-            slot.pins -= 1;
-            slot.refs += 1;
-            out.push(id);
-        }
+        out.extend_from_slice(&prefix_ids);
         for i in 0..fresh {
             let (kind, hash) = match pending_hash(i) {
                 Some(hash) if self.caching => (Kind::Pending, hash),
@@ -343,7 +385,7 @@ impl BlockPool {
     /// been made).
     pub fn finalize(&mut self, id: CopyId) -> Finalized {
         let slot = &self.slots[id as usize];
-        match slot.kind {
+        match slot.kind() {
             Kind::Pending => {
                 self.cache(id, slot.hash);
                 Finalized::NowCached
@@ -354,13 +396,28 @@ impl BlockPool {
         }
     }
 
+    /// Finalizes `copies` in order (as [`BlockPool::finalize`] on each) up to and including the
+    /// first private one. `keys` are the block keys of `copies` as far as the caller knows
+    /// them, used only to prefetch the index buckets a few copies ahead (a wrong or missing key
+    /// costs time, never a result).
+    pub fn finalize_run(&mut self, copies: &[CopyId], keys: &[u64]) {
+        for (i, &id) in copies.iter().enumerate() {
+            if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
+                self.by_hash.prefetch(ahead);
+            }
+            if self.finalize(id) == Finalized::Private {
+                break;
+            }
+        }
+    }
+
     /// Makes a private block that just became full and computed cache-visible under `hash`.
     /// No-op with caching off.
     pub fn promote(&mut self, id: CopyId, hash: u64) {
         if !self.caching {
             return;
         }
-        debug_assert_eq!(self.slots[id as usize].kind, Kind::Private);
+        debug_assert_eq!(self.slots[id as usize].kind(), Kind::Private);
         self.cache(id, hash);
     }
 
@@ -368,15 +425,15 @@ impl BlockPool {
     /// copies join the LRU tail when nothing references them any more.
     pub fn release(&mut self, id: CopyId) {
         let slot = &mut self.slots[id as usize];
-        match slot.kind {
+        match slot.kind() {
             Kind::Private | Kind::Pending => self.free_slot(id),
             Kind::Cached => {
                 debug_assert!(
-                    slot.refs > 0,
+                    slot.refs() > 0,
                     "cached copy released more often than referenced"
                 );
-                slot.refs -= 1;
-                if slot.refs == 0 && slot.pins == 0 {
+                slot.state -= ONE_REF;
+                if slot.is_inactive() {
                     self.push_lru(id);
                 }
             }
@@ -384,14 +441,22 @@ impl BlockPool {
         }
     }
 
+    /// Releases `copies` tail first (as [`BlockPool::release`] on each, last copy first),
+    /// prefetching their slots a few ahead.
+    pub fn release_all(&mut self, copies: &[CopyId]) {
+        for (i, &id) in copies.iter().enumerate().rev() {
+            if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| copies.get(j)) {
+                prefetch(&self.slots[ahead as usize]);
+            }
+            self.release(id);
+        }
+    }
+
     fn cache(&mut self, id: CopyId, hash: u64) {
         {
             let slot = &mut self.slots[id as usize];
-            slot.kind = Kind::Cached;
             slot.hash = hash;
-            slot.refs = 1;
-            slot.pins = 0;
-            slot.same_next = NIL;
+            slot.state = ONE_REF | Kind::Cached as u32;
         }
         // One probe of the index finds the oldest copy or makes this one the oldest.
         let slots = &self.slots;
@@ -401,13 +466,15 @@ impl BlockPool {
         {
             Err(first) => {
                 // Append after the newest copy, which the oldest one names.
-                let newest = self.slots[first as usize].same_prev;
-                self.slots[newest as usize].same_next = id;
-                self.slots[id as usize].same_prev = newest;
-                self.slots[first as usize].same_prev = id;
+                let newest = self.links_of(first).prev;
+                self.links_mut(newest).next = id;
+                *self.links_mut(id) = Links {
+                    prev: newest,
+                    next: NIL,
+                };
+                self.links_mut(first).prev = id;
             }
             Ok(()) => {
-                self.slots[id as usize].same_prev = id;
                 if let Some(events) = &mut self.events {
                     events.push(KvEvent::Stored { hash });
                 }
@@ -418,26 +485,56 @@ impl BlockPool {
     fn take_slot(&mut self, kind: Kind, hash: u64) -> CopyId {
         debug_assert!(self.occupied < self.capacity, "pool over-allocated");
         self.occupied += 1;
-        let slot = Slot {
-            hash,
-            kind,
-            ..Slot::EMPTY
-        };
         match self.free_slots.pop() {
             Some(id) => {
-                let lru_stamp = self.slots[id as usize].lru_stamp;
-                self.slots[id as usize] = Slot { lru_stamp, ..slot };
+                let slot = &mut self.slots[id as usize];
+                *slot = Slot::new(kind, hash, slot.lru_stamp);
                 id
             }
             None => {
-                self.slots.push(slot);
+                self.slots.push(Slot::new(kind, hash, 0));
                 (self.slots.len() - 1) as CopyId
             }
         }
     }
 
+    /// The links of copy `id` (alone unless marked [`LINKED`]).
+    fn links_of(&self, id: CopyId) -> Links {
+        if self.slots[id as usize].is_linked() {
+            self.links[id as usize]
+        } else {
+            Links {
+                prev: id,
+                next: NIL,
+            }
+        }
+    }
+
+    /// The links of copy `id`, to change: marks it [`LINKED`] first, filling in the links of
+    /// a lone copy.
+    fn links_mut(&mut self, id: CopyId) -> &mut Links {
+        let slot = &mut self.slots[id as usize];
+        if !slot.is_linked() {
+            slot.state |= LINKED;
+            if self.links.len() <= id as usize {
+                self.links.resize(
+                    self.slots.len(),
+                    Links {
+                        prev: NIL,
+                        next: NIL,
+                    },
+                );
+            }
+            self.links[id as usize] = Links {
+                prev: id,
+                next: NIL,
+            };
+        }
+        &mut self.links[id as usize]
+    }
+
     fn free_slot(&mut self, id: CopyId) {
-        self.slots[id as usize].kind = Kind::Free;
+        self.slots[id as usize].state = Kind::Free as u32;
         self.occupied -= 1;
         self.free_slots.push(id);
     }
@@ -461,15 +558,16 @@ impl BlockPool {
     }
 
     /// Evicts the `count` oldest inactive copies, oldest first, while prefetching the slots
-    /// of the victims a few entries ahead and the index bucket of the next one.
+    /// of the victims [`SLOT_PREFETCH_AHEAD`] entries ahead and their index buckets
+    /// [`BUCKET_PREFETCH_AHEAD`] entries ahead.
     fn evict_oldest(&mut self, count: usize) {
         for _ in 0..count {
             loop {
                 let (id, stamp) = self.lru.pop_front().expect("eviction from an empty LRU");
-                if let Some(&(ahead, _)) = self.lru.get(PREFETCH_AHEAD) {
+                if let Some(&(ahead, _)) = self.lru.get(SLOT_PREFETCH_AHEAD - 1) {
                     prefetch(&self.slots[ahead as usize]);
                 }
-                if let Some(&(next, _)) = self.lru.front() {
+                if let Some(&(next, _)) = self.lru.get(BUCKET_PREFETCH_AHEAD - 1) {
                     self.by_hash.prefetch(self.slots[next as usize].hash);
                 }
                 if is_current(&self.slots[id as usize], stamp) {
@@ -483,17 +581,26 @@ impl BlockPool {
     /// Evicts inactive copy `id`, whose LRU entry is gone.
     fn evict(&mut self, id: CopyId) {
         self.inactive -= 1;
-        let Slot {
-            hash,
-            kind,
-            same_prev,
-            same_next,
-            ..
-        } = self.slots[id as usize];
-        debug_assert_eq!(kind, Kind::Cached, "LRU holds an uncached slot");
-        // The oldest copy is the one whose `same_prev` does not link back to it (a lone
-        // copy names itself).
-        let oldest = same_prev == id || self.slots[same_prev as usize].same_next != id;
+        let slot = self.slots[id as usize];
+        let hash = slot.hash;
+        debug_assert_eq!(slot.kind(), Kind::Cached, "LRU holds an uncached slot");
+        if !slot.is_linked() {
+            // A lone copy: only its index entry goes.
+            let entry = self.by_hash.position(hash, id);
+            self.by_hash.remove_at(entry);
+            if let Some(events) = &mut self.events {
+                events.push(KvEvent::Removed { hash });
+            }
+            self.free_slot(id);
+            return;
+        }
+        let Links {
+            prev: same_prev,
+            next: same_next,
+        } = self.links[id as usize];
+        // The oldest copy is the one whose `prev` does not link back to it (a lone copy names
+        // itself).
+        let oldest = same_prev == id || self.links_of(same_prev).next != id;
         if oldest {
             let entry = self.by_hash.position(hash, id);
             if same_next == NIL {
@@ -504,18 +611,18 @@ impl BlockPool {
             } else {
                 // The next copy becomes the oldest and names the newest.
                 self.by_hash.set_at(entry, same_next);
-                self.slots[same_next as usize].same_prev = same_prev;
+                self.links_mut(same_next).prev = same_prev;
             }
         } else {
-            self.slots[same_prev as usize].same_next = same_next;
+            self.links_mut(same_prev).next = same_next;
             if same_next == NIL {
                 // The newest copy left: the oldest must name its predecessor instead.
                 let oldest = self
                     .oldest_copy(hash)
                     .expect("a duplicated hash is indexed");
-                self.slots[oldest as usize].same_prev = same_prev;
+                self.links_mut(oldest).prev = same_prev;
             } else {
-                self.slots[same_next as usize].same_prev = same_prev;
+                self.links_mut(same_next).prev = same_prev;
             }
         }
         self.free_slot(id);
@@ -767,20 +874,21 @@ mod tests {
     }
 
     /// One step of a random workload: start a request on a prompt (document, blocks, whether a
-    /// partial block follows), finalize or release the request at some index.
+    /// partial block follows), finalize or release the request at some index (block by block,
+    /// or as one run).
     #[derive(Clone, Debug)]
     enum Step {
         Start(u64, usize, bool),
-        Finalize(usize),
-        Release(usize),
+        Finalize(usize, bool),
+        Release(usize, bool),
     }
 
     fn step() -> impl proptest::strategy::Strategy<Value = Step> {
         use proptest::prelude::*;
         prop_oneof![
             (0u64..6, 1usize..7, any::<bool>()).prop_map(|(d, n, p)| Step::Start(d, n, p)),
-            (0usize..8).prop_map(Step::Finalize),
-            (0usize..8).prop_map(Step::Release),
+            (0usize..8, any::<bool>()).prop_map(|(i, run)| Step::Finalize(i, run)),
+            (0usize..8, any::<bool>()).prop_map(|(i, run)| Step::Release(i, run)),
         ]
     }
 
@@ -813,21 +921,35 @@ mod tests {
                         proptest::prop_assert_eq!(&got, &want);
                         requests.extend(got);
                     }
-                    Step::Finalize(i) => {
+                    Step::Finalize(i, run) => {
                         if let Some(ids) = requests.get(i) {
+                            if run {
+                                // Prefetch hints need not be the keys.
+                                let hints: Vec<u64> =
+                                    ids.iter().map(|&id| u64::from(id) << 32).collect();
+                                pool.finalize_run(ids, &hints);
+                            }
                             for &id in ids {
-                                let got = pool.finalize(id);
-                                proptest::prop_assert_eq!(got, plain.finalize(id));
-                                if got == Finalized::Private {
+                                let want = plain.finalize(id);
+                                if !run {
+                                    proptest::prop_assert_eq!(pool.finalize(id), want);
+                                }
+                                if want == Finalized::Private {
                                     break;
                                 }
                             }
                         }
                     }
-                    Step::Release(i) => {
+                    Step::Release(i, run) => {
                         if i < requests.len() {
-                            for &id in requests.remove(i).iter().rev() {
-                                pool.release(id);
+                            let ids = requests.remove(i);
+                            if run {
+                                pool.release_all(&ids);
+                            }
+                            for &id in ids.iter().rev() {
+                                if !run {
+                                    pool.release(id);
+                                }
                                 plain.release(id);
                             }
                         }
