@@ -109,6 +109,15 @@ impl TokenSeq {
         Self::default()
     }
 
+    /// An empty sequence with room for `runs` runs (a prompt's are known before it is built).
+    pub fn with_capacity(runs: usize) -> Self {
+        Self {
+            runs: Vec::with_capacity(runs),
+            ends: Vec::with_capacity(runs),
+            bases: Vec::with_capacity(runs),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.ends.last().copied().unwrap_or(0)
     }
@@ -215,10 +224,9 @@ impl TokenSeq {
         let mut index = hashes.len();
         hashes.reserve(blocks.len() - index);
         for run in blocks.range(index, blocks.len()).runs() {
-            for _ in 0..run.count {
-                hashes.push(block_key(run.base, index));
-                index += 1;
-            }
+            let first = index;
+            index += run.count as usize;
+            hashes.extend((first..index).map(|i| block_key(run.base, i)));
         }
     }
 

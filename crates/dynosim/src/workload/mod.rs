@@ -281,10 +281,15 @@ impl Prompt {
 
     /// The prompt's `input_length` tokens.
     pub fn tokens(&self, input_length: usize) -> TokenSeq {
-        let mut seq = TokenSeq::new();
         match self {
             Prompt::HashIds(prompt) => {
                 let block_size = prompt.block_size as usize;
+                // One run per id at most (equal neighbours merge).
+                let ids = prompt
+                    .ids()
+                    .len()
+                    .min(input_length.div_ceil(block_size.max(1)));
+                let mut seq = TokenSeq::with_capacity(ids);
                 let mut remaining = input_length;
                 for &id in prompt.ids() {
                     if remaining == 0 {
@@ -295,12 +300,14 @@ impl Prompt {
                     remaining -= take;
                 }
                 debug_assert_eq!(remaining, 0, "prompt capacity is checked by the reader");
+                seq
             }
             Prompt::Unique { key } => {
+                let mut seq = TokenSeq::with_capacity(1);
                 seq.push_run(unique_prompt_token(*key), input_length as u32);
+                seq
             }
         }
-        seq
     }
 }
 
