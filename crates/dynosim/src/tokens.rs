@@ -2,16 +2,21 @@
 //!
 //! A trace prompt is `input_length` tokens where each trace `hash_id` stands for up to
 //! `trace_block_size` copies of one token. Storing one integer per token would cost gigabytes on
-//! the public traces, so a sequence is kept run-length encoded: adjacent equal tokens always merge,
-//! which makes the encoding canonical (equal token sequences have equal runs).
+//! the public traces, so a sequence is kept run-length encoded. A run is either copies of one
+//! token or, for [`generated_token`]s, the tokens one request generated at consecutive indices
+//! (a request's output is one run, however long). Every token has at most one successor a run
+//! may continue with (itself, or the same request's next generated token), and a run always
+//! continues when the next token is that successor, so the encoding is canonical: equal token
+//! sequences have equal runs, however they were pushed (one token at a time or in runs).
 //!
 //! **Block identity.** A block of a paged KV cache is identified by every token up to its end:
 //! two blocks are interchangeable exactly when the sequences through them are equal. The prefix
 //! through a block's end is, canonically, the full runs before the run holding its last token,
-//! then that run's token, then how far into the run the block ends. So each run gets a *base*
-//! hash (of all runs before it, and its token), computed once when the run is pushed, and block
-//! `i` is identified by `(base of the run holding its last token, i)`: the index fixes where the
-//! block ends. Consecutive blocks ending in the same run share a base, which lets caches and
+//! then that run's first token, then how far into the run the block ends. So each run gets a *base*
+//! hash (of all runs before it, and its first token), computed once when the run is pushed, and
+//! block `i` is identified by `(base of the run holding its last token, i)`: the index fixes where
+//! the block ends (in a run of generated tokens, also which token it ends with). So a block ending
+//! in generated tokens costs no more to name than any other. Consecutive blocks ending in the same run share a base, which lets caches and
 //! routers keep a run of blocks as one entry ([`BlockRun`]) instead of one per block; where a
 //! single 64-bit key per block is wanted, [`block_key`] mixes the pair.
 //!
@@ -19,7 +24,9 @@
 //! content and generated tokens carry a tag in the top bits (see [`unique_prompt_token`] and
 //! [`generated_token`]).
 
-/// One run of `len` copies of `token`.
+/// One run of `len` tokens from `token` on: `len` copies of `token`, or, when `token` is a
+/// [`generated_token`], the `len` tokens its request generated from that index on
+/// (`token`, `token + 1`, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Run {
     pub token: u64,
@@ -55,7 +62,41 @@ pub fn unique_prompt_token(key: u64) -> u64 {
 /// The `index`-th token generated for request `request`: unique per request and position, as the
 /// random output tokens of the reference are for all practical purposes.
 pub fn generated_token(request: u64, index: u64) -> u64 {
-    TAG_GENERATED | ((request & 0x3FFF_FFFF) << 32) | (index & 0xFFFF_FFFF)
+    TAG_GENERATED | ((request & 0x3FFF_FFFF) << 32) | (index & INDEX_MASK)
+}
+
+/// The index bits of a generated token.
+const INDEX_MASK: u64 = 0xFFFF_FFFF;
+
+/// Whether `token` continues a run of `len` tokens from `first` (see [`Run`]): it is a copy of
+/// `first`, or, in a run of generated tokens, the same request's next one. (Equal upper halves
+/// mean the same tag and request; a run of generated tokens never passes the last index.)
+#[inline(always)]
+fn continues(first: u64, len: u64, token: u64) -> bool {
+    if is_generated(first) {
+        token == first.wrapping_add(len) && token >> 32 == first >> 32
+    } else {
+        token == first
+    }
+}
+
+#[inline(always)]
+fn is_generated(token: u64) -> bool {
+    token >> 62 == TAG_GENERATED >> 62
+}
+
+/// Splits the generated tokens `generated_token(request, first..first + count)` into runs that
+/// do not pass the last index (where indices wrap), calling `push(token, len)` for each.
+#[inline(always)]
+fn generated_runs(request: u64, first: u64, count: u64, mut push: impl FnMut(u64, u64)) {
+    let mut index = first & INDEX_MASK;
+    let mut left = count;
+    while left > 0 {
+        let take = left.min((INDEX_MASK + 1) - index);
+        push(generated_token(request, index), take);
+        index = (index + take) & INDEX_MASK;
+        left -= take;
+    }
 }
 
 /// One 64-bit key for block `index` whose last token lies in the run of `base`.
@@ -66,6 +107,15 @@ pub fn block_key(base: u64, index: usize) -> u64 {
 impl TokenSeq {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty sequence with room for `runs` runs (a prompt's are known before it is built).
+    pub fn with_capacity(runs: usize) -> Self {
+        Self {
+            runs: Vec::with_capacity(runs),
+            ends: Vec::with_capacity(runs),
+            bases: Vec::with_capacity(runs),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -80,14 +130,20 @@ impl TokenSeq {
         &self.runs
     }
 
-    /// Appends `len` copies of `token`, merging with the last run when the token repeats.
+    /// Appends the run of `len` tokens from `token` (see [`Run`]: copies of it, or generated
+    /// tokens from it on, which must not pass the last index), merging with the last run when
+    /// it continues that run.
     pub fn push_run(&mut self, token: u64, len: u32) {
         if len == 0 {
             return;
         }
+        debug_assert!(
+            !is_generated(token) || (token & INDEX_MASK) + u64::from(len) <= INDEX_MASK + 1,
+            "a run of generated tokens passes the last index"
+        );
         let total = self.len() + len as usize;
         match self.runs.last_mut() {
-            Some(last) if last.token == token => {
+            Some(last) if continues(last.token, u64::from(last.len), token) => {
                 last.len += len;
                 *self.ends.last_mut().expect("ends parallels runs") = total;
             }
@@ -108,6 +164,14 @@ impl TokenSeq {
 
     pub fn push(&mut self, token: u64) {
         self.push_run(token, 1);
+    }
+
+    /// Appends the generated tokens `generated_token(request, first..first + count)`, exactly as
+    /// `count` calls of [`TokenSeq::push`] would, in O(1) (they continue one run).
+    pub fn push_generated(&mut self, request: u64, first: u64, count: usize) {
+        generated_runs(request, first, count as u64, |token, len| {
+            self.push_run(token, u32::try_from(len).expect("a run's length fits u32"));
+        });
     }
 
     /// The hash chain at the end of this sequence, to be extended token by token.
@@ -160,10 +224,9 @@ impl TokenSeq {
         let mut index = hashes.len();
         hashes.reserve(blocks.len() - index);
         for run in blocks.range(index, blocks.len()).runs() {
-            for _ in 0..run.count {
-                hashes.push(block_key(run.base, index));
-                index += 1;
-            }
+            let first = index;
+            index += run.count as usize;
+            hashes.extend((first..index).map(|i| block_key(run.base, i)));
         }
     }
 
@@ -186,10 +249,10 @@ impl TokenSeq {
 
 /// The hash chain at the end of a token sequence, extended one token at a time without storing
 /// tokens: enough to name the blocks a growing sequence fills, as [`TokenSeq`] would after the
-/// same pushes, at no cost per token beyond the hashing.
+/// same pushes, at no cost per token beyond the hashing (none within a run).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ChainTail {
-    /// Token and base of the last run.
+    /// First token and base of the last run.
     last: Option<(u64, u64)>,
     /// Length of the last run.
     last_len: u64,
@@ -206,42 +269,32 @@ impl ChainTail {
         self.len == 0
     }
 
-    /// Appends one token (merging with the last run when it repeats, as [`TokenSeq::push`]).
+    /// Appends one token (continuing the last run when it can, as [`TokenSeq::push`]).
     pub fn push(&mut self, token: u64) {
+        self.push_run(token, 1);
+    }
+
+    /// Appends the run of `len` tokens from `token`, as [`TokenSeq::push_run`].
+    #[inline(always)]
+    fn push_run(&mut self, token: u64, len: u64) {
         match self.last {
-            Some((last_token, _)) if last_token == token => self.last_len += 1,
+            Some((first, _)) if continues(first, self.last_len, token) => self.last_len += len,
             last => {
                 let before = last.map_or(SEED, |(_, base)| mix(base, self.last_len));
                 self.last = Some((token, mix(before, token)));
-                self.last_len = 1;
+                self.last_len = len;
             }
         }
-        self.len += 1;
+        self.len += len as usize;
     }
 
     /// Appends the generated tokens `generated_token(request, first..first + count)`, exactly
-    /// as `count` calls of [`ChainTail::push`] would. Consecutive generated tokens of one
-    /// request always differ (their indices do), so after the first (which may extend an equal
-    /// last token's run) each starts a run of one: the loop skips the run-merging test and
-    /// keeps the chain in registers.
+    /// as `count` calls of [`ChainTail::push`] would: they continue one run, so this costs at
+    /// most one hash whatever `count`.
     pub fn push_generated(&mut self, request: u64, first: u64, count: usize) {
-        if count == 0 {
-            return;
-        }
-        let mut token = generated_token(request, first);
-        self.push(token);
-        let Some((_, mut base)) = self.last else {
-            unreachable!("a token was just pushed");
-        };
-        let mut last_len = self.last_len;
-        for index in first + 1..first + count as u64 {
-            token = generated_token(request, index);
-            base = mix(mix(base, last_len), token);
-            last_len = 1;
-        }
-        self.last = Some((token, base));
-        self.last_len = last_len;
-        self.len += count - 1;
+        generated_runs(request, first, count as u64, |token, len| {
+            self.push_run(token, len);
+        });
     }
 
     /// The base of the run holding the last token (`None` when empty).
@@ -436,6 +489,42 @@ mod tests {
     }
 
     #[test]
+    fn generated_tokens_of_a_request_are_one_run() {
+        let mut s = seq(&[1, 1, generated_token(3, 5)]);
+        s.push_generated(3, 6, 10);
+        s.push(generated_token(3, 16));
+        s.push_generated(4, 17, 2);
+        assert_eq!(
+            s.runs(),
+            [
+                Run { token: 1, len: 2 },
+                Run {
+                    token: generated_token(3, 5),
+                    len: 12
+                },
+                Run {
+                    token: generated_token(4, 17),
+                    len: 2
+                },
+            ]
+        );
+        // A repeated generated token starts a new run; so does the index after the last.
+        let mut t = seq(&[generated_token(3, 5), generated_token(3, 5)]);
+        assert_eq!(t.runs().len(), 2);
+        t.push_generated(8, u64::from(u32::MAX) - 1, 4);
+        assert_eq!(t.runs().len(), 4);
+        assert_eq!(t.runs()[3].token, generated_token(8, 0));
+        let mut one_by_one = seq(&[generated_token(3, 5), generated_token(3, 5)]);
+        for index in u64::from(u32::MAX) - 1..u64::from(u32::MAX) + 3 {
+            one_by_one.push(generated_token(8, index));
+        }
+        assert_eq!(t, one_by_one);
+        let mut tail = seq(&[generated_token(3, 5), generated_token(3, 5)]).tail();
+        tail.push_generated(8, u64::from(u32::MAX) - 1, 4);
+        assert_eq!(tail, t.tail());
+    }
+
+    #[test]
     fn pushing_generated_tokens_at_once_equals_pushing_them_one_by_one() {
         // Prompts ending in the first generated token (its run is extended), in another
         // request's generated token, in a trace token, and empty.
@@ -459,6 +548,10 @@ mod tests {
                 split.push_generated(7, first, count / 2);
                 split.push_generated(7, first + (count / 2) as u64, count - count / 2);
                 assert_eq!(split, one_by_one);
+                // The same tokens pushed into a sequence.
+                let mut pushed = seq(prompt);
+                pushed.push_generated(7, first, count);
+                assert_eq!(pushed.tail(), one_by_one);
             }
         }
     }
@@ -548,15 +641,40 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             (state >> 33) % n
         };
+        // Sequences of pieces: copies of a trace token, or a request's generated tokens from some
+        // index on (of two requests, from nearby indices, so that pieces continue, repeat and
+        // overlap each other's tokens); half of them extend a prefix of an earlier one.
         let mut sequences: Vec<Vec<u64>> = Vec::new();
-        for _ in 0..60 {
-            let len = next(40) as usize;
-            sequences.push((0..len).map(|_| next(3)).collect());
+        let mut built: Vec<TokenSeq> = Vec::new();
+        for n in 0..80 {
+            let mut tokens: Vec<u64> = Vec::new();
+            if n % 2 == 1 {
+                let earlier = &sequences[next(n as u64) as usize];
+                tokens.extend(&earlier[..next(earlier.len() as u64 + 1) as usize]);
+            }
+            // The same tokens pushed piece by piece (the prefix token by token).
+            let mut by_pieces = seq(&tokens);
+            for _ in 0..next(7) {
+                let len = next(5) + 1;
+                if next(2) == 0 {
+                    let token = next(3);
+                    tokens.extend((0..len).map(|_| token));
+                    by_pieces.push_run(token, len as u32);
+                } else {
+                    let (request, first) = (next(2) + 1, next(4));
+                    tokens.extend((first..first + len).map(|i| generated_token(request, i)));
+                    by_pieces.push_generated(request, first, len as usize);
+                }
+            }
+            assert_eq!(by_pieces, seq(&tokens), "{tokens:?}");
+            sequences.push(tokens);
+            built.push(by_pieces);
         }
         for block_size in [1, 2, 3, 5] {
             let all: Vec<(Vec<u64>, TokenSeq)> = sequences
                 .iter()
-                .map(|tokens| (tokens.clone(), seq(tokens)))
+                .cloned()
+                .zip(built.iter().cloned())
                 .collect();
             for (ta, sa) in &all {
                 let ka = keys(sa, block_size);

@@ -18,8 +18,9 @@
 //! With cumulative (`mooncake-delta`) prompts, the driver keeps each multi-turn session's
 //! history: a released turn's prompt is the history plus the turn's own tokens, and a turn that
 //! completes appends the tokens it generated before the next turn is released. Generated tokens
-//! are [`generated_token`]`(request id, i)`, exactly what the engine put in the request's KV
-//! blocks, so the next turn reuses them like the reference reuses its planned output tokens.
+//! are [`generated_token`](crate::tokens::generated_token)`(request id, i)`, exactly what the
+//! engine put in the request's KV blocks, so the next turn reuses them like the reference reuses
+//! its planned output tokens.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -27,7 +28,7 @@ use std::collections::BinaryHeap;
 use crate::config::{compact_f64, ArrivalMode, MAX_VIRTUAL_TIME_MS};
 use crate::engine::kv::FastMap;
 use crate::error::{Error, Result};
-use crate::tokens::{generated_token, TokenSeq};
+use crate::tokens::TokenSeq;
 use crate::workload::synthetic::SyntheticSessions;
 use crate::workload::{
     DependencyGraph, GraphTiming, PromptMode, Session, SessionId, Trigger, Turn, Turns, Workload,
@@ -676,10 +677,7 @@ impl Driver {
         let turns = &self.sessions.get(session).turns;
         if let Some(next) = turns.get(turn + 1) {
             if self.prompts == PromptMode::Cumulative && how.completed {
-                let history = &mut self.histories[session];
-                for i in 0..how.output_tokens {
-                    history.push(generated_token(how.request_id as u64, i as u64));
-                }
+                self.histories[session].push_generated(how.request_id as u64, 0, how.output_tokens);
             }
             let at_ms = now_ms + next.delay_ms / self.delay_divisor;
             self.ready.push(ReadyTurn {
@@ -709,6 +707,7 @@ impl Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tokens::generated_token;
     use crate::workload::Prompt;
 
     fn turn(delay_ms: f64) -> Turn {

@@ -150,22 +150,48 @@ pub struct Session {
 /// A session's turns (one inline, more on the heap).
 pub type Turns = smallvec::SmallVec<[Turn; 1]>;
 
-/// A session's name. The names a reader makes up for rows without one (`request_<line>`) are
-/// kept as the line number and spelled out only when shown, so a trace of single-turn rows
-/// costs no string per row.
+/// A session's name. The names a reader makes up for rows without one (`request_<line>`), and
+/// the synthetic generator's (`session_<index>`), are kept as numbers and spelled out only when
+/// shown, so a trace of single-turn rows or a generated session costs no string.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum SessionId {
-    /// `request_<line>`: the 1-based physical line of the row that started the session.
+    /// `request_<line>`: the 1-based physical line of the row that started the session. With
+    /// the top bit set ([`SessionId::synthetic`]), `session_<index>` instead: the synthetic
+    /// generator's session `index` (lines never reach that bit).
     Request(u64),
     /// A name as written in the trace (or made up by a reader in another shape). (A second
     /// numbered shape would cost this type 8 more bytes: only one fits beside the pointer.)
     Named(Box<str>),
 }
 
+/// The bit of a [`SessionId::Request`] number that makes it a synthetic session's.
+const SYNTHETIC_SESSION: u64 = 1 << 63;
+
+impl SessionId {
+    /// `session_<index>`, the synthetic generator's name of its session `index`, kept as the
+    /// number (a generated session costs no string).
+    pub fn synthetic(index: u64) -> Self {
+        debug_assert!(index < SYNTHETIC_SESSION);
+        SessionId::Request(SYNTHETIC_SESSION | index)
+    }
+
+    /// The prefix and number a numbered name is spelled with.
+    fn numbered(number: u64) -> (&'static str, u64) {
+        if number & SYNTHETIC_SESSION != 0 {
+            ("session_", number & !SYNTHETIC_SESSION)
+        } else {
+            ("request_", number)
+        }
+    }
+}
+
 impl std::fmt::Display for SessionId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SessionId::Request(line) => write!(f, "request_{line}"),
+            SessionId::Request(number) => {
+                let (prefix, number) = Self::numbered(*number);
+                write!(f, "{prefix}{number}")
+            }
             SessionId::Named(name) => f.write_str(name),
         }
     }
@@ -187,9 +213,12 @@ impl PartialEq<str> for SessionId {
     fn eq(&self, other: &str) -> bool {
         match self {
             SessionId::Named(name) => **name == *other,
-            SessionId::Request(line) => other
-                .strip_prefix("request_")
-                .is_some_and(|digits| digits == line.to_string()),
+            SessionId::Request(number) => {
+                let (prefix, number) = Self::numbered(*number);
+                other
+                    .strip_prefix(prefix)
+                    .is_some_and(|digits| digits == number.to_string())
+            }
         }
     }
 }
@@ -281,10 +310,15 @@ impl Prompt {
 
     /// The prompt's `input_length` tokens.
     pub fn tokens(&self, input_length: usize) -> TokenSeq {
-        let mut seq = TokenSeq::new();
         match self {
             Prompt::HashIds(prompt) => {
                 let block_size = prompt.block_size as usize;
+                // One run per id at most (equal neighbours merge).
+                let ids = prompt
+                    .ids()
+                    .len()
+                    .min(input_length.div_ceil(block_size.max(1)));
+                let mut seq = TokenSeq::with_capacity(ids);
                 let mut remaining = input_length;
                 for &id in prompt.ids() {
                     if remaining == 0 {
@@ -295,12 +329,14 @@ impl Prompt {
                     remaining -= take;
                 }
                 debug_assert_eq!(remaining, 0, "prompt capacity is checked by the reader");
+                seq
             }
             Prompt::Unique { key } => {
+                let mut seq = TokenSeq::with_capacity(1);
                 seq.push_run(unique_prompt_token(*key), input_length as u32);
+                seq
             }
         }
-        seq
     }
 }
 
@@ -508,6 +544,10 @@ mod tests {
         assert_eq!(SessionId::from("x").to_string(), "x");
         assert_eq!(SessionId::Request(12), "request_12");
         assert_ne!(SessionId::Request(12), "request_012");
+        assert_eq!(SessionId::synthetic(7).to_string(), "session_7");
+        assert_eq!(SessionId::synthetic(7), "session_7");
+        assert_ne!(SessionId::synthetic(7), "request_7");
+        assert_ne!(SessionId::synthetic(7), SessionId::Request(7));
         assert_ne!(
             SessionId::Named("request_12".into()),
             SessionId::Request(12)

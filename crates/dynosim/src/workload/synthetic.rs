@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::{HashIdArena, Prompt, Session, Turn, Turns, Workload};
+use super::{HashIdArena, Prompt, Session, SessionId, Turn, Turns, Workload};
 use crate::config::{ArrivalProcess, SyntheticSpec};
 use crate::error::{Error, Result};
 
@@ -168,8 +168,8 @@ impl SyntheticSessions {
         let index = self.next_index;
         self.next_index += 1;
         let first_timestamp_ms = self.arrivals.next_arrival_ms();
-        // One allocation for the ids of all the session's prompts.
-        let mut arena = HashIdArena::default();
+        // One allocation for the ids of all the session's prompts (none without ids).
+        let mut arena = None;
         let turns: Turns = match &mut self.shape {
             Shape::Independent => smallvec::smallvec![Turn {
                 input_length: self.input_tokens,
@@ -191,7 +191,7 @@ impl SyntheticSessions {
                 ids,
             } => {
                 let group = groups.map(|groups| structure_rng.random_range(0..groups) as u64);
-                let arena = &mut arena;
+                let arena = arena.insert(HashIdArena::default());
                 (0..*turns)
                     .map(|turn_idx| {
                         // Every turn is a fresh prompt: it shares the group prefix, nothing
@@ -225,11 +225,13 @@ impl SyntheticSessions {
             }
         };
         let mut session = Session {
-            id: format!("session_{index}").into(),
+            id: SessionId::synthetic(index as u64),
             first_timestamp_ms,
             turns,
         };
-        arena.share(std::slice::from_mut(&mut session));
+        if let Some(arena) = arena {
+            arena.share(std::slice::from_mut(&mut session));
+        }
         Some(session)
     }
 }
