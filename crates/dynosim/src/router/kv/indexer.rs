@@ -10,6 +10,8 @@
 //! a base, and always holds the whole prefix of what it holds: of each base it holds a leading
 //! range of blocks, so those targets keep one range per base and answer a prompt run by run.
 
+use std::collections::hash_map::Entry;
+
 use super::keys::KeyTable;
 use crate::engine::kv::{FastMap, KvEvent};
 use crate::tokens::{block_key, BlockHashes, BlockRun};
@@ -145,15 +147,17 @@ impl CacheIndex {
                     cached.range_blocks += count;
                 }
                 KvEvent::RemovedRun { base, first, count } => {
-                    let Some(range) = cached.ranges.get_mut(&base) else {
+                    // One probe finds the range and, once it is empty, removes it.
+                    let Entry::Occupied(mut entry) = cached.ranges.entry(base) else {
                         debug_assert!(false, "removing unknown blocks");
                         continue;
                     };
+                    let range = entry.get_mut();
                     debug_assert_eq!(range.1, first + count, "a prefix tree trims a base's range");
                     range.1 = first;
                     cached.range_blocks -= count;
                     if range.1 <= range.0 {
-                        cached.ranges.remove(&base);
+                        entry.remove();
                     }
                 }
             }
