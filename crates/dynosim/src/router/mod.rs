@@ -137,6 +137,7 @@ impl Router {
         }
     }
 
+    #[inline]
     pub fn apply_kv_events(&mut self, target: usize, events: &[KvEvent]) {
         if let Router::Kv(router) = self {
             router.apply_kv_events(target, events);

@@ -14,7 +14,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 pub mod radix;
 mod table;
 
-pub(crate) use table::KeySet;
 use table::{prefetch, CopyIndex};
 
 /// Hasher for keys that are already well-mixed 64-bit hashes: passes them through unchanged.

@@ -1,11 +1,11 @@
-//! Open-addressed tables keyed by block keys, for the block pool's index and the KV router's
-//! per-target key sets.
+//! Open-addressed tables keyed by block keys, for the block pool's index. (The KV router keeps
+//! its own key sets, in `router::kv`.)
 //!
-//! Both are probed once per block on the hottest paths of a run (an eviction, a block becoming
-//! cache-visible, a router event), and each probe is a cache miss on a table larger than the L1/L2
-//! share a worker gets. Their callers know which keys they will probe next (the next LRU victim,
-//! the next event of a batch, the next block of a prompt), so the tables let them prefetch a key's
-//! bucket ahead of time: [`CopyIndex::prefetch`] and [`KeySet::prefetch`]. A key's bucket follows
+//! It is probed once per block on the hottest paths of a run (an eviction, a block becoming
+//! cache-visible), and each probe is a cache miss on a table larger than the L1/L2
+//! share a worker gets. Its callers know which keys they will probe next (the next LRU victim,
+//! the next block of a prompt), so the table lets them prefetch a key's
+//! bucket ahead of time: [`CopyIndex::prefetch`]. A key's bucket follows
 //! from the key alone (`hashbrown`'s tables expose no bucket address to prefetch), and an entry
 //! is one 8-byte word with its tag beside the value, so a probe touches one line, not a control
 //! group and a separate data slot.
@@ -216,117 +216,11 @@ impl CopyIndex {
     }
 }
 
-/// A set of block keys. Key 0 (which marks an empty bucket) is kept aside.
-#[derive(Debug, Default)]
-pub(crate) struct KeySet {
-    /// Keys, or 0. Empty (no allocation) or a power of two.
-    entries: Vec<u64>,
-    /// Keys in `entries`.
-    len: usize,
-    has_zero: bool,
-}
-
-impl KeySet {
-    #[inline(always)]
-    fn mask(&self) -> usize {
-        self.entries.len().wrapping_sub(1)
-    }
-
-    #[inline(always)]
-    fn home(&self, key: u64) -> usize {
-        upper(key) as usize & self.mask()
-    }
-
-    pub fn len(&self) -> usize {
-        self.len + usize::from(self.has_zero)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Starts loading the bucket where `key` is looked for.
-    #[inline(always)]
-    pub fn prefetch(&self, key: u64) {
-        if !self.entries.is_empty() {
-            prefetch(self.entries.as_ptr().wrapping_add(self.home(key)));
-        }
-    }
-
-    /// The bucket holding `key`, or the empty bucket ending its probe sequence. (`key` ≠ 0,
-    /// table not empty.)
-    #[inline(always)]
-    fn probe(&self, key: u64) -> usize {
-        let mask = self.mask();
-        let mut at = self.home(key);
-        loop {
-            let entry = self.entries[at];
-            if entry == key || entry == 0 {
-                return at;
-            }
-            at = (at + 1) & mask;
-        }
-    }
-
-    #[inline]
-    pub fn contains(&self, key: u64) -> bool {
-        if key == 0 {
-            return self.has_zero;
-        }
-        !self.entries.is_empty() && self.entries[self.probe(key)] == key
-    }
-
-    /// Adds `key`; false if it was there already.
-    #[inline]
-    pub fn insert(&mut self, key: u64) -> bool {
-        if key == 0 {
-            return !std::mem::replace(&mut self.has_zero, true);
-        }
-        if (self.len + 1) * 2 > self.entries.len() {
-            self.grow();
-        }
-        let at = self.probe(key);
-        if self.entries[at] == key {
-            return false;
-        }
-        self.entries[at] = key;
-        self.len += 1;
-        true
-    }
-
-    /// Removes `key`; false if it was not there.
-    #[inline]
-    pub fn remove(&mut self, key: u64) -> bool {
-        if key == 0 {
-            return std::mem::replace(&mut self.has_zero, false);
-        }
-        if self.entries.is_empty() {
-            return false;
-        }
-        let at = self.probe(key);
-        if self.entries[at] != key {
-            return false;
-        }
-        let mask = self.mask();
-        close_gap(&mut self.entries, at, 0, |key| upper(key) as usize & mask);
-        self.len -= 1;
-        true
-    }
-
-    fn grow(&mut self) {
-        let old = std::mem::replace(&mut self.entries, vec![0; buckets_for(self.len + 1)]);
-        for key in old.into_iter().filter(|&key| key != 0) {
-            let at = self.probe(key);
-            self.entries[at] = key;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use std::collections::{HashMap, HashSet};
+    use std::collections::HashMap;
 
     /// Keys drawn from a small pool so that inserts and removes hit each other, with upper
     /// halves crowded into few buckets so that probe runs wrap and shift.
@@ -335,26 +229,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn key_set_behaves_as_a_set(ops in prop::collection::vec((any::<bool>(), key()), 0..600)) {
-            let mut set = KeySet::default();
-            let mut model = HashSet::new();
-            for (add, key) in ops {
-                if add {
-                    prop_assert_eq!(set.insert(key), model.insert(key));
-                } else {
-                    prop_assert_eq!(set.remove(key), model.remove(&key));
-                }
-                prop_assert_eq!(set.len(), model.len());
-            }
-            for high in 0..6u64 {
-                for low in 0..40u64 {
-                    let key = (high << 32) | (low * 0x9E37) | (high & 1);
-                    prop_assert_eq!(set.contains(key), model.contains(&key));
-                }
-            }
-        }
-
         #[test]
         fn copy_index_behaves_as_a_map(ops in prop::collection::vec((0u8..3, key()), 0..600)) {
             // The model: key -> id; ids are handed out fresh, and "copies" remember their key.

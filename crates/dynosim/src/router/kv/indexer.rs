@@ -10,8 +10,11 @@
 //! a base, and always holds the whole prefix of what it holds: of each base it holds a leading
 //! range of blocks, so those targets keep one range per base and answer a prompt run by run.
 
-use crate::engine::kv::{FastMap, KeySet, KvEvent};
-use crate::tokens::BlockHashes;
+use std::collections::hash_map::Entry;
+
+use super::keys::KeyTable;
+use crate::engine::kv::{FastMap, KvEvent};
+use crate::tokens::{block_key, BlockHashes, BlockRun};
 
 /// How many keys ahead a walk over events or a prompt prefetches their buckets.
 const PREFETCH_AHEAD: usize = 4;
@@ -28,26 +31,66 @@ fn event_key(event: &KvEvent) -> Option<u64> {
 struct TargetCache {
     /// Keys of cached blocks, from per-block events (a table whose buckets can be prefetched
     /// while the events before are applied).
-    keys: KeySet,
+    keys: KeyTable,
     /// Per base, the cached blocks `first..end` (from run events).
     ranges: FastMap<u64, (usize, usize)>,
     /// Blocks in `ranges`.
     range_blocks: usize,
 }
 
+/// The keys of a prompt's blocks, computed only as far as a walk asks for them: a prompt's
+/// overlap with any target is usually a small part of it, and a key costs a hash.
+struct PromptKeys<'a> {
+    runs: &'a [BlockRun],
+    /// The run holding the next block to key, and that block's index.
+    run: usize,
+    next: usize,
+    /// The block index where `run` ends.
+    run_end: usize,
+    /// Keys of blocks `0..keys.len()`.
+    keys: &'a mut Vec<u64>,
+}
+
+impl<'a> PromptKeys<'a> {
+    fn new(hashes: &'a BlockHashes, keys: &'a mut Vec<u64>) -> Self {
+        keys.clear();
+        Self {
+            runs: hashes.runs(),
+            run: 0,
+            next: 0,
+            run_end: hashes.runs().first().map_or(0, |run| run.count as usize),
+            keys,
+        }
+    }
+
+    /// The key of block `i`, or `None` past the prompt's last block.
+    #[inline]
+    fn get(&mut self, i: usize) -> Option<u64> {
+        while self.keys.len() <= i {
+            while self.next == self.run_end {
+                self.run += 1;
+                self.run_end += self.runs.get(self.run)?.count as usize;
+            }
+            self.keys
+                .push(block_key(self.runs[self.run].base, self.next));
+            self.next += 1;
+        }
+        Some(self.keys[i])
+    }
+}
+
 impl TargetCache {
-    fn overlap_by_keys(&self, keys: &[u64]) -> usize {
+    fn overlap_by_keys(&self, keys: &mut PromptKeys<'_>) -> usize {
         let mut overlap = 0;
-        for (i, &key) in keys.iter().enumerate() {
-            if let Some(&ahead) = keys.get(i + PREFETCH_AHEAD) {
+        loop {
+            if let Some(ahead) = keys.get(overlap + PREFETCH_AHEAD) {
                 self.keys.prefetch(ahead);
             }
-            if !self.keys.contains(key) {
-                break;
+            match keys.get(overlap) {
+                Some(key) if self.keys.contains(key) => overlap += 1,
+                _ => return overlap,
             }
-            overlap += 1;
         }
-        overlap
     }
 
     fn overlap_by_ranges(&self, hashes: &BlockHashes) -> usize {
@@ -72,7 +115,7 @@ impl TargetCache {
 #[derive(Debug)]
 pub struct CacheIndex {
     targets: Vec<TargetCache>,
-    /// Scratch: the keys of the prompt being measured.
+    /// Scratch: the keys of the prompt being measured, as far as they were needed.
     keys: Vec<u64>,
 }
 
@@ -104,15 +147,17 @@ impl CacheIndex {
                     cached.range_blocks += count;
                 }
                 KvEvent::RemovedRun { base, first, count } => {
-                    let Some(range) = cached.ranges.get_mut(&base) else {
+                    // One probe finds the range and, once it is empty, removes it.
+                    let Entry::Occupied(mut entry) = cached.ranges.entry(base) else {
                         debug_assert!(false, "removing unknown blocks");
                         continue;
                     };
+                    let range = entry.get_mut();
                     debug_assert_eq!(range.1, first + count, "a prefix tree trims a base's range");
                     range.1 = first;
                     cached.range_blocks -= count;
                     if range.1 <= range.0 {
-                        cached.ranges.remove(&base);
+                        entry.remove();
                     }
                 }
             }
@@ -125,23 +170,20 @@ impl CacheIndex {
         if cached.keys.is_empty() {
             cached.overlap_by_ranges(hashes)
         } else {
-            cached.overlap_by_keys(&hashes.keys().collect::<Vec<u64>>())
+            cached.overlap_by_keys(&mut PromptKeys::new(hashes, &mut Vec::new()))
         }
     }
 
     /// [`CacheIndex::overlap`] for every target.
     pub fn overlaps(&mut self, hashes: &BlockHashes) -> Vec<u32> {
-        self.keys.clear();
-        if self.targets.iter().any(|t| !t.keys.is_empty()) {
-            self.keys.extend(hashes.keys());
-        }
+        let mut keys = PromptKeys::new(hashes, &mut self.keys);
         self.targets
             .iter()
             .map(|cached| {
                 let overlap = if cached.keys.is_empty() {
                     cached.overlap_by_ranges(hashes)
                 } else {
-                    cached.overlap_by_keys(&self.keys)
+                    cached.overlap_by_keys(&mut keys)
                 };
                 overlap as u32
             })
@@ -196,6 +238,23 @@ mod tests {
         index.apply(0, &[KvEvent::Removed { hash: keys[0] }]);
         assert_eq!(index.overlaps(&hashes), [0, 0]);
         assert_eq!(index.cached_blocks(0), 2);
+    }
+
+    #[test]
+    fn prompt_keys_are_the_block_keys_in_order() {
+        for tokens in [&[][..], &[5], &[1, 1, 2, 3, 3, 3, 1]] {
+            let hashes = prompt(tokens).block_hashes(4);
+            let expected: Vec<u64> = hashes.keys().collect();
+            let mut scratch = vec![7];
+            let mut keys = PromptKeys::new(&hashes, &mut scratch);
+            // Asked ahead first, as a prefetching walk does, then past the end.
+            assert_eq!(keys.get(2), expected.get(2).copied());
+            for (i, &key) in expected.iter().enumerate() {
+                assert_eq!(keys.get(i), Some(key));
+            }
+            assert_eq!(keys.get(expected.len()), None);
+            assert_eq!(keys.get(expected.len() + 3), None);
+        }
     }
 
     #[test]

@@ -26,13 +26,66 @@ use crate::engine::kv::FastMap;
 use crate::engine::RequestId;
 use crate::tokens::BlockHashes;
 
-/// The active requests' block counts of one base on one target.
+/// The active requests' block counts of one base on one target, as a multiset of counts. A
+/// base is often held by many requests with the same count (a prefix every prompt shares), so
+/// it keeps each distinct count once, with how many requests hold it: adding or releasing a
+/// holder of the largest count is then constant time, however many requests share the base.
 #[derive(Debug, Default)]
 struct BaseLoad {
-    /// One entry per active request holding blocks of this base: how many it holds.
-    counts: Vec<u32>,
-    /// The largest of `counts`: the distinct blocks of this base that are active.
+    /// The largest count held: the distinct blocks of this base that are active.
     active: u32,
+    /// Requests holding exactly `active` blocks (0: none holds any, the entry is unused).
+    at_active: u32,
+    /// The smaller counts held, each with how many requests hold it (unordered, no zeros).
+    smaller: Vec<(u32, u32)>,
+}
+
+impl BaseLoad {
+    /// One more request holds `count` blocks.
+    fn add(&mut self, count: u32) {
+        if self.at_active == 0 {
+            self.active = count;
+            self.at_active = 1;
+        } else if count == self.active {
+            self.at_active += 1;
+        } else if count > self.active {
+            self.smaller.push((self.active, self.at_active));
+            self.active = count;
+            self.at_active = 1;
+        } else {
+            match self.smaller.iter_mut().find(|(held, _)| *held == count) {
+                Some((_, holders)) => *holders += 1,
+                None => self.smaller.push((count, 1)),
+            }
+        }
+    }
+
+    /// A request holding `count` blocks releases them; false once no request holds any.
+    fn remove(&mut self, count: u32) -> bool {
+        if count == self.active {
+            debug_assert!(self.at_active > 0, "tracked count");
+            self.at_active -= 1;
+            if self.at_active == 0 {
+                let Some(largest) = (0..self.smaller.len()).max_by_key(|&i| self.smaller[i].0)
+                else {
+                    self.active = 0;
+                    return false;
+                };
+                (self.active, self.at_active) = self.smaller.swap_remove(largest);
+            }
+        } else {
+            let at = self
+                .smaller
+                .iter()
+                .position(|&(held, _)| held == count)
+                .expect("tracked count");
+            self.smaller[at].1 -= 1;
+            if self.smaller[at].1 == 0 {
+                self.smaller.swap_remove(at);
+            }
+        }
+        true
+    }
 }
 
 /// The blocks a request occupies in the router's accounting.
@@ -129,27 +182,19 @@ impl TargetLoad {
     fn add_shared(&mut self, hashes: &BlockHashes) {
         for run in hashes.runs() {
             let load = self.shared.entry(run.base).or_default();
-            load.counts.push(run.count);
-            if run.count > load.active {
-                self.shared_blocks += (run.count - load.active) as usize;
-                load.active = run.count;
-            }
+            let before = load.active;
+            load.add(run.count);
+            self.shared_blocks += (load.active - before) as usize;
         }
     }
 
     fn remove_shared(&mut self, hashes: &BlockHashes) {
         for run in hashes.runs() {
             let load = self.shared.get_mut(&run.base).expect("tracked blocks");
-            let at = load
-                .counts
-                .iter()
-                .position(|&count| count == run.count)
-                .expect("tracked count");
-            load.counts.swap_remove(at);
-            let active = load.counts.iter().copied().max().unwrap_or(0);
-            self.shared_blocks -= (load.active - active) as usize;
-            load.active = active;
-            if load.counts.is_empty() {
+            let before = load.active;
+            let held = load.remove(run.count);
+            self.shared_blocks -= (before - load.active) as usize;
+            if !held {
                 self.shared.remove(&run.base);
             }
         }
@@ -439,6 +484,29 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A base's load is the multiset of its holders' counts: its active blocks are their
+        /// largest, and it is empty once every holder released.
+        #[test]
+        fn base_load_is_a_multiset_of_counts(
+            ops in proptest::collection::vec((proptest::prelude::any::<bool>(), 0u32..6), 0..200),
+        ) {
+            let mut base = BaseLoad::default();
+            let mut model: Vec<u32> = Vec::new();
+            for (add, count) in ops {
+                if add || model.is_empty() {
+                    base.add(count);
+                    model.push(count);
+                } else {
+                    // Release a count some holder has.
+                    let count = model.swap_remove(count as usize % model.len());
+                    proptest::prop_assert_eq!(base.remove(count), !model.is_empty());
+                }
+                if !model.is_empty() {
+                    proptest::prop_assert_eq!(base.active, model.iter().copied().max().unwrap());
+                }
+            }
+        }
+
         /// Under the AIC model a target's prefill load never grows as time passes without
         /// events, never exceeds the static sum, and reaches the static sum minus the anchor
         /// once the anchor's predicted duration has elapsed.

@@ -22,6 +22,7 @@
 //! time for that.
 
 pub mod indexer;
+mod keys;
 pub mod load;
 pub mod queue;
 pub mod select;
@@ -205,8 +206,12 @@ impl KvRouter {
     }
 
     /// KV events of `target` become visible to routing.
+    #[inline]
     pub fn apply_kv_events(&mut self, target: usize, events: &[KvEvent]) {
-        self.index.apply(target, events);
+        // Most passes change no cache-visible block: no call for them.
+        if !events.is_empty() {
+            self.index.apply(target, events);
+        }
     }
 
     /// Routes an arriving request: placed now, queued, or rejected by a queue limit.
