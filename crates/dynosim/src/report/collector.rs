@@ -4,7 +4,12 @@
 //! were admitted and then completed feed the totals, the duration, the reuse ratios and the
 //! distributions. Token gaps (ITL, OTPU) are folded into the streaming statistics when a
 //! request completes, in completion order, as the reference does; gaps of requests that never
-//! complete are dropped.
+//! complete are dropped. Until then a request keeps its gaps as runs of equal gaps
+//! (`GapRuns`); at its end the Welford moments take every sample in order, and the sketches,
+//! whose bucket counts do not depend on order, take each run through a memo of recent gaps
+//! that holds their counts back (`GapMemo`). So the results depend on each request's own
+//! calls and on the order in which requests end, not on how the token calls of different
+//! requests interleave.
 //!
 //! Memory follows the requests in flight, not the length of the run: a request's state lives
 //! from its arrival to its end (in a dense table of plain states whose slots are reused, found
@@ -21,7 +26,7 @@ use std::collections::{BTreeSet, VecDeque};
 
 use super::exact::ExactValues;
 use super::record::{RecordSink, TerminalStatus};
-use super::stats::{DistributionStats, StreamingDistribution};
+use super::stats::{DistributionStats, SketchBucket, StreamingDistribution};
 use super::timeseries::{CompletedRequest, TimeSeries};
 use super::{Report, Value, DISTRIBUTION_KEYS, GOODPUT_KEYS, LEADING_KEYS, SPEED_AND_REUSE_KEYS};
 use crate::config::Sla;
@@ -40,12 +45,11 @@ pub struct RunFacts {
     pub wall_time_ms: f64,
 }
 
-/// What is known about one output-token timeline.
+/// What is known about one output-token timeline: what every token updates (the first and
+/// second tokens' times are in the request's state, off its first cache line).
 #[derive(Clone, Copy, Debug, Default)]
 struct TokenSummary {
     count: usize,
-    first_ms: f64,
-    second_ms: Option<f64>,
     last_ms: f64,
 }
 
@@ -55,11 +59,11 @@ struct TokenSummary {
 #[repr(C, align(64))]
 struct RequestState {
     tokens: TokenSummary,
-    /// Token timestamps not yet folded into the gap statistics, run-length encoded: the time
-    /// of each run of tokens stamped at one time, 8 bytes a run as most runs are one token
-    /// (the others are in `multiple_token_runs`). Taken from the spare buffers at the first
-    /// token, emptied when the request ends.
-    token_run_times: Vec<f64>,
+    /// The gaps between consecutive tokens, not yet folded into the gap statistics.
+    gaps: GapBuffer,
+    /// The first token's time, once `tokens.count >= 1`, and the second's, once it is 2.
+    first_token_ms: f64,
+    second_token_ms: f64,
     arrival_ms: f64,
     input_length: usize,
     requested_output_length: usize,
@@ -68,8 +72,6 @@ struct RequestState {
     reused_tokens: usize,
     first_admission_reused_tokens: usize,
     decode_worker_idx: Option<usize>,
-    /// (index in `token_run_times`, tokens) of the runs of more than one token, in order.
-    multiple_token_runs: Vec<(usize, usize)>,
     terminal: Option<(f64, TerminalStatus)>,
     /// Kept only when records are captured.
     session: Option<Box<(String, usize)>>,
@@ -124,7 +126,7 @@ impl RequestState {
     }
 
     fn ttft_ms(&self) -> Option<f64> {
-        (self.tokens.count > 0).then(|| (self.tokens.first_ms - self.arrival_ms).max(0.0))
+        (self.tokens.count > 0).then(|| (self.first_token_ms - self.arrival_ms).max(0.0))
     }
 
     fn e2e_ms(&self) -> Option<f64> {
@@ -132,15 +134,13 @@ impl RequestState {
     }
 
     fn ttst_ms(&self) -> Option<f64> {
-        self.tokens
-            .second_ms
-            .map(|second| (second - self.tokens.first_ms).max(0.0))
+        (self.tokens.count >= 2).then(|| (self.second_token_ms - self.first_token_ms).max(0.0))
     }
 
     /// Mean time per output token after the first.
     fn tpot_ms(&self) -> Option<f64> {
         let gaps = self.tokens.count.checked_sub(1).filter(|g| *g > 0)?;
-        Some((self.tokens.last_ms - self.tokens.first_ms).max(0.0) / gaps as f64)
+        Some((self.tokens.last_ms - self.first_token_ms).max(0.0) / gaps as f64)
     }
 }
 
@@ -218,21 +218,21 @@ pub struct Collector {
     duration_ms: f64,
     /// Recorded only when the caller asked for the time series (the HTML report).
     timeseries: Option<Box<TimeSeries>>,
-    /// Emptied token-run buffers of ended requests, reused by later requests at their first
-    /// token (growing a fresh one token by token was a good part of the run's allocations),
-    /// and the bytes they hold.
-    spare_token_runs: Vec<Vec<f64>>,
-    spare_token_run_bytes: usize,
+    /// Recent positive gaps with their buckets and throughputs (see [`GapMemo`]).
+    gap_memo: GapMemo,
+    /// Emptied gap buffers of ended requests, reused by later requests at their first token
+    /// (growing a fresh one token by token was a good part of the run's allocations), and
+    /// the bytes they hold.
+    spare_gap_buffers: Vec<Vec<u64>>,
+    spare_gap_buffer_bytes: usize,
 }
 
-/// Spare token-run buffers hold at most this many bytes together, and one of more than
-/// [`SPARE_TOKEN_RUN_CAPACITY`] runs is not kept. Only requests emitting tokens hold a buffer,
-/// so the spares needed are about the decoding batch's.
-const SPARE_TOKEN_RUN_BYTES: usize = 4 << 20;
-const SPARE_TOKEN_RUN_CAPACITY: usize = 4096;
-/// A state slot keeps its emptied list of multiple-token runs up to this capacity.
-const SPARE_MULTIPLE_TOKEN_RUNS: usize = 64;
-const TOKEN_RUN_BYTES: usize = std::mem::size_of::<f64>();
+/// Spare gap buffers hold at most this many bytes together, and one of more than
+/// [`SPARE_GAP_BUFFER_CAPACITY`] entries is not kept. Only requests emitting tokens hold a
+/// buffer, so the spares needed are about the decoding batch's.
+const SPARE_GAP_BUFFER_BYTES: usize = 4 << 20;
+const SPARE_GAP_BUFFER_CAPACITY: usize = 4096;
+const GAP_ENTRY_BYTES: usize = std::mem::size_of::<u64>();
 
 /// The key that sorts records: arrival time (in `f64::total_cmp` order), then id.
 fn record_key(arrival_ms: f64, id: RequestId) -> (u64, RequestId) {
@@ -268,8 +268,9 @@ impl Collector {
             output_token_throughput_per_user: StreamingDistribution::new(),
             duration_ms: 0.0,
             timeseries: None,
-            spare_token_runs: Vec::new(),
-            spare_token_run_bytes: 0,
+            gap_memo: GapMemo::new(),
+            spare_gap_buffers: Vec::new(),
+            spare_gap_buffer_bytes: 0,
         }
     }
 
@@ -422,6 +423,7 @@ impl Collector {
     }
 
     /// `count` tokens emitted at `at_ms`.
+    #[inline]
     pub fn on_tokens(&mut self, id: RequestId, at_ms: f64, count: usize) {
         let Some(index) = self.live_index(id) else {
             return;
@@ -429,41 +431,53 @@ impl Collector {
         if count == 0 {
             return;
         }
+        self.tokens_of_state(index, at_ms, count);
+    }
+
+    /// One token for each request of `ids`, in that order, all emitted at `at_ms`: what
+    /// `on_tokens(id, at_ms, 1)` for each would do.
+    pub fn on_one_token_each(&mut self, at_ms: f64, ids: &[u32]) {
+        for &id in ids {
+            if let Some(index) = self.live_index(id as RequestId) {
+                self.tokens_of_state(index, at_ms, 1);
+            }
+        }
+    }
+
+    /// `count` (at least one) tokens at `at_ms` for the live request whose state is `index`.
+    #[inline(always)]
+    fn tokens_of_state(&mut self, index: usize, at_ms: f64, count: usize) {
         let state = &mut self.states[index];
         let tokens = &mut state.tokens;
-        // The last run's time is `last_ms`: reading it from the state spares a load from the
-        // end of the run buffer, which is seldom in cache.
-        let same_stamp = tokens.count > 0 && tokens.last_ms == at_ms;
+        let mut zeros = count - 1;
         match tokens.count {
             0 => {
-                tokens.first_ms = at_ms;
+                state.first_token_ms = at_ms;
                 if count >= 2 {
-                    tokens.second_ms = Some(at_ms);
+                    state.second_token_ms = at_ms;
                 }
-                if let Some(spare) = self.spare_token_runs.pop() {
-                    self.spare_token_run_bytes -= spare.capacity() * TOKEN_RUN_BYTES;
-                    state.token_run_times = spare;
+                if let Some(spare) = self.spare_gap_buffers.pop() {
+                    self.spare_gap_buffer_bytes -= spare.capacity() * GAP_ENTRY_BYTES;
+                    state.gaps.entries = spare;
                 }
             }
-            1 => tokens.second_ms = Some(at_ms),
-            _ => {}
+            previous => {
+                if previous == 1 {
+                    state.second_token_ms = at_ms;
+                }
+                // Tokens stamped at the time of the one before follow it with no gap.
+                if tokens.last_ms == at_ms {
+                    zeros += 1;
+                } else {
+                    state.gaps.push((at_ms - tokens.last_ms).max(0.0), 1);
+                }
+            }
+        }
+        if zeros > 0 {
+            state.gaps.push(0.0, zeros as u64);
         }
         tokens.last_ms = at_ms;
         tokens.count += count;
-        let times = &mut state.token_run_times;
-        if same_stamp {
-            // The last run grows (to more than one token).
-            let last = times.len() - 1;
-            match state.multiple_token_runs.last_mut() {
-                Some((index, run)) if *index == last => *run += count,
-                _ => state.multiple_token_runs.push((last, 1 + count)),
-            }
-        } else {
-            times.push(at_ms);
-            if count > 1 {
-                state.multiple_token_runs.push((times.len() - 1, count));
-            }
-        }
     }
 
     pub fn on_completed(&mut self, id: RequestId, at_ms: f64) {
@@ -485,7 +499,7 @@ impl Collector {
         };
         let mut state = std::mem::take(&mut self.states[index]);
         state.terminal = Some((at_ms, status));
-        let mut runs = std::mem::take(&mut state.token_run_times);
+        let mut gaps = std::mem::take(&mut state.gaps).into_entries();
         if state.is_completed() {
             let completed = CompletedRequest {
                 ttft_ms: state.ttft_ms(),
@@ -494,44 +508,34 @@ impl Collector {
                 reused_prompt_tokens: state.reused_tokens,
             };
             self.duration_ms = self.duration_ms.max(at_ms);
-            let token_runs = TokenRuns {
-                times: &runs,
-                multiple: &state.multiple_token_runs,
-            };
+            let runs = GapRuns(&gaps);
             fold_token_gaps(
-                token_runs,
+                runs,
+                &mut self.gap_memo,
                 &mut self.itl,
                 &mut self.output_token_throughput_per_user,
             );
             if let Some(series) = self.timeseries.as_deref_mut() {
-                series.on_completed(at_ms, &completed, token_runs.iter());
+                series.on_completed(at_ms, &completed, runs.iter());
             }
             self.fold_completed(&state);
         }
-        let spare_bytes = runs.capacity() * TOKEN_RUN_BYTES;
+        let spare_bytes = gaps.capacity() * GAP_ENTRY_BYTES;
         if spare_bytes > 0
-            && runs.capacity() <= SPARE_TOKEN_RUN_CAPACITY
-            && self.spare_token_run_bytes + spare_bytes <= SPARE_TOKEN_RUN_BYTES
+            && gaps.capacity() <= SPARE_GAP_BUFFER_CAPACITY
+            && self.spare_gap_buffer_bytes + spare_bytes <= SPARE_GAP_BUFFER_BYTES
         {
-            runs.clear();
-            self.spare_token_runs.push(runs);
-            self.spare_token_run_bytes += spare_bytes;
-        }
-        // The (small) list of multiple-token runs stays with the slot for its next request.
-        let mut multiple = std::mem::take(&mut state.multiple_token_runs);
-        multiple.clear();
-        if multiple.capacity() > SPARE_MULTIPLE_TOKEN_RUNS {
-            multiple = Vec::new();
+            gaps.clear();
+            self.spare_gap_buffers.push(gaps);
+            self.spare_gap_buffer_bytes += spare_bytes;
         }
         if self.capture_records {
             let key = record_key(state.arrival_ms, id);
             self.live_order.remove(&key);
             self.ended_order.insert(key);
-            state.multiple_token_runs = multiple;
             self.states[index] = state;
             self.window[offset] = index as Slot | ENDED;
         } else {
-            self.states[index].multiple_token_runs = multiple;
             self.free_state(offset, index);
         }
         self.give_out_settled_records();
@@ -669,7 +673,14 @@ impl Collector {
         (report, records.iter().collect())
     }
 
-    fn report(self, facts: RunFacts) -> Report {
+    /// Bins the gap samples the memo holds back (before the gap statistics are read).
+    fn bin_gaps(&mut self) {
+        self.gap_memo
+            .bin_all(&mut self.itl, &mut self.output_token_throughput_per_user);
+    }
+
+    fn report(mut self, facts: RunFacts) -> Report {
+        self.bin_gaps();
         let sla = self.sla;
         let Totals {
             completed,
@@ -775,7 +786,7 @@ fn record_of(index: RequestId, state: &RequestState) -> Option<RequestRecord> {
         arrival_time_ms: state.arrival_ms,
         first_admit_ms: state.first_admit_ms,
         terminal_time_ms: terminal_ms,
-        first_token_ms: has_tokens.then_some(state.tokens.first_ms),
+        first_token_ms: has_tokens.then_some(state.first_token_ms),
         last_token_ms: has_tokens.then_some(state.tokens.last_ms),
         ttft_ms: state.ttft_ms(),
         ttst_ms: state.ttst_ms(),
@@ -826,82 +837,236 @@ impl LazyRecords {
     }
 }
 
-/// A request's token runs: the time of each run, and the runs of more than one token.
+/// A request's token gaps, in order, run-length encoded in 8-byte entries: the bits of a gap
+/// (finite, not negative), then, if the gap repeats, an entry [`GapRuns::REPEAT`]` | n` for its
+/// `n` further samples (a NaN bit pattern, which no gap has; more such entries add up).
+/// Equal consecutive gaps are common: a request's decode passes often take the same time,
+/// and tokens stamped at one time are zero gaps.
 #[derive(Clone, Copy)]
-struct TokenRuns<'a> {
-    times: &'a [f64],
-    multiple: &'a [(usize, usize)],
-}
+struct GapRuns<'a>(&'a [u64]);
 
-impl<'a> TokenRuns<'a> {
-    /// (time, tokens) of each run, in order.
-    fn iter(self) -> impl Iterator<Item = (f64, usize)> + 'a {
-        let mut multiple = self.multiple.iter().peekable();
-        self.times.iter().enumerate().map(move |(index, &time)| {
-            match multiple.next_if(|(at, _)| *at == index) {
-                Some(&(_, count)) => (time, count),
-                None => (time, 1),
+impl<'a> GapRuns<'a> {
+    /// Sign, exponent and the quiet bit set: a NaN, never a gap's bits.
+    const REPEAT: u64 = 0xFFF8 << 48;
+    /// The most repeats one entry holds.
+    const MAX_REPEATS: u64 = (1 << 51) - 1;
+
+    fn is_repeat(entry: u64) -> bool {
+        entry & Self::REPEAT == Self::REPEAT
+    }
+
+    /// (gap, samples) of each run of equal gaps, in order.
+    fn iter(self) -> impl Iterator<Item = (f64, u64)> + 'a {
+        let entries = self.0;
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let gap = f64::from_bits(*entries.get(at)?);
+            at += 1;
+            let mut samples = 1;
+            while let Some(&entry) = entries.get(at).filter(|e| Self::is_repeat(**e)) {
+                samples += entry & Self::MAX_REPEATS;
+                at += 1;
             }
+            Some((gap, samples))
         })
     }
 }
 
-/// Feeds every consecutive token gap of one request into the pooled statistics: a run of
-/// tokens stamped at one time contributes zero gaps after its first token.
+/// A request's gaps being written: [`GapRuns`] entries, and the run of the latest gap still
+/// open (its bits and its repeats not yet written), so that a repeated gap touches only the
+/// request's state and not the end of its buffer.
+#[derive(Debug, Default)]
+struct GapBuffer {
+    entries: Vec<u64>,
+    /// The latest gap's bits (meaningless while `entries` is empty), and its samples beyond
+    /// the entry holding them.
+    last_bits: u64,
+    repeats: u64,
+}
+
+impl GapBuffer {
+    /// Appends `samples` (at least one) of `gap`.
+    #[inline(always)]
+    fn push(&mut self, gap: f64, samples: u64) {
+        let bits = gap.to_bits();
+        if self.last_bits == bits && !self.entries.is_empty() {
+            self.repeats += samples;
+            return;
+        }
+        self.close_run();
+        self.entries.push(bits);
+        self.last_bits = bits;
+        self.repeats = samples - 1;
+    }
+
+    /// Writes the open run's repeats.
+    fn close_run(&mut self) {
+        while self.repeats > 0 {
+            let entry = self.repeats.min(GapRuns::MAX_REPEATS);
+            self.entries.push(GapRuns::REPEAT | entry);
+            self.repeats -= entry;
+        }
+    }
+
+    /// Every gap pushed, as [`GapRuns`] entries.
+    fn into_entries(mut self) -> Vec<u64> {
+        self.close_run();
+        self.entries
+    }
+}
+
+/// A finite positive gap with its bucket in the ITL sketch, its throughput sample
+/// `1000 / gap` and that one's bucket in the throughput sketch, and its samples not yet
+/// binned.
+#[derive(Clone, Copy, Debug)]
+struct GapSlot {
+    gap_bits: u64,
+    throughput: f64,
+    gap_bucket: SketchBucket,
+    throughput_bucket: SketchBucket,
+    unbinned: u64,
+}
+
+/// The sketch side of the gap statistics, for the gaps of completed requests: a direct-mapped
+/// memo of recent gaps ([`GapSlot`]), whose samples are binned into the two sketches (and
+/// their extremes) when the slot is taken by another gap or at the end. Bucket counts and
+/// extremes do not depend on the order samples come in, so binning them late and together
+/// gives the very sketches binning each sample at once gives; the Welford moments, which do
+/// depend on it, are updated at once, in order. Every request of a pass sees the same gap,
+/// so a division and two logarithms become one lookup, and a run of equal gaps one count.
+#[derive(Debug)]
+struct GapMemo {
+    slots: Box<[GapSlot]>,
+    /// Zero gaps not yet binned.
+    unbinned_zeros: u64,
+}
+
+/// 4096 slots (160 KiB): gaps are folded when a request completes, long after the passes
+/// that made them, so the memo must span many passes' gaps.
+const GAP_MEMO_BITS: u32 = 12;
+
+impl GapMemo {
+    fn new() -> Self {
+        // Bit pattern 0 is the gap 0.0, which is never looked up.
+        let empty = GapSlot {
+            gap_bits: 0,
+            throughput: 0.0,
+            gap_bucket: SketchBucket::Zero,
+            throughput_bucket: SketchBucket::Zero,
+            unbinned: 0,
+        };
+        Self {
+            slots: vec![empty; 1 << GAP_MEMO_BITS].into_boxed_slice(),
+            unbinned_zeros: 0,
+        }
+    }
+
+    /// Counts `samples` of finite positive `gap` for the sketches; returns its throughput.
+    #[inline(always)]
+    fn count(
+        &mut self,
+        gap: f64,
+        samples: u64,
+        itl: &mut StreamingDistribution,
+        throughput: &mut StreamingDistribution,
+    ) -> f64 {
+        let bits = gap.to_bits();
+        let index = (bits.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - GAP_MEMO_BITS)) as usize;
+        let slot = &mut self.slots[index];
+        if slot.gap_bits != bits {
+            Self::take_slot(slot, gap, itl, throughput);
+        }
+        slot.unbinned += samples;
+        slot.throughput
+    }
+
+    /// Bins the samples of the gap in `slot` and gives the slot to `gap`.
+    #[cold]
+    #[inline(never)]
+    fn take_slot(
+        slot: &mut GapSlot,
+        gap: f64,
+        itl: &mut StreamingDistribution,
+        throughput: &mut StreamingDistribution,
+    ) {
+        Self::bin(slot, itl, throughput);
+        let per_user = 1000.0 / gap;
+        *slot = GapSlot {
+            gap_bits: gap.to_bits(),
+            throughput: per_user,
+            gap_bucket: itl.bucket_of(gap),
+            throughput_bucket: throughput.bucket_of(per_user),
+            unbinned: 0,
+        };
+    }
+
+    fn bin(
+        slot: &mut GapSlot,
+        itl: &mut StreamingDistribution,
+        throughput: &mut StreamingDistribution,
+    ) {
+        if slot.unbinned == 0 {
+            return;
+        }
+        let gap = f64::from_bits(slot.gap_bits);
+        itl.add_to_bucket(gap, slot.gap_bucket, slot.unbinned);
+        if slot.throughput.is_finite() {
+            throughput.add_to_bucket(slot.throughput, slot.throughput_bucket, slot.unbinned);
+        }
+        slot.unbinned = 0;
+    }
+
+    /// Bins every sample counted so far.
+    fn bin_all(&mut self, itl: &mut StreamingDistribution, throughput: &mut StreamingDistribution) {
+        for slot in self.slots.iter_mut() {
+            Self::bin(slot, itl, throughput);
+        }
+        if self.unbinned_zeros > 0 {
+            itl.add_to_bucket(0.0, SketchBucket::Zero, self.unbinned_zeros);
+            self.unbinned_zeros = 0;
+        }
+    }
+}
+
+/// Feeds every consecutive token gap of one request into the pooled statistics.
 ///
-/// Each statistic sees exactly the samples, in the order, of one `add` per gap (ITL: the gap,
-/// then the run's zeros; OTPU: `1000 / gap` of each positive gap). The two Welford chains are
-/// updated together in one tight pass, with their state in registers, so that their divisions
-/// overlap; the sketches and extremes, which do not depend on the chains, in a second pass.
+/// Each statistic sees exactly the samples, in the order, of one `add` per gap (ITL: every
+/// gap, zeros included; OTPU: `1000 / gap` of each positive gap): the Welford chains take
+/// them one at a time (in registers), the sketches through the memo (binned later, see
+/// [`GapMemo`]).
 fn fold_token_gaps(
-    runs: TokenRuns<'_>,
+    runs: GapRuns<'_>,
+    memo: &mut GapMemo,
     itl: &mut StreamingDistribution,
     output_token_throughput_per_user: &mut StreamingDistribution,
 ) {
     let mut itl_moments = itl.moments();
     let mut throughput_moments = output_token_throughput_per_user.moments();
-    let mut previous: Option<f64> = None;
-    for (time, count) in runs.iter() {
-        if let Some(previous) = previous {
-            let gap = (time - previous).max(0.0);
-            if gap.is_finite() {
-                itl_moments.add(gap);
-            }
-            if gap > 0.0 {
-                let throughput = 1000.0 / gap;
-                if throughput.is_finite() {
-                    throughput_moments.add(throughput);
-                }
-            }
+    for (gap, samples) in runs.iter() {
+        if gap == 0.0 {
+            // No throughput sample.
+            itl_moments.add_repeated(0.0, samples);
+            memo.unbinned_zeros += samples;
+            continue;
         }
-        // The run's later tokens follow with no gap (and no throughput sample).
-        for _ in 1..count {
-            itl_moments.add(0.0);
+        if !gap.is_finite() {
+            // Not a gap a run makes (times are finite); only its throughput counts.
+            let per_user = 1000.0 / gap;
+            if per_user.is_finite() {
+                throughput_moments.add_repeated(per_user, samples);
+                let bucket = output_token_throughput_per_user.bucket_of(per_user);
+                output_token_throughput_per_user.add_to_bucket(per_user, bucket, samples);
+            }
+            continue;
         }
-        previous = Some(time);
+        let per_user = memo.count(gap, samples, itl, output_token_throughput_per_user);
+        itl_moments.add_repeated(gap, samples);
+        if per_user.is_finite() {
+            throughput_moments.add_repeated(per_user, samples);
+        }
     }
     itl.set_moments(itl_moments);
     output_token_throughput_per_user.set_moments(throughput_moments);
-
-    let mut previous: Option<f64> = None;
-    for (time, count) in runs.iter() {
-        if let Some(previous) = previous {
-            let gap = (time - previous).max(0.0);
-            if gap.is_finite() {
-                itl.add_to_sketch(gap, 1);
-            }
-            if gap > 0.0 {
-                let throughput = 1000.0 / gap;
-                if throughput.is_finite() {
-                    output_token_throughput_per_user.add_to_sketch(throughput, 1);
-                }
-            }
-        }
-        if count > 1 {
-            itl.add_to_sketch(0.0, count as u64 - 1);
-        }
-        previous = Some(time);
-    }
 }
 
 /// Goodput rule for a completed request with tokens: every set bound must hold (inclusive);
@@ -1323,47 +1488,179 @@ mod tests {
         (dist.count(), dist.finish().in_key_order().map(f64::to_bits))
     }
 
+    #[test]
+    fn gap_runs_read_back_what_was_pushed() {
+        let mut buffer = GapBuffer::default();
+        for (gap, samples) in [(2.5, 1), (2.5, 3), (0.0, 2), (7.0, 1), (0.0, 1), (0.0, 4)] {
+            buffer.push(gap, samples);
+        }
+        let gaps = buffer.into_entries();
+        let runs: Vec<(f64, u64)> = GapRuns(&gaps).iter().collect();
+        assert_eq!(runs, [(2.5, 4), (0.0, 2), (7.0, 1), (0.0, 5)]);
+        assert_eq!(gaps.len(), 7, "a repeat entry after each repeated gap");
+        // Repeat entries that follow each other add up.
+        let split = [
+            3.0f64.to_bits(),
+            GapRuns::REPEAT | 2,
+            GapRuns::REPEAT | 5,
+            1.0f64.to_bits(),
+        ];
+        let runs: Vec<(f64, u64)> = GapRuns(&split).iter().collect();
+        assert_eq!(runs, [(3.0, 8), (1.0, 1)]);
+    }
+
+    #[test]
+    fn one_token_each_is_one_token_call_each() {
+        let feed = |grouped: bool| {
+            let mut c = Collector::new(Sla::default(), true);
+            for id in 0..6 {
+                c.on_arrival(id, 0.0, 10, 5, None);
+                c.on_admit(id, 0.0, 0, 0);
+            }
+            for step in 0..5 {
+                let at = 10.0 + 2.5 * f64::from(step);
+                let ids: Vec<u32> = (0..6).filter(|id| (id + step) % 3 != 0).collect();
+                if grouped {
+                    c.on_one_token_each(at, &ids);
+                } else {
+                    for &id in &ids {
+                        c.on_tokens(id as RequestId, at, 1);
+                    }
+                }
+            }
+            // 9 never arrived; 5 ended: both are ignored.
+            c.on_completed(5, 20.0);
+            c.on_one_token_each(22.0, &[9, 5, 0]);
+            for id in 0..5 {
+                c.on_completed(id, 30.0);
+            }
+            let (report, records) = c.finish(RunFacts::default());
+            (format!("{report:?}"), records)
+        };
+        assert_eq!(feed(true), feed(false));
+    }
+
+    #[test]
+    fn token_calls_of_different_requests_commute() {
+        // Requests 0..8 decode together; their token calls come pass by pass, or request by
+        // request (each request's own calls in order), with the completions in one order.
+        let timeline = |id: usize| -> Vec<(f64, usize)> {
+            (0..20 + id)
+                .map(|step| {
+                    (
+                        5.0 + step as f64 * (2.0 + (id % 3) as f64 * 0.25),
+                        1 + usize::from(step % 7 == 3),
+                    )
+                })
+                .collect()
+        };
+        let feed = |request_major: bool| {
+            let mut c = Collector::new(Sla::default(), true);
+            for id in 0..8 {
+                c.on_arrival(id, id as f64 * 0.5, 10, 40, None);
+                c.on_admit(id, 4.0, 0, 0);
+            }
+            if request_major {
+                for id in (0..8).rev() {
+                    for (at, count) in timeline(id) {
+                        c.on_tokens(id, at, count);
+                    }
+                }
+            } else {
+                for step in 0..28 {
+                    for id in 0..8 {
+                        if let Some(&(at, count)) = timeline(id).get(step) {
+                            c.on_tokens(id, at, count);
+                        }
+                    }
+                }
+            }
+            for id in [3, 0, 7, 1, 6, 2, 5, 4] {
+                c.on_completed(id, 100.0);
+            }
+            let (report, records) = c.finish(RunFacts::default());
+            (format!("{report:?}"), records)
+        };
+        assert_eq!(feed(true), feed(false));
+    }
+
+    #[test]
+    fn gaps_binned_late_give_the_sketch_of_each_gap_binned_at_once() {
+        // More distinct gaps than the memo has slots, recurring: slots change hands often.
+        let mut c = Collector::new(Sla::default(), false);
+        let (mut naive_itl, mut naive_throughput) =
+            (StreamingDistribution::new(), StreamingDistribution::new());
+        for id in 0..300 {
+            let mut now = 0.0;
+            let runs: Vec<(f64, usize)> = (0..60)
+                .map(|step| {
+                    now += 1.0 + f64::from((id * 7 + step * 13) % 9000) / 64.0;
+                    (now, 1 + usize::from(step % 17 == 0))
+                })
+                .collect();
+            c.on_arrival(id as usize, 0.0, 10, 1, None);
+            c.on_admit(id as usize, 0.0, 0, 0);
+            for &(time, count) in &runs {
+                c.on_tokens(id as usize, time, count);
+            }
+            c.on_completed(id as usize, now);
+            fold_naively(&runs, &mut naive_itl, &mut naive_throughput);
+        }
+        c.bin_gaps();
+        assert_eq!(stat_bits(&c.itl), stat_bits(&naive_itl));
+        assert_eq!(
+            stat_bits(&c.output_token_throughput_per_user),
+            stat_bits(&naive_throughput)
+        );
+    }
+
     proptest::proptest! {
         #[test]
         fn folding_gaps_gives_the_bits_of_one_add_per_gap(
             requests in proptest::collection::vec(
-                proptest::collection::vec((0.0f64..50.0, 1usize..4), 0..40),
+                proptest::collection::vec(
+                    (
+                        proptest::prop_oneof![
+                            proptest::prelude::Just(0.0f64),
+                            proptest::prelude::Just(12.5),
+                            proptest::prelude::Just(1.0 / 3.0 + 10.0),
+                            10.0f64..50.0,
+                        ],
+                        1usize..4,
+                    ),
+                    0..40,
+                ),
                 1..12,
             )
         ) {
-            let (mut itl, mut throughput) =
-                (StreamingDistribution::new(), StreamingDistribution::new());
+            let mut c = Collector::new(Sla::default(), false);
             let (mut naive_itl, mut naive_throughput) =
                 (StreamingDistribution::new(), StreamingDistribution::new());
-            for steps in requests {
-                // Non-decreasing stamps from random steps, some of them equal.
+            for (id, steps) in requests.iter().enumerate() {
+                // Non-decreasing stamps from random steps, some of them equal, some steps
+                // repeated (equal gaps, or nearly: rounding).
                 let mut now = 1000.0;
                 let runs: Vec<(f64, usize)> = steps
                     .iter()
                     .map(|&(step, count)| {
-                        if step > 10.0 {
-                            now += step;
-                        }
+                        now += step;
                         (now, count)
                     })
                     .collect();
-                let times: Vec<f64> = runs.iter().map(|run| run.0).collect();
-                let multiple: Vec<(usize, usize)> = runs
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, run)| run.1 > 1)
-                    .map(|(index, run)| (index, run.1))
-                    .collect();
-                let token_runs = TokenRuns {
-                    times: &times,
-                    multiple: &multiple,
-                };
-                assert_eq!(token_runs.iter().collect::<Vec<_>>(), runs);
-                fold_token_gaps(token_runs, &mut itl, &mut throughput);
+                c.on_arrival(id, 0.0, 10, 1, None);
+                c.on_admit(id, 0.0, 0, 0);
+                for &(time, count) in &runs {
+                    c.on_tokens(id, time, count);
+                }
+                c.on_completed(id, now);
                 fold_naively(&runs, &mut naive_itl, &mut naive_throughput);
             }
-            proptest::prop_assert_eq!(stat_bits(&itl), stat_bits(&naive_itl));
-            proptest::prop_assert_eq!(stat_bits(&throughput), stat_bits(&naive_throughput));
+            c.bin_gaps();
+            proptest::prop_assert_eq!(stat_bits(&c.itl), stat_bits(&naive_itl));
+            proptest::prop_assert_eq!(
+                stat_bits(&c.output_token_throughput_per_user),
+                stat_bits(&naive_throughput)
+            );
         }
     }
 }

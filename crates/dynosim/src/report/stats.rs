@@ -153,12 +153,21 @@ impl StreamingDistribution {
         self.sum_squared_deviations = moments.sum_squared_deviations;
     }
 
-    /// Bins `count` samples equal to finite `value` and updates min and max, leaving the
-    /// Welford state to the caller (who adds the same samples through [`Moments::add`]).
+    /// The sketch bucket of finite `value`, for [`StreamingDistribution::add_to_bucket`]:
+    /// found once (a logarithm) by a caller that adds the same value many times.
+    pub(crate) fn bucket_of(&self, value: f64) -> SketchBucket {
+        self.sketch.bucket_of(value)
+    }
+
+    /// Bins `count` samples equal to finite `value`, whose bucket is `bucket` (from
+    /// [`StreamingDistribution::bucket_of`] of this distribution), and updates min and max,
+    /// leaving the Welford state to the caller (who adds the same samples through
+    /// [`Moments::add`]).
     #[inline]
-    pub(crate) fn add_to_sketch(&mut self, value: f64, count: u64) {
+    pub(crate) fn add_to_bucket(&mut self, value: f64, bucket: SketchBucket, count: u64) {
         debug_assert!(value.is_finite() && count > 0);
-        self.sketch.add(value, count);
+        debug_assert_eq!(bucket, self.bucket_of(value));
+        self.sketch.add_to_bucket(bucket, count);
         self.min = self.min.min(value);
         self.max = self.max.max(value);
     }
@@ -217,9 +226,28 @@ impl Moments {
     pub(crate) fn add(&mut self, value: f64) {
         self.count += 1;
         let delta = value - self.mean;
-        self.mean += delta / self.count as f64;
+        // Through `i64`: one instruction instead of the several of `u64 -> f64`, and the same
+        // value for every count below 2^63.
+        self.mean += delta / self.count as i64 as f64;
         self.sum_squared_deviations += delta * (value - self.mean);
     }
+
+    /// `count` calls of [`Moments::add`].
+    #[inline(always)]
+    pub(crate) fn add_repeated(&mut self, value: f64, count: u64) {
+        for _ in 0..count {
+            self.add(value);
+        }
+    }
+}
+
+/// Where a value counts in a sketch: a bucket of positive or of negative magnitudes, or the
+/// zeros (magnitudes too small to index).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SketchBucket {
+    Positive(i32),
+    Negative(i32),
+    Zero,
 }
 
 /// A DDSketch (logarithmic buckets of relative width `alpha`, collapsing its lowest buckets
@@ -280,9 +308,36 @@ impl LogSketch {
         if memo_bits == bits {
             return memo_key;
         }
-        let key = (magnitude.ln() * self.inv_ln_gamma).ceil() as i32;
+        let key = self.computed_key(magnitude);
         self.memo[slot] = (bits, key);
         key
+    }
+
+    /// The bucket of a magnitude at or above `min_indexable`, computed (no memo).
+    #[inline]
+    fn computed_key(&self, magnitude: f64) -> i32 {
+        (magnitude.ln() * self.inv_ln_gamma).ceil() as i32
+    }
+
+    /// Where [`LogSketch::add`] counts `value`.
+    fn bucket_of(&self, value: f64) -> SketchBucket {
+        if value >= self.min_indexable {
+            SketchBucket::Positive(self.computed_key(value))
+        } else if value <= -self.min_indexable {
+            SketchBucket::Negative(self.computed_key(-value))
+        } else {
+            SketchBucket::Zero
+        }
+    }
+
+    /// [`LogSketch::add`] of a value in `bucket`.
+    #[inline]
+    fn add_to_bucket(&mut self, bucket: SketchBucket, count: u64) {
+        match bucket {
+            SketchBucket::Positive(key) => self.positive.add(key, count),
+            SketchBucket::Negative(key) => self.negative.add(key, count),
+            SketchBucket::Zero => self.zeros += count,
+        }
     }
 
     #[inline]
@@ -521,6 +576,26 @@ mod tests {
         assert_eq!(stats.median, 0.0); // rank round(1.5) = 2 -> still a zero
         assert!((stats.p99 - 10.0).abs() <= 0.01);
         assert_eq!(stats.mean, 2.5);
+    }
+
+    #[test]
+    fn a_value_added_through_its_bucket_counts_as_added() {
+        let values = [0.0, 6.25, 6.25, 1e-320, -3.5, 1000.0 / 6.25, 0.0, 1e-3];
+        let mut added = StreamingDistribution::new();
+        let mut bucketed = StreamingDistribution::new();
+        for (i, &value) in values.iter().enumerate() {
+            let count = 1 + i as u64 % 3;
+            added.add_repeated(value, count);
+            let mut moments = bucketed.moments();
+            moments.add_repeated(value, count);
+            bucketed.set_moments(moments);
+            let bucket = bucketed.bucket_of(value);
+            bucketed.add_to_bucket(value, bucket, count);
+        }
+        assert_eq!(bucketed.bucket_of(0.0), SketchBucket::Zero);
+        let bits = |d: &StreamingDistribution| d.finish().in_key_order().map(f64::to_bits);
+        assert_eq!(bits(&bucketed), bits(&added));
+        assert_eq!(bucketed.count(), added.count());
     }
 
     /// The sketch the reports were defined with, fed one value at a time.

@@ -13,7 +13,7 @@
 //!   batch and KV use then; the output tokens the pass gave users), or
 //!   [`TimeSeries::on_pass_end_counted`] with those tokens already summed. Fed by the collector:
 //!   [`TimeSeries::on_completed`] when a request completes (latencies, prompt and reused
-//!   tokens, its token times for the ITL histogram).
+//!   tokens, its token gaps for the ITL histogram).
 //! - Read with [`TimeSeries::to_json`]: the page script's data (see that function).
 //!
 //! Definitions. A worker's load in a bucket is the mean over the passes it ended in that
@@ -99,6 +99,10 @@ impl Default for Histogram {
 
 impl Histogram {
     fn add(&mut self, value_ms: f64) {
+        self.add_repeated(value_ms, 1);
+    }
+
+    fn add_repeated(&mut self, value_ms: f64, count: u64) {
         let bins = self.counts.len();
         let position = (value_ms.log10() - f64::from(LOWEST_DECADE)) * BINS_PER_DECADE as f64;
         // NaN and -inf (a zero value) land in bin 0.
@@ -107,7 +111,7 @@ impl Histogram {
         } else {
             (position as usize).min(bins - 1)
         };
-        self.counts[bin] += 1;
+        self.counts[bin] += count;
     }
 
     /// Lower edge of bin `bin`, in ms.
@@ -284,13 +288,13 @@ impl TimeSeries {
         samples.kv_used += kv_used;
     }
 
-    /// A request completed at `at_ms`; `token_runs` are its token times as (time, tokens
-    /// stamped then), in order.
+    /// A request completed at `at_ms`; `gap_runs` are the gaps between its consecutive
+    /// tokens (zero within a burst stamped at one time) as (gap, samples of it).
     pub fn on_completed(
         &mut self,
         at_ms: f64,
         request: &CompletedRequest,
-        token_runs: impl IntoIterator<Item = (f64, usize)>,
+        gap_runs: impl IntoIterator<Item = (f64, u64)>,
     ) {
         let index = self.bucket_index(at_ms);
         let bucket = &mut self.buckets[index];
@@ -303,16 +307,9 @@ impl TimeSeries {
         if let Some(e2e) = request.e2e_ms {
             self.e2e.add(e2e);
         }
-        // The report's pooled gaps: between consecutive stamps, and zero within a burst.
-        let mut previous: Option<f64> = None;
-        for (time, count) in token_runs {
-            if let Some(previous) = previous {
-                self.itl.add((time - previous).max(0.0));
-            }
-            for _ in 1..count {
-                self.itl.add(0.0);
-            }
-            previous = Some(time);
+        // The report's pooled gaps.
+        for (gap, samples) in gap_runs {
+            self.itl.add_repeated(gap, samples);
         }
     }
 
@@ -500,8 +497,8 @@ mod tests {
             prompt_tokens: 40,
             reused_prompt_tokens: 10,
         };
-        // Gaps: 20 ms, 0 (burst of two), then 30 ms.
-        series.on_completed(15.0, &request, [(100.0, 1), (120.0, 2), (150.0, 1)]);
+        // Tokens at 100, 120 (two) and 150 ms: gaps of 20 ms, 0 (a burst of two), 30 ms.
+        series.on_completed(15.0, &request, [(20.0, 1), (0.0, 1), (30.0, 1)]);
         let json = series.to_json(8);
         assert_eq!(json["completed_requests"], json!([0, 1]));
         assert_eq!(json["prompt_tokens"], json!([0, 40]));

@@ -8,7 +8,10 @@
 //! that applies them to the real [`Collector`], in the same order, and sends the emptied
 //! batches back for reuse (no allocation once the run is under way). The collector therefore
 //! sees exactly the calls it would have seen inline, and the report and records are
-//! byte-identical whichever thread ran it: nothing depends on scheduling.
+//! byte-identical whichever thread ran it: nothing depends on scheduling. A pass gives one
+//! token to each of many requests at one time: consecutive such token calls travel as one
+//! message with the requests' ids beside it (4 bytes a token instead of a 40-byte message),
+//! and the collector applies them one by one, in order.
 //!
 //! INTERFACE
 //! - [`CollectorThread`]: the run option choosing the thread (beside `sim::Observers`).
@@ -44,6 +47,9 @@ pub enum CollectorThread {
 /// wake-up latency: with 2048 calls a batch, the synthetic 100k run switched threads 6,500
 /// times and took 20% more CPU than inline; with 32768 calls it switches a few hundred times.
 const BATCH_CALLS: usize = 32768;
+/// Request ids of grouped tokens per batch, per call of [`BATCH_CALLS`] (4 bytes each: 512 KiB
+/// a batch): a batch ends when either fills.
+const IDS_PER_CALL: usize = 4;
 /// Full batches waiting for the collector at most; beyond this the simulation waits for it,
 /// so memory stays bounded (about 5 batches in all) when the collector is the slower side.
 const BATCHES_IN_FLIGHT: usize = 2;
@@ -101,6 +107,8 @@ enum Call {
         at_ms: f64,
         count: usize,
     },
+    /// One token at `at_ms` for each of the batch's next `requests` entries in `ids`.
+    OneTokenEach { at_ms: f64, requests: usize },
     Terminal {
         id: RequestId,
         at_ms: f64,
@@ -126,12 +134,16 @@ struct Batch {
     calls: Vec<Call>,
     sessions: Vec<(SessionId, usize)>,
     pass_ends: Vec<PassEnd>,
+    /// The requests of the [`Call::OneTokenEach`] calls, in order.
+    ids: Vec<u32>,
 }
 
 impl Batch {
-    fn new(calls: usize) -> Self {
+    fn new(calls: usize, ids: usize) -> Self {
         Self {
-            calls: Vec::with_capacity(calls),
+            // One more: a batch full of calls still takes the call of its open token group.
+            calls: Vec::with_capacity(calls + 1),
+            ids: Vec::with_capacity(ids),
             ..Self::default()
         }
     }
@@ -140,12 +152,14 @@ impl Batch {
         self.calls.clear();
         self.sessions.clear();
         self.pass_ends.clear();
+        self.ids.clear();
     }
 
     /// Applies every call to `collector`, in order.
     fn apply(&self, collector: &mut Collector) {
         let mut sessions = self.sessions.iter();
         let mut pass_ends = self.pass_ends.iter();
+        let mut ids = &self.ids[..];
         for &call in &self.calls {
             match call {
                 Call::Arrival {
@@ -197,6 +211,11 @@ impl Batch {
                 } => collector.on_decode_assigned(id, worker_idx, overlap_tokens),
                 Call::Handoff { id, stage, at_ms } => collector.on_handoff(id, stage, at_ms),
                 Call::Tokens { id, at_ms, count } => collector.on_tokens(id, at_ms, count),
+                Call::OneTokenEach { at_ms, requests } => {
+                    let (these, rest) = ids.split_at(requests);
+                    collector.on_one_token_each(at_ms, these);
+                    ids = rest;
+                }
                 Call::Terminal { id, at_ms, status } => collector.on_terminal(id, at_ms, status),
                 Call::PassEnd => {
                     let pass = pass_ends.next().expect("one pass end per such call");
@@ -228,8 +247,14 @@ pub(super) struct Threaded {
     capture_records: bool,
     /// The time series are recorded: pass ends are sent.
     records_timeseries: bool,
-    /// Calls per batch ([`BATCH_CALLS`]; fewer in tests, to cross many batch boundaries).
+    /// Calls per batch ([`BATCH_CALLS`]; fewer in tests, to cross many batch boundaries),
+    /// and grouped tokens' ids per batch.
     batch_calls: usize,
+    batch_ids: usize,
+    /// The group of one-token calls being filled, if any: their time (all equal, bit for
+    /// bit), and where their ids start in the batch's `ids`. Its [`Call::OneTokenEach`] is
+    /// written when the group closes: at the next other call, or when the batch is sent.
+    group: Option<(u64, usize)>,
 }
 
 impl Threaded {
@@ -254,38 +279,78 @@ impl Threaded {
             // No thread to be had: `finish` reports it.
             Err(_) => (None, None),
         };
+        let batch_ids = batch_calls * IDS_PER_CALL;
         Self {
-            batch: Batch::new(batch_calls),
+            batch: Batch::new(batch_calls, batch_ids),
             full,
             empty,
             thread,
             capture_records,
             records_timeseries,
             batch_calls,
+            batch_ids,
+            group: None,
         }
     }
 
     #[inline]
     fn push(&mut self, call: Call) {
+        self.close_group();
         self.batch.calls.push(call);
         if self.batch.calls.len() >= self.batch_calls {
             self.send();
         }
     }
 
+    /// One token of request `id` at `at_ms`: joins the open group of such calls at that time,
+    /// or opens one.
+    #[inline(always)]
+    fn push_one_token(&mut self, id: u32, at_ms: f64) {
+        let bits = at_ms.to_bits();
+        if !matches!(self.group, Some((open, _)) if open == bits) {
+            self.open_group(bits);
+        }
+        self.batch.ids.push(id);
+        if self.batch.ids.len() >= self.batch_ids {
+            self.send();
+        }
+    }
+
+    /// Closes the open token group, if any, and opens one at the time whose bits are `bits`.
+    #[inline(never)]
+    fn open_group(&mut self, bits: u64) {
+        self.close_group();
+        if self.batch.calls.len() >= self.batch_calls {
+            self.send();
+        }
+        self.group = Some((bits, self.batch.ids.len()));
+    }
+
+    /// Writes the call of the open token group, if any (into the room a batch keeps for it).
+    #[inline]
+    fn close_group(&mut self) {
+        if let Some((bits, start)) = self.group.take() {
+            self.batch.calls.push(Call::OneTokenEach {
+                at_ms: f64::from_bits(bits),
+                requests: self.batch.ids.len() - start,
+            });
+        }
+    }
+
     /// Sends the batch being filled and takes an emptied one (or, while the run is young, a
     /// new one) in its place.
     fn send(&mut self) {
+        self.close_group();
         let Some(full) = &self.full else {
             // The collector's thread is gone; `finish` reports it.
             self.batch.clear();
             return;
         };
-        let batch_calls = self.batch_calls;
+        let (batch_calls, batch_ids) = (self.batch_calls, self.batch_ids);
         let next = self
             .empty
             .try_recv()
-            .unwrap_or_else(|_| Batch::new(batch_calls));
+            .unwrap_or_else(|_| Batch::new(batch_calls, batch_ids));
         let batch = std::mem::replace(&mut self.batch, next);
         if full.send(batch).is_err() {
             self.full = None;
@@ -293,6 +358,7 @@ impl Threaded {
     }
 
     fn finish(mut self) -> Result<Collector> {
+        self.close_group();
         if !self.batch.calls.is_empty() {
             self.send();
         }
@@ -480,8 +546,20 @@ impl CollectorFront {
         self.call(call, |c| c.on_handoff(id, stage, at_ms));
     }
 
-    #[inline]
+    /// Inlined into the topologies' pass ends, the hottest call site: the threaded path's
+    /// common case is a few instructions, everything else a call.
+    #[inline(always)]
     pub(super) fn on_tokens(&mut self, id: RequestId, at_ms: f64, count: usize) {
+        match self {
+            Self::Threaded(sender) if count == 1 && id <= u32::MAX as RequestId => {
+                sender.push_one_token(id as u32, at_ms)
+            }
+            _ => self.on_tokens_otherwise(id, at_ms, count),
+        }
+    }
+
+    #[inline(never)]
+    fn on_tokens_otherwise(&mut self, id: RequestId, at_ms: f64, count: usize) {
         let call = Call::Tokens { id, at_ms, count };
         self.call(call, |c| c.on_tokens(id, at_ms, count));
     }
@@ -592,6 +670,31 @@ mod tests {
             }
             front.on_handoff(id, HandoffStage::SourceReleased, at + 21.0);
         }
+        // Passes giving one token to each of many requests at one time (grouped), broken by
+        // a two-token call, a completion and a pass end.
+        for id in 60..90 {
+            front.on_arrival(id, 200.0, 10, 20, None);
+            front.on_admit(id, 200.0, 0, id % 2);
+        }
+        for pass in 0..12 {
+            let at = 210.0 + 7.5 * pass as f64;
+            for id in 60..90 {
+                if id == 70 && pass % 4 == 1 {
+                    front.on_tokens(id, at, 2);
+                } else if (id + pass) % 5 != 0 {
+                    front.on_tokens(id, at, 1);
+                }
+                if id == 80 && pass == 6 {
+                    front.on_completed(id, at);
+                }
+                if id == 85 && pass % 3 == 0 {
+                    front.timeseries_pass_end(at, 0, 1, RankLoad::default(), &events, true);
+                }
+            }
+        }
+        for id in 60..90 {
+            front.on_completed(id, 400.0);
+        }
     }
 
     fn outputs(thread: CollectorThread, batch_calls: usize) -> (String, Vec<RequestRecord>) {
@@ -617,7 +720,7 @@ mod tests {
     #[test]
     fn batches_of_any_size_give_what_the_inline_collector_gives() {
         let inline = outputs(CollectorThread::SameThread, 0);
-        assert_eq!(inline.1.len(), 60);
+        assert_eq!(inline.1.len(), 90);
         assert!(inline.1.iter().any(|r| r.source_released_ms.is_some()));
         for batch_calls in [1, 2, 7, 64, BATCH_CALLS] {
             assert_eq!(
