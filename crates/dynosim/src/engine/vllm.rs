@@ -520,11 +520,14 @@ impl VllmScheduler {
 
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
-        let time = if self.decode_only_pass_applies() {
-            self.run_decode_only_pass(events)
-        } else {
-            self.run_full_pass(events)
-        };
+        if self.decode_only_pass_applies() {
+            let time = self.run_decode_only_pass(events);
+            // Every request left has exactly its new token to compute: it decodes plainly.
+            debug_assert!(self.running.iter().all(Request::decodes_plainly));
+            self.all_decoding = true;
+            return time;
+        }
+        let time = self.run_full_pass(events);
         self.all_decoding = self.running.iter().all(Request::decodes_plainly);
         time
     }

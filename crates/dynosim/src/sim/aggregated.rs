@@ -314,7 +314,7 @@ impl Aggregated<'_> {
     /// Accrues provisioned worker time step by step through the pass ends applied ahead of
     /// the loop up to `t_ms`, as the loop would have stopped at each.
     fn accrue_run_ahead_ends_through(&mut self, t_ms: f64) {
-        if !self.run_ahead {
+        if !self.run_ahead || self.single_worker {
             return;
         }
         loop {
@@ -521,7 +521,10 @@ impl Aggregated<'_> {
                 unreachable!("a decode-only pass admits nothing")
             });
             debug_assert!(start.end_ms > end_ms, "a decode-only pass takes time");
-            self.run_ahead_ends[worker].push_back(end_ms);
+            if !self.single_worker {
+                // (One worker reports the run's duration as its worker time.)
+                self.run_ahead_ends[worker].push_back(end_ms);
+            }
             (start_ms, end_ms, rank) = (end_ms, start.end_ms, worker as u64);
             first = false;
             self.passes_run_ahead += 1;

@@ -158,19 +158,22 @@ impl SlotQueue {
     }
 
     /// Pops the next event if it happens at or before `now_ms`.
+    #[inline]
     pub(super) fn pop_due(&mut self, now_ms: f64) -> Option<usize> {
         let (at_ms, slot) = self.peek()?;
         if at_ms > now_ms {
             return None;
         }
         self.keys[slot] = NO_EVENT;
-        self.earliest = self
-            .keys
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, key)| **key)
-            .filter(|(_, key)| **key != NO_EVENT)
-            .map(|(slot, _)| slot);
+        let mut earliest = None;
+        let mut earliest_key = NO_EVENT;
+        for (slot, &key) in self.keys.iter().enumerate() {
+            if key < earliest_key {
+                earliest_key = key;
+                earliest = Some(slot);
+            }
+        }
+        self.earliest = earliest;
         Some(slot)
     }
 }
