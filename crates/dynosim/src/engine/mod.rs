@@ -149,6 +149,16 @@ impl RankScheduler {
         }
     }
 
+    /// The next pass only decodes: it admits, rejects and preempts nothing, emits one token
+    /// for every running request (completing those that reach their length), and takes time.
+    /// (vLLM and TRT-LLM can tell; SGLang answers false.)
+    pub fn next_pass_decodes_only(&self) -> bool {
+        match self {
+            RankScheduler::Vllm(s) => s.next_pass_decodes_only(),
+            RankScheduler::Sglang(_) => false,
+        }
+    }
+
     /// Holds nothing: no request, and no KV kept or reserved for a handoff.
     pub fn is_drained(&self) -> bool {
         match self {

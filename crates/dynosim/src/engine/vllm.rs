@@ -208,6 +208,9 @@ pub struct VllmScheduler {
     /// Whether decode-only passes take their one-walk path (always, but for the tests that
     /// compare it with the full pass).
     decode_only_path: bool,
+    /// Every pass with a token to emit takes time (the timer's decode floor survives the
+    /// speed-up ratios, and this is no prefill worker, whose decode steps cost nothing).
+    decode_takes_time: bool,
 }
 
 /// A handoff destination waiting for KV capacity on a decode worker.
@@ -229,7 +232,10 @@ impl VllmScheduler {
         };
         let block_size = args.block_size.max(1);
         let num_blocks = args.num_gpu_blocks.max(1);
+        let timing = TimingModel::new(args);
         Self {
+            decode_takes_time: args.worker_type != WorkerType::Prefill
+                && timing.decode_always_takes_time(),
             policy,
             block_size,
             num_blocks,
@@ -242,7 +248,7 @@ impl VllmScheduler {
             chunked_prefill: args.enable_chunked_prefill,
             preemption: args.preemption_mode,
             worker_type: args.worker_type,
-            timing: TimingModel::new(args),
+            timing,
             speculative: args
                 .speculative
                 .as_ref()
@@ -514,13 +520,23 @@ impl VllmScheduler {
 
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
-        let time = if self.decode_only_pass_applies() {
-            self.run_decode_only_pass(events)
-        } else {
-            self.run_full_pass(events)
-        };
+        if self.decode_only_pass_applies() {
+            let time = self.run_decode_only_pass(events);
+            // Every request left has exactly its new token to compute: it decodes plainly.
+            debug_assert!(self.running.iter().all(Request::decodes_plainly));
+            self.all_decoding = true;
+            return time;
+        }
+        let time = self.run_full_pass(events);
         self.all_decoding = self.running.iter().all(Request::decodes_plainly);
         time
+    }
+
+    /// Whether the next pass only decodes ([`VllmScheduler::decode_only_pass_applies`]) and
+    /// takes time: it admits, rejects and preempts nothing, emits one token for every running
+    /// request (completing those that reach their length), and ends after it starts.
+    pub fn next_pass_decodes_only(&self) -> bool {
+        self.decode_takes_time && self.decode_only_pass_applies()
     }
 
     /// Whether this pass only decodes, every running request one token, with no admission,

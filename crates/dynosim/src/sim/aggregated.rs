@@ -5,9 +5,22 @@
 //! With a planner: at one timestamp, pass completions, then workers whose startup ended, then
 //! arrivals, then pass starts, then retiring drained workers, until nothing changes; then the
 //! scaling tick, if one is due and the workload is not done (and everything again).
+//!
+//! Run-ahead: when only the driver's scheduled arrivals can reach a worker (open loop, one
+//! turn per session, no planner, no KV router queue, no time series), a worker that starts a
+//! pass applies its end and starts the next one at once, without the loop, while the pass
+//! ends before the next arrival (and within the cap), holds only tokens, and is followed by a
+//! decode-only pass that takes time (see [`Aggregated::run_ahead`] for why that changes no
+//! output). Completions, rejections and first tokens the KV router hears of stay events of
+//! the loop; the last pass started is queued where the loop would have queued it, and the
+//! worker time accrues through every pass end the loop did not stop at.
+
+use std::collections::VecDeque;
 
 use super::collector_front::CollectorFront;
-use super::common::{earliest, kv_router, ReleasedRequest, Requests, RouteHints, SlotQueue};
+use super::common::{
+    earliest, kv_router, kv_router_may_queue, ReleasedRequest, Requests, RouteHints, SlotQueue,
+};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
 use super::pool::Pool;
@@ -46,6 +59,23 @@ pub(super) struct Aggregated<'s> {
     past_cap_stop_ms: Option<f64>,
     /// The planner in the loop, if any.
     scaling: Option<Scaling<'s>>,
+    /// The settle round at `now_ms` (counted from 0 at each new time): with the worker id, a
+    /// pass start's place among the starts at one time, which orders pass completions that
+    /// tie.
+    round: u64,
+    /// Workers run ahead of the loop (see [`Aggregated::run_ahead`]): nothing but the
+    /// driver's scheduled arrivals can reach a worker.
+    run_ahead: bool,
+    /// Pass ends applied ahead of the loop.
+    passes_run_ahead: u64,
+    /// Provisioned worker time is accrued up to here (`now_ms`, but for pass ends applied
+    /// ahead of the loop that it has not reached yet).
+    accrued_ms: f64,
+    /// Per worker, the times of its pass ends applied ahead of the loop and not yet accrued
+    /// through, in time order. The loop would have stopped at each of them, and the worker
+    /// time is the sum of its steps, which floating point makes depend on where the steps
+    /// are: it is accrued through each of them in turn (merging the workers' lists).
+    run_ahead_ends: Vec<VecDeque<f64>>,
 }
 
 impl<'s> Aggregated<'s> {
@@ -53,7 +83,7 @@ impl<'s> Aggregated<'s> {
         spec: &'s ReplaySpec,
         driver: Driver,
         policy: Option<&'s mut dyn ScalingPolicy>,
-        collector: CollectorFront,
+        mut collector: CollectorFront,
     ) -> Self {
         let dp_size = spec.engine.dp_size;
         let router = match spec.router_mode {
@@ -83,6 +113,15 @@ impl<'s> Aggregated<'s> {
             pool.record_fpm(0.0);
         }
         let requests = Requests::new(driver);
+        // Run-ahead needs every input a worker can receive to be known in advance: no planner
+        // (ticks, joining workers), no request whose end releases a turn, no KV router queue
+        // that a first token or an end can place from; and nothing that records pass ends in
+        // time order (the HTML report's series).
+        let run_ahead = policy.is_none()
+            && !requests.driver().terminals_release_turns()
+            && !(routes_on_kv_events
+                && kv_router_may_queue(spec.router_config.as_ref(), &spec.engine))
+            && !collector.records_timeseries();
         Self {
             spec,
             now_ms: 0.0,
@@ -97,6 +136,11 @@ impl<'s> Aggregated<'s> {
             single_worker,
             past_cap_stop_ms: None,
             scaling: policy.map(|policy| Scaling::new(policy, false)),
+            round: 0,
+            run_ahead,
+            passes_run_ahead: 0,
+            accrued_ms: 0.0,
+            run_ahead_ends: (0..spec.num_workers).map(|_| VecDeque::new()).collect(),
         }
     }
 
@@ -105,7 +149,11 @@ impl<'s> Aggregated<'s> {
         self.scaling.as_mut().map(Scaling::take_outcome)
     }
 
-    pub(super) fn finish(self) -> Result<(Collector, RunFacts)> {
+    pub(super) fn finish(mut self) -> Result<(Collector, RunFacts)> {
+        if let Some(stop_ms) = self.past_cap_stop_ms {
+            // The loop stopped at the cap: it would have stopped at every pass end up to it.
+            self.accrue_run_ahead_ends_through(stop_ms);
+        }
         let collector = self.collector.finish()?;
         let decode_worker_seconds = if self.single_worker {
             // The reference's single-worker path charges one worker for the report duration.
@@ -210,9 +258,10 @@ impl Topology for Aggregated<'_> {
     }
 
     fn advance_to(&mut self, t_ms: f64) {
-        let dt = t_ms - self.now_ms;
-        if dt > 0.0 {
-            self.pool.accrue(dt);
+        self.accrue_run_ahead_ends_through(t_ms);
+        self.accrue_to(t_ms);
+        if t_ms != self.now_ms {
+            self.round = 0;
         }
         self.now_ms = t_ms;
     }
@@ -250,6 +299,7 @@ impl Topology for Aggregated<'_> {
             if self.pool.has_draining() {
                 changed |= self.pool.retire_drained();
             }
+            self.round += 1;
             if changed {
                 continue;
             }
@@ -261,6 +311,37 @@ impl Topology for Aggregated<'_> {
 }
 
 impl Aggregated<'_> {
+    /// Accrues provisioned worker time step by step through the pass ends applied ahead of
+    /// the loop up to `t_ms`, as the loop would have stopped at each.
+    fn accrue_run_ahead_ends_through(&mut self, t_ms: f64) {
+        if !self.run_ahead || self.single_worker {
+            return;
+        }
+        loop {
+            let mut earliest: Option<(usize, f64)> = None;
+            for (worker, ends) in self.run_ahead_ends.iter().enumerate() {
+                if let Some(&at_ms) = ends.front() {
+                    if at_ms <= t_ms && earliest.is_none_or(|(_, first_ms)| at_ms < first_ms) {
+                        earliest = Some((worker, at_ms));
+                    }
+                }
+            }
+            let Some((worker, at_ms)) = earliest else {
+                return;
+            };
+            self.run_ahead_ends[worker].pop_front();
+            self.accrue_to(at_ms);
+        }
+    }
+
+    fn accrue_to(&mut self, t_ms: f64) {
+        let dt = t_ms - self.accrued_ms;
+        if dt > 0.0 {
+            self.pool.accrue(dt);
+            self.accrued_ms = t_ms;
+        }
+    }
+
     /// A turn is ready now and may be released (the single-worker closed loop releases only
     /// between passes).
     fn arrival_due(&self) -> bool {
@@ -381,7 +462,12 @@ impl Aggregated<'_> {
                 collector.on_admit(id, now_ms, reused_tokens, scheduler)
             });
         if start.end_ms > now_ms {
-            self.completions.push(start.end_ms, worker);
+            let rank = self.round << 32 | worker as u64;
+            if self.run_ahead {
+                self.run_ahead(worker, now_ms, start.end_ms, rank);
+            } else {
+                self.completions.push(start.end_ms, now_ms, rank, worker);
+            }
             return true;
         }
         // A pass that takes no time completes at once, KV events included.
@@ -392,6 +478,83 @@ impl Aggregated<'_> {
             self.pool.stall(worker);
         }
         start.scheduled_work
+    }
+
+    /// `worker` started a pass at `start_ms` (the `rank`-th start then) that ends at `end_ms`:
+    /// applies its end and runs the next pass at once, as long as nothing but this worker's own
+    /// tokens can happen before that next pass starts; then leaves the last pass started to
+    /// end in the loop.
+    ///
+    /// A pass end may be applied ahead of the loop when
+    /// - it comes before the horizon: strictly before the next scheduled arrival (an arrival
+    ///   at the end itself would be routed before the next pass starts), and within the time
+    ///   cap; only arrivals reach a worker (see `run_ahead` in [`Aggregated::new`]), so the
+    ///   next pass starts with the very state it would in the loop;
+    /// - it holds only tokens (no completion or rejection: those stay events of the loop, in
+    ///   its order), none of them a first token the KV router hears of;
+    /// - the next pass only decodes and takes time ([`Pool::next_pass_decodes_only`]): it
+    ///   admits nothing and ends after it starts, as the one the loop would start at the end.
+    ///
+    /// What that changes is only the order of calls of different workers that the loop
+    /// would interleave: tokens to the collector and `Requests` (per request; a request runs
+    /// on one worker), and KV events to the router (per target; read only when routing, at or
+    /// after the horizon). The pass left to the loop is queued where the loop would have
+    /// queued it: as the start at `end_ms` in its first round (`rank` = the worker id).
+    fn run_ahead(&mut self, worker: usize, mut start_ms: f64, mut end_ms: f64, mut rank: u64) {
+        let horizon = self
+            .requests
+            .driver()
+            .next_ready_ms()
+            .unwrap_or(f64::INFINITY);
+        let cap_ms = self.spec.max_sim_time_ms.unwrap_or(f64::INFINITY);
+        let mut first = true;
+        while end_ms < horizon
+            && end_ms <= cap_ms
+            && self.pool.next_pass_decodes_only(worker)
+            && self.pass_end_is_plain(worker, first)
+        {
+            let events = self.pool.end_pass(worker, end_ms);
+            self.pool.apply_pass_end_kv_events(worker);
+            self.apply_tokens(&events, end_ms);
+            self.pool.recycle(worker, events);
+            let start = self.pool.start_pass(worker, end_ms, |_, _, _| {
+                unreachable!("a decode-only pass admits nothing")
+            });
+            debug_assert!(start.end_ms > end_ms, "a decode-only pass takes time");
+            if !self.single_worker {
+                // (One worker reports the run's duration as its worker time.)
+                self.run_ahead_ends[worker].push_back(end_ms);
+            }
+            (start_ms, end_ms, rank) = (end_ms, start.end_ms, worker as u64);
+            first = false;
+            self.passes_run_ahead += 1;
+        }
+        self.completions.push(end_ms, start_ms, rank, worker);
+    }
+
+    /// The events of `worker`'s pass in flight are tokens only, and (for the `first` pass of a
+    /// run-ahead, which may have prefilled) none is a first token the KV router hears of (a
+    /// decode-only pass emits none).
+    fn pass_end_is_plain(&self, worker: usize, first: bool) -> bool {
+        let first_tokens_matter = first && self.counts_tokens && self.pool.routes_on_kv_events();
+        self.pool.pending(worker).iter().all(|event| match *event {
+            PassEvent::Tokens { id, .. } => !first_tokens_matter || self.requests.has_generated(id),
+            _ => false,
+        })
+    }
+
+    /// Applies the tokens of a pass that ended at `at_ms` ahead of the loop (tokens only,
+    /// none a first token the KV router hears of).
+    fn apply_tokens(&mut self, events: &[PassEvent], at_ms: f64) {
+        for &event in events {
+            let PassEvent::Tokens { id, count } = event else {
+                unreachable!("a pass applied ahead holds only tokens")
+            };
+            if self.counts_tokens {
+                self.requests.on_tokens(id, count);
+            }
+            self.collector.on_tokens(id, at_ms, count);
+        }
     }
 
     /// Ends `worker`'s pass at `now_ms`: its KV events, then its tokens and terminal states.
@@ -445,5 +608,225 @@ impl Aggregated<'_> {
             scaling.traffic.on_end(id, completed);
         }
         self.requests.on_ended(id, self.now_ms, completed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::config::{
+        EngineArgs, EngineType, PreemptionMode, ReplayMode, Sla, TraceFormat, TraceSpec,
+        WorkloadSpec,
+    };
+    use crate::report::{Report, RequestRecord};
+    use crate::sim::collector_front::CollectorThread;
+    use crate::sim::event_loop::{self, VirtualClock};
+    use crate::workload::{Prompt, Session, Turn, Workload};
+
+    /// Runs `workload` through aggregated workers, with run-ahead as the spec allows it or
+    /// turned off; also returns the pass ends applied ahead of the loop.
+    fn run(
+        spec: &ReplaySpec,
+        workload: Workload,
+        run_ahead: bool,
+    ) -> (Report, Vec<RequestRecord>, u64) {
+        let driver = Driver::new(workload, spec.arrivals).expect("valid workload");
+        let collector = Collector::new(spec.sla, spec.capture_requests);
+        let collector = CollectorFront::start(
+            collector,
+            spec.capture_requests,
+            CollectorThread::SameThread,
+        );
+        let mut sim = Aggregated::new(spec, driver, None, collector);
+        sim.run_ahead &= run_ahead;
+        let cancel = AtomicBool::new(false);
+        event_loop::run(
+            &mut sim,
+            spec.max_sim_time_ms,
+            &mut VirtualClock,
+            &cancel,
+            None,
+        )
+        .expect("the run ends");
+        let passes_run_ahead = sim.passes_run_ahead;
+        let (collector, facts) = sim.finish().expect("the collector finishes");
+        let (report, records) = collector.finish(facts);
+        (report, records, passes_run_ahead)
+    }
+
+    fn arb_session() -> impl Strategy<Value = Session> {
+        (
+            0.0f64..3000.0,
+            prop::collection::vec(0u32..10, 1..8),
+            1usize..3000,
+            0usize..300,
+        )
+            .prop_map(|(ts, ids, input, output)| {
+                let block_size = 256;
+                Session {
+                    id: "".into(),
+                    first_timestamp_ms: Some(ts),
+                    turns: vec![Turn {
+                        input_length: input.min(ids.len() * block_size as usize),
+                        max_output_tokens: output,
+                        delay_ms: 0.0,
+                        prompt: Prompt::hash_ids(ids, block_size),
+                        priority: 0,
+                        strict_priority: 0,
+                        policy_class: None,
+                    }]
+                    .into(),
+                }
+            })
+    }
+
+    fn arb_workload() -> impl Strategy<Value = Workload> {
+        prop::collection::vec(arb_session(), 1..24).prop_map(|mut sessions| {
+            for (i, session) in sessions.iter_mut().enumerate() {
+                session.id = format!("s{i}").into();
+            }
+            Workload {
+                sessions,
+                ..Workload::default()
+            }
+        })
+    }
+
+    fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
+        (
+            (
+                prop_oneof![Just(EngineType::Vllm), Just(EngineType::Trtllm)],
+                prop_oneof![Just(16usize), Just(64)],
+                60usize..600,
+                prop_oneof![Just(None), Just(Some(2usize)), Just(Some(8))],
+                any::<bool>(),
+                prop_oneof![Just(PreemptionMode::Lifo), Just(PreemptionMode::Fifo)],
+                1usize..3,
+                prop_oneof![Just(None), Just(Some(1000usize))],
+            ),
+            1usize..5,
+            any::<bool>(),
+            prop_oneof![Just(None), (100.0f64..20_000.0).prop_map(Some)],
+            0.5f64..3.0,
+        )
+            .prop_map(
+                |(
+                    (engine_type, block_size, blocks, seqs, caching, preemption, dp, max_len),
+                    num_workers,
+                    kv,
+                    cap_ms,
+                    speedup,
+                )| {
+                    let engine = EngineArgs {
+                        engine_type,
+                        num_gpu_blocks: blocks.max(2600 / block_size + 2),
+                        block_size,
+                        max_num_seqs: seqs,
+                        enable_prefix_caching: caching,
+                        preemption_mode: preemption,
+                        dp_size: dp,
+                        max_model_len: max_len,
+                        ..EngineArgs::default()
+                    };
+                    ReplaySpec {
+                        router_mode: if kv && num_workers * dp > 1 {
+                            RouterMode::KvRouter
+                        } else {
+                            RouterMode::RoundRobin
+                        },
+                        workload: WorkloadSpec::Trace(TraceSpec {
+                            files: Vec::new(),
+                            format: TraceFormat::Mooncake,
+                            block_size: 256,
+                        }),
+                        engine,
+                        num_workers,
+                        router_config: None,
+                        arrivals: ArrivalMode::Timestamps { speedup },
+                        replay_mode: ReplayMode::Offline,
+                        max_sim_time_ms: cap_ms,
+                        sla: Sla::default(),
+                        capture_requests: true,
+                        disaggregation: None,
+                        planner: None,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Running workers ahead of the loop changes nothing: the report (worker seconds
+        /// included) and every record are those of the run that steps through every pass end.
+        #[test]
+        fn running_ahead_changes_nothing(spec in arb_spec(), workload in arb_workload()) {
+            let (report, records, _) = run(&spec, workload.clone(), true);
+            let (stepped_report, stepped_records, none) = run(&spec, workload, false);
+            prop_assert_eq!(none, 0);
+            prop_assert_eq!(report, stepped_report);
+            prop_assert_eq!(records, stepped_records);
+        }
+    }
+
+    #[test]
+    fn open_loop_decode_runs_are_run_ahead() {
+        let sessions = (0..8)
+            .map(|i| Session {
+                id: format!("s{i}").into(),
+                first_timestamp_ms: Some(i as f64 * 500.0),
+                turns: vec![Turn {
+                    input_length: 1000,
+                    max_output_tokens: 200,
+                    delay_ms: 0.0,
+                    prompt: Prompt::hash_ids(vec![i, i + 1, i + 2, i + 3], 256),
+                    priority: 0,
+                    strict_priority: 0,
+                    policy_class: None,
+                }]
+                .into(),
+            })
+            .collect();
+        let workload = Workload {
+            sessions,
+            ..Workload::default()
+        };
+        let mut spec = ReplaySpec {
+            num_workers: 2,
+            ..base_spec()
+        };
+        let (report, records, ahead) = run(&spec, workload.clone(), true);
+        assert!(ahead > 1000, "{ahead} pass ends run ahead");
+        assert_eq!((report, records), {
+            let (r, rec, _) = run(&spec, workload.clone(), false);
+            (r, rec)
+        });
+        // Closed loop: an end releases the next turn, so nothing runs ahead.
+        spec.arrivals = ArrivalMode::Concurrency { limit: 2 };
+        assert_eq!(run(&spec, workload, true).2, 0);
+    }
+
+    fn base_spec() -> ReplaySpec {
+        ReplaySpec {
+            router_mode: RouterMode::RoundRobin,
+            workload: WorkloadSpec::Trace(TraceSpec {
+                files: Vec::new(),
+                format: TraceFormat::Mooncake,
+                block_size: 256,
+            }),
+            engine: EngineArgs::default(),
+            num_workers: 1,
+            router_config: None,
+            arrivals: ArrivalMode::Timestamps { speedup: 1.0 },
+            replay_mode: ReplayMode::Offline,
+            max_sim_time_ms: None,
+            sla: Sla::default(),
+            capture_requests: true,
+            disaggregation: None,
+            planner: None,
+        }
     }
 }

@@ -92,32 +92,37 @@ impl<T: Copy> EventQueue<T> {
     }
 }
 
-/// At most one future event per slot (a worker's pass completion), in the same order as an
-/// [`EventQueue`]: time first, then scheduling order. A handful of workers beat a heap when
-/// scanned: a push is one store (and one comparison with the earliest), a pop one scan of
-/// integer keys.
+/// At most one future event per slot (a worker's pass completion), in time order, ties in
+/// the order they were scheduled. A handful of workers beat a heap when scanned: a push is one
+/// store (and one comparison with the earliest), a pop one scan of integer keys.
+///
+/// Unlike an [`EventQueue`], the caller says where each event was scheduled — the model
+/// time it was scheduled at and its rank among the events scheduled at that time — rather
+/// than the queue counting pushes: an event scheduled ahead of the loop (a pass started by
+/// running ahead) then still sorts where the loop would have scheduled it. Pushed in
+/// nondecreasing (time, rank) order, the queue pops exactly as an [`EventQueue`] does.
 #[derive(Debug, Default)]
 pub(super) struct SlotQueue {
-    /// Per slot: its event's position in the order, [`order_key`] (`u128::MAX`: no event).
-    keys: Vec<u128>,
+    /// Per slot: its event's position in the order, [`ordered_bits`] of its time and of the
+    /// time it was scheduled at, then its rank ((`u128::MAX`, _): no event).
+    keys: Vec<(u128, u64)>,
     /// Per slot: when its event happens.
     times: Vec<f64>,
     /// The slot with the earliest event.
     earliest: Option<usize>,
-    next_seq: u64,
 }
 
-/// (time, sequence) as one integer ordered as [`Timed`] is: the time's bits mapped so that
-/// unsigned order is `f64::total_cmp`'s, then the sequence.
-fn order_key(at_ms: f64, seq: u64) -> u128 {
+const NO_EVENT: (u128, u64) = (u128::MAX, u64::MAX);
+
+/// A time's bits mapped so that unsigned order is `f64::total_cmp`'s.
+fn ordered_bits(at_ms: f64) -> u64 {
     let bits = at_ms.to_bits();
     // Negative times: flip every bit; others: set the sign bit.
-    let ordered = if bits >> 63 == 1 {
+    if bits >> 63 == 1 {
         !bits
     } else {
         bits | 1 << 63
-    };
-    u128::from(ordered) << 64 | u128::from(seq)
+    }
 }
 
 impl SlotQueue {
@@ -125,15 +130,18 @@ impl SlotQueue {
         Self::default()
     }
 
-    /// Schedules `slot`'s event at `at_ms`; the slot must have none.
-    pub(super) fn push(&mut self, at_ms: f64, slot: usize) {
+    /// Schedules `slot`'s event at `at_ms`, as the `rank`-th event scheduled at model time
+    /// `scheduled_ms`; the slot must have none.
+    pub(super) fn push(&mut self, at_ms: f64, scheduled_ms: f64, rank: u64, slot: usize) {
         if slot >= self.keys.len() {
-            self.keys.resize(slot + 1, u128::MAX);
+            self.keys.resize(slot + 1, NO_EVENT);
             self.times.resize(slot + 1, 0.0);
         }
-        debug_assert_eq!(self.keys[slot], u128::MAX, "one event per slot");
-        let key = order_key(at_ms, self.next_seq);
-        self.next_seq += 1;
+        debug_assert_eq!(self.keys[slot], NO_EVENT, "one event per slot");
+        let key = (
+            u128::from(ordered_bits(at_ms)) << 64 | u128::from(ordered_bits(scheduled_ms)),
+            rank,
+        );
         self.keys[slot] = key;
         self.times[slot] = at_ms;
         if self
@@ -150,19 +158,22 @@ impl SlotQueue {
     }
 
     /// Pops the next event if it happens at or before `now_ms`.
+    #[inline]
     pub(super) fn pop_due(&mut self, now_ms: f64) -> Option<usize> {
         let (at_ms, slot) = self.peek()?;
         if at_ms > now_ms {
             return None;
         }
-        self.keys[slot] = u128::MAX;
-        self.earliest = self
-            .keys
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, key)| **key)
-            .filter(|(_, key)| **key != u128::MAX)
-            .map(|(slot, _)| slot);
+        self.keys[slot] = NO_EVENT;
+        let mut earliest = None;
+        let mut earliest_key = NO_EVENT;
+        for (slot, &key) in self.keys.iter().enumerate() {
+            if key < earliest_key {
+                earliest_key = key;
+                earliest = Some(slot);
+            }
+        }
+        self.earliest = earliest;
         Some(slot)
     }
 }
@@ -339,6 +350,14 @@ impl Requests {
         }
     }
 
+    /// Request `id` is in flight and has produced tokens (reported with
+    /// [`Requests::on_tokens`]).
+    pub(super) fn has_generated(&self, id: RequestId) -> bool {
+        self.origins
+            .get(&id)
+            .is_some_and(|origin| origin.generated > 0)
+    }
+
     /// Request `id` ended at `now_ms`: its session moves on.
     pub(super) fn on_ended(&mut self, id: RequestId, now_ms: f64, completed: bool) {
         let origin = self
@@ -405,10 +424,7 @@ pub(super) fn kv_router(
     targets: usize,
     adjust: impl FnOnce(&mut RouterConfig),
 ) -> KvRouter {
-    let mut config = user_config.cloned().unwrap_or_default();
-    if let Some(policy) = engine.router_queue_policy {
-        config.router_queue_policy = policy;
-    }
+    let mut config = kv_router_config(user_config, engine);
     adjust(&mut config);
     let profile = config.policy_profile();
     let seed = config.router_seed;
@@ -422,13 +438,33 @@ pub(super) fn kv_router(
     KvRouter::new(config, profile, targets, seed)
 }
 
+/// The user's router config (defaults when none) with the engine's queue-policy override.
+fn kv_router_config(user_config: Option<&RouterConfig>, engine: &EngineArgs) -> RouterConfig {
+    let mut config = user_config.cloned().unwrap_or_default();
+    if let Some(policy) = engine.router_queue_policy {
+        config.router_queue_policy = policy;
+    }
+    config
+}
+
+/// Whether the KV router [`kv_router`] builds from these settings (with no `adjust`) may hold
+/// requests in its queue: some class has a busy threshold. Only then can a request's first
+/// token or end place a queued request (with all targets eligible, as without a planner).
+pub(super) fn kv_router_may_queue(user_config: Option<&RouterConfig>, engine: &EngineArgs) -> bool {
+    kv_router_config(user_config, engine)
+        .policy_profile()
+        .classes()
+        .iter()
+        .any(|class| class.queues())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
     #[test]
-    fn order_keys_sort_times_as_total_cmp_does() {
+    fn ordered_bits_sort_times_as_total_cmp_does() {
         let times = [
             f64::NEG_INFINITY,
             -1.5,
@@ -446,7 +482,7 @@ mod tests {
                     // Earlier time first, then lower sequence: the order the heap pops.
                     let pop_order = a.total_cmp(&b).then(sa.cmp(&sb));
                     assert_eq!(
-                        order_key(a, sa).cmp(&order_key(b, sb)),
+                        (ordered_bits(a), sa).cmp(&(ordered_bits(b), sb)),
                         pop_order,
                         "{a} {b}"
                     );
@@ -466,16 +502,19 @@ mod tests {
             let mut heap = EventQueue::new();
             let mut busy = [false; 6];
             let mut now_ms = 0.0;
+            let mut rank = 0;
             for (slot, delay, advance) in steps {
                 if !busy[slot] {
                     let at_ms = now_ms + f64::from(delay);
-                    slots.push(at_ms, slot);
+                    slots.push(at_ms, now_ms, rank, slot);
+                    rank += 1;
                     heap.push(at_ms, slot);
                     busy[slot] = true;
                 }
                 prop_assert_eq!(slots.peek(), heap.peek());
                 if advance {
                     now_ms += 1.0;
+                    rank = 0;
                     loop {
                         let popped = slots.pop_due(now_ms);
                         prop_assert_eq!(popped, heap.pop_due_if(now_ms, |_| true));

@@ -364,6 +364,9 @@ pub struct Driver {
     histories: Vec<TokenSeq>,
     /// Turns in the whole workload (requests to release), for progress displays.
     total_turns: usize,
+    /// A request's end can make a turn ready: closed loop, a dependency graph, or a session
+    /// of more than one turn.
+    terminals_release_turns: bool,
 }
 
 impl Driver {
@@ -412,6 +415,7 @@ impl Driver {
                 prompts,
                 histories,
                 total_turns: 0,
+                terminals_release_turns: true,
             });
         }
         let (delay_divisor, closed_loop, next_session) = match mode {
@@ -480,7 +484,10 @@ impl Driver {
             }
         };
         let unfinished_sessions = sessions.len();
+        let terminals_release_turns =
+            closed_loop || sessions.iter().any(|session| session.turns.len() > 1);
         Ok(Self {
+            terminals_release_turns,
             sessions: SessionStore::Listed(sessions),
             next_generated: None,
             arrival_start_ms: 0.0,
@@ -576,6 +583,7 @@ impl Driver {
             histories: Vec::new(),
             arrival_start_ms,
             total_turns: 0,
+            terminals_release_turns: closed_loop || !delays.is_empty(),
         })
     }
 
@@ -594,6 +602,14 @@ impl Driver {
     /// not count the tokens requests generate.
     pub fn reads_output_counts(&self) -> bool {
         self.prompts == PromptMode::Cumulative
+    }
+
+    /// Whether a request's end can make a turn ready ([`Driver::on_terminal`] schedules one:
+    /// closed loop, dependency graphs, sessions of several turns). Otherwise every turn's
+    /// ready time is fixed before the run and [`Driver::next_ready_ms`] is the earliest time
+    /// any turn can be released.
+    pub fn terminals_release_turns(&self) -> bool {
+        self.terminals_release_turns
     }
 
     /// Turns in the whole workload: the requests the run will release.

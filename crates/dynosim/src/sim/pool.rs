@@ -372,6 +372,27 @@ impl Pool {
             && self.ranks(worker).any(|s| self.schedulers[s].has_work())
     }
 
+    /// Every rank of `worker` that has work would only decode in its next pass (admitting,
+    /// rejecting and preempting nothing, and taking time), and one has work.
+    pub(super) fn next_pass_decodes_only(&self, worker: usize) -> bool {
+        let mut any = false;
+        for s in self.ranks(worker) {
+            let scheduler = &self.schedulers[s];
+            if scheduler.has_work() {
+                if !scheduler.next_pass_decodes_only() {
+                    return false;
+                }
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// The events `worker`'s pass in flight left for its end.
+    pub(super) fn pending(&self, worker: usize) -> &[PassEvent] {
+        &self.workers[worker].pending
+    }
+
     /// [`Pool::is_ready`], answered without looking at the ranks when nothing happened to
     /// `worker` since it was last found not ready (a topology changes a scheduler's state
     /// only through the pool: enqueue, passes, activation, [`Pool::scheduler_mut`]).

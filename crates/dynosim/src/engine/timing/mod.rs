@@ -106,6 +106,12 @@ pub trait PassTimer: Debug + Send + Sync {
     fn decode_inputs(&self) -> DecodeInputs {
         DecodeInputs::Whole
     }
+    /// A lower bound of [`PassTimer::decode_ms`] over every batch (0 unless the timer floors
+    /// its decode durations): with a positive bound every decode step takes time, which lets
+    /// the simulator commit runs of decode passes ahead of the event loop.
+    fn decode_floor_ms(&self) -> f64 {
+        0.0
+    }
 }
 
 /// Which parts of a [`DecodeBatch`] a timer's decode duration depends on. A rank asks its
@@ -168,6 +174,10 @@ impl PassTimer for Polynomial {
     fn decode_inputs(&self) -> DecodeInputs {
         DecodeInputs::KvUtilisation
     }
+
+    fn decode_floor_ms(&self) -> f64 {
+        1.0
+    }
 }
 
 /// Measured tables (engine.md §2.5): prefill interpolated over the batch's new tokens, decode
@@ -188,6 +198,10 @@ impl PassTimer for ProfileTable {
 
     fn decode_inputs(&self) -> DecodeInputs {
         DecodeInputs::KvAndMeanContext
+    }
+
+    fn decode_floor_ms(&self) -> f64 {
+        1.0
     }
 }
 
@@ -362,6 +376,12 @@ impl TimingModel {
             return 0.0;
         }
         scaled_clock_ms(self.timer.prefill_ms(batch), self.prefill_ratio)
+    }
+
+    /// Every decode step with a ready request takes time: the timer's floor survives the
+    /// nanosecond rounding and the speed-up ratio (both are monotone in the raw duration).
+    pub fn decode_always_takes_time(&self) -> bool {
+        scaled_clock_ms(self.timer.decode_floor_ms(), self.decode_ratio) > 0.0
     }
 
     /// Clock increment for the decode part of a pass (0 when no request is ready).
