@@ -117,10 +117,11 @@ impl<'s> Aggregated<'s> {
         // (ticks, joining workers), no request whose end releases a turn, no KV router queue
         // that a first token or an end can place from; and nothing that records pass ends in
         // time order (the HTML report's series).
+        let router_may_queue =
+            routes_on_kv_events && kv_router_may_queue(spec.router_config.as_ref(), &spec.engine);
         let run_ahead = policy.is_none()
             && !requests.driver().terminals_release_turns()
-            && !(routes_on_kv_events
-                && kv_router_may_queue(spec.router_config.as_ref(), &spec.engine))
+            && !router_may_queue
             && !collector.records_timeseries();
         Self {
             spec,
