@@ -58,6 +58,13 @@ struct Request {
     fresh: bool,
     /// Finished in the current pass (removed from `running` at its end).
     finished: bool,
+    /// Decode-only passes: the sequence length below which scheduling its last token is
+    /// plain ([`Request::plain_token_fits`]), as long as only decode-only passes run; 0 when
+    /// unknown (a full pass resets it, as it may change the request's blocks).
+    plain_until: usize,
+    /// Decode-only passes, valid while `plain_until` is known: the `generated` count at which
+    /// nothing is left to generate ([`Request::remaining_generation`] reaches 0).
+    generation_end: usize,
 }
 
 impl Request {
@@ -95,13 +102,11 @@ impl Request {
             && self.num_computed + 1 == self.len()
     }
 
-    /// Schedules the last token of a request that [`Request::decodes_plainly`] when that
-    /// token neither needs a new block nor completes one (with caching on): nothing to
-    /// allocate, nothing to make cache-visible. Returns false, having changed nothing,
-    /// otherwise.
-    fn schedule_plain_token(&mut self, block_size: usize, caching: bool) -> bool {
+    /// Whether the last token of a request that [`Request::decodes_plainly`] neither needs a
+    /// new block nor completes one (with caching on): nothing to allocate, nothing to make
+    /// cache-visible.
+    fn plain_token_fits(&self, block_size: usize, caching: bool) -> bool {
         let len = self.len();
-        debug_assert!(self.decodes_plainly());
         // `allocate`'s no-op case: the held blocks already cover the token.
         let known_blocks = len.div_ceil(block_size);
         let have = self.allocated_tokens.div_ceil(block_size).min(known_blocks);
@@ -109,12 +114,48 @@ impl Request {
             return false;
         }
         // `finalize_computed`'s no-op case: the token does not end a block.
-        if caching && len.is_multiple_of(block_size) {
+        !(caching && len.is_multiple_of(block_size))
+    }
+
+    /// Schedules the last token of a request that [`Request::decodes_plainly`] when
+    /// [`Request::plain_token_fits`]. Returns false, having changed nothing, otherwise.
+    fn schedule_plain_token(&mut self, block_size: usize, caching: bool) -> bool {
+        debug_assert!(self.decodes_plainly());
+        if !self.plain_token_fits(block_size, caching) {
             return false;
         }
+        self.take_plain_token();
+        true
+    }
+
+    /// Schedules the last token, known to fit plainly.
+    fn take_plain_token(&mut self) {
+        let len = self.len();
         self.allocated_tokens = self.allocated_tokens.max(len);
         self.num_computed = len;
-        true
+    }
+
+    /// Sets `plain_until` and `generation_end` from the current state of a request that
+    /// [`Request::decodes_plainly`]. A plain token leaves its blocks as they are and makes
+    /// `allocated_tokens` its length, so every later token fits plainly while it stays within
+    /// the blocks held (`held` tokens) and, with caching, does not end a block.
+    fn count_plain_tokens(
+        &mut self,
+        block_size: usize,
+        caching: bool,
+        max_model_len: Option<usize>,
+    ) {
+        let len = self.len();
+        let held = self.allocated_tokens.div_ceil(block_size) * block_size;
+        self.plain_until = if len > held {
+            len
+        } else if caching {
+            len.div_ceil(block_size) * block_size
+        } else {
+            held + 1
+        };
+        // Each token lowers what is left by one until it is 0.
+        self.generation_end = self.generated + self.remaining_generation(max_model_len);
     }
 
     /// Tokens it may still generate before its output length or the model length limit.
@@ -349,6 +390,8 @@ impl VllmScheduler {
             num_computed: 0,
             fresh: true,
             finished: false,
+            plain_until: 0,
+            generation_end: 0,
         }
     }
 
@@ -528,7 +571,12 @@ impl VllmScheduler {
             return time;
         }
         let time = self.run_full_pass(events);
-        self.all_decoding = self.running.iter().all(Request::decodes_plainly);
+        let mut all_decoding = true;
+        for request in &mut self.running {
+            all_decoding &= request.decodes_plainly();
+            request.plain_until = 0;
+        }
+        self.all_decoding = all_decoding;
         time
     }
 
@@ -577,8 +625,21 @@ impl VllmScheduler {
             scheduled: std::mem::take(&mut self.scheduled_scratch),
             ..Batch::default()
         };
+        events.reserve(ready);
         for index in 0..ready {
-            if !self.running[index].schedule_plain_token(bs, caching) {
+            let request = &mut self.running[index];
+            debug_assert!(request.decodes_plainly());
+            let len = request.len();
+            if len >= request.plain_until {
+                request.count_plain_tokens(bs, caching, max_model_len);
+            }
+            debug_assert_eq!(
+                len < request.plain_until,
+                request.plain_token_fits(bs, caching)
+            );
+            if len < request.plain_until {
+                request.take_plain_token();
+            } else {
                 // Its token needs a block or completes one: the general step, which cannot
                 // fail here.
                 batch.scheduled.clear();
@@ -587,13 +648,17 @@ impl VllmScheduler {
                 debug_assert!(matches!(outcome, Outcome::Scheduled { tokens: 1 }));
             }
             let request = &mut self.running[index];
-            context_tokens += request.len();
+            context_tokens += len;
             request.generated += 1;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: 1,
             });
-            if request.remaining_generation(max_model_len) == 0 {
+            debug_assert_eq!(
+                request.generated >= request.generation_end,
+                request.remaining_generation(max_model_len) == 0
+            );
+            if request.generated >= request.generation_end {
                 request.finished = true;
                 any_finished = true;
                 events.push(PassEvent::Completed { id: request.id });
