@@ -58,12 +58,14 @@ struct Request {
     fresh: bool,
     /// Finished in the current pass (removed from `running` at its end).
     finished: bool,
-    /// Decode-only passes: the sequence length below which scheduling its last token is
-    /// plain ([`Request::plain_token_fits`]), as long as only decode-only passes run; 0 when
-    /// unknown (a full pass resets it, as it may change the request's blocks).
+    /// While its length is below this, the request [`Request::decodes_plainly`] and its last
+    /// token [`Request::plain_token_fits`]; 0 when unknown. Set by
+    /// [`Request::count_plain_tokens`]; plain tokens and their emission keep it true; anything
+    /// else that changes the request's blocks, computed tokens or generated count in a way
+    /// that could make it false (releasing its blocks, a speculative burst) resets it.
     plain_until: usize,
-    /// Decode-only passes, valid while `plain_until` is known: the `generated` count at which
-    /// nothing is left to generate ([`Request::remaining_generation`] reaches 0).
+    /// Valid while `plain_until` is not 0: the `generated` count at which nothing is left to
+    /// generate ([`Request::remaining_generation`] reaches 0).
     generation_end: usize,
 }
 
@@ -117,17 +119,6 @@ impl Request {
         !(caching && len.is_multiple_of(block_size))
     }
 
-    /// Schedules the last token of a request that [`Request::decodes_plainly`] when
-    /// [`Request::plain_token_fits`]. Returns false, having changed nothing, otherwise.
-    fn schedule_plain_token(&mut self, block_size: usize, caching: bool) -> bool {
-        debug_assert!(self.decodes_plainly());
-        if !self.plain_token_fits(block_size, caching) {
-            return false;
-        }
-        self.take_plain_token();
-        true
-    }
-
     /// Schedules the last token, known to fit plainly.
     fn take_plain_token(&mut self) {
         let len = self.len();
@@ -156,6 +147,19 @@ impl Request {
         };
         // Each token lowers what is left by one until it is 0.
         self.generation_end = self.generated + self.remaining_generation(max_model_len);
+    }
+
+    /// Whether nothing is left to generate (`remaining_generation` is 0), from the counted
+    /// generation end when known.
+    fn nothing_left(&self, max_model_len: Option<usize>) -> bool {
+        if self.plain_until == 0 {
+            return self.remaining_generation(max_model_len) == 0;
+        }
+        debug_assert_eq!(
+            self.generated >= self.generation_end,
+            self.remaining_generation(max_model_len) == 0
+        );
+        self.generated >= self.generation_end
     }
 
     /// Tokens it may still generate before its output length or the model length limit.
@@ -571,12 +575,7 @@ impl VllmScheduler {
             return time;
         }
         let time = self.run_full_pass(events);
-        let mut all_decoding = true;
-        for request in &mut self.running {
-            all_decoding &= request.decodes_plainly();
-            request.plain_until = 0;
-        }
-        self.all_decoding = all_decoding;
+        self.all_decoding = self.running.iter().all(Request::decodes_plainly);
         time
     }
 
@@ -633,10 +632,7 @@ impl VllmScheduler {
             if len >= request.plain_until {
                 request.count_plain_tokens(bs, caching, max_model_len);
             }
-            debug_assert_eq!(
-                len < request.plain_until,
-                request.plain_token_fits(bs, caching)
-            );
+            debug_assert!(len >= request.plain_until || request.plain_token_fits(bs, caching));
             if len < request.plain_until {
                 request.take_plain_token();
             } else {
@@ -978,16 +974,25 @@ impl VllmScheduler {
         let caching = self.pool.caching();
         let max_model_len = self.max_model_len;
         let request = &mut self.running[index];
-        if !request.decodes_plainly() || !request.schedule_plain_token(bs, caching) {
-            return false;
+        let len = request.len();
+        if len >= request.plain_until {
+            if !request.decodes_plainly() {
+                return false;
+            }
+            request.count_plain_tokens(bs, caching, max_model_len);
+            if len >= request.plain_until {
+                return false;
+            }
         }
+        debug_assert!(request.decodes_plainly() && request.plain_token_fits(bs, caching));
+        request.take_plain_token();
         let prompt_len = request.prompt_len;
         batch.scheduled.push(Scheduled {
             id: request.id,
             tokens: 1,
             prompt_before: prompt_len,
             prompt_after: prompt_len,
-            terminal: request.remaining_generation(max_model_len) == 0,
+            terminal: request.nothing_left(max_model_len),
             prompt_len,
             sequence_len: request.len(),
         });
@@ -1143,6 +1148,7 @@ impl VllmScheduler {
         pool.release_all(&request.blocks);
         request.blocks.clear();
         request.allocated_tokens = 0;
+        request.plain_until = 0;
     }
 
     /// Completes requests with nothing left to generate, then lets every ready request emit one
@@ -1160,7 +1166,7 @@ impl VllmScheduler {
                 i += 1;
                 continue;
             }
-            if request.remaining_generation(max_model_len) == 0 {
+            if request.nothing_left(max_model_len) {
                 let mut done = self.running.remove(i);
                 self.finish_request(&mut done);
                 events.push(PassEvent::Completed { id: done.id });
@@ -1197,7 +1203,7 @@ impl VllmScheduler {
                 id: request.id,
                 count: 1,
             });
-            if request.remaining_generation(max_model_len) == 0 {
+            if request.nothing_left(max_model_len) {
                 // Released after the loop, in this order: nothing in between touches the pool.
                 request.finished = true;
                 any_finished = true;
@@ -1290,6 +1296,7 @@ impl VllmScheduler {
             }
             let burst = bursts.next().expect("one burst per ready request");
             request.generated += burst;
+            request.plain_until = 0;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: burst,
