@@ -58,6 +58,15 @@ struct Request {
     fresh: bool,
     /// Finished in the current pass (removed from `running` at its end).
     finished: bool,
+    /// While its length is below this, the request [`Request::decodes_plainly`] and its last
+    /// token [`Request::plain_token_fits`]; 0 when unknown. Set by
+    /// [`Request::count_plain_tokens`]; plain tokens and their emission keep it true; anything
+    /// else that changes the request's blocks, computed tokens or generated count in a way
+    /// that could make it false (releasing its blocks, a speculative burst) resets it.
+    plain_until: usize,
+    /// Valid while `plain_until` is not 0: the `generated` count at which nothing is left to
+    /// generate ([`Request::remaining_generation`] reaches 0).
+    generation_end: usize,
 }
 
 impl Request {
@@ -95,13 +104,11 @@ impl Request {
             && self.num_computed + 1 == self.len()
     }
 
-    /// Schedules the last token of a request that [`Request::decodes_plainly`] when that
-    /// token neither needs a new block nor completes one (with caching on): nothing to
-    /// allocate, nothing to make cache-visible. Returns false, having changed nothing,
-    /// otherwise.
-    fn schedule_plain_token(&mut self, block_size: usize, caching: bool) -> bool {
+    /// Whether the last token of a request that [`Request::decodes_plainly`] neither needs a
+    /// new block nor completes one (with caching on): nothing to allocate, nothing to make
+    /// cache-visible.
+    fn plain_token_fits(&self, block_size: usize, caching: bool) -> bool {
         let len = self.len();
-        debug_assert!(self.decodes_plainly());
         // `allocate`'s no-op case: the held blocks already cover the token.
         let known_blocks = len.div_ceil(block_size);
         let have = self.allocated_tokens.div_ceil(block_size).min(known_blocks);
@@ -109,12 +116,50 @@ impl Request {
             return false;
         }
         // `finalize_computed`'s no-op case: the token does not end a block.
-        if caching && len.is_multiple_of(block_size) {
-            return false;
-        }
+        !(caching && len.is_multiple_of(block_size))
+    }
+
+    /// Schedules the last token, known to fit plainly.
+    fn take_plain_token(&mut self) {
+        let len = self.len();
         self.allocated_tokens = self.allocated_tokens.max(len);
         self.num_computed = len;
-        true
+    }
+
+    /// Sets `plain_until` and `generation_end` from the current state of a request that
+    /// [`Request::decodes_plainly`]. A plain token leaves its blocks as they are and makes
+    /// `allocated_tokens` its length, so every later token fits plainly while it stays within
+    /// the blocks held (`held` tokens) and, with caching, does not end a block.
+    fn count_plain_tokens(
+        &mut self,
+        block_size: usize,
+        caching: bool,
+        max_model_len: Option<usize>,
+    ) {
+        let len = self.len();
+        let held = self.allocated_tokens.div_ceil(block_size) * block_size;
+        self.plain_until = if len > held {
+            len
+        } else if caching {
+            len.div_ceil(block_size) * block_size
+        } else {
+            held + 1
+        };
+        // Each token lowers what is left by one until it is 0.
+        self.generation_end = self.generated + self.remaining_generation(max_model_len);
+    }
+
+    /// Whether nothing is left to generate (`remaining_generation` is 0), from the counted
+    /// generation end when known.
+    fn nothing_left(&self, max_model_len: Option<usize>) -> bool {
+        if self.plain_until == 0 {
+            return self.remaining_generation(max_model_len) == 0;
+        }
+        debug_assert_eq!(
+            self.generated >= self.generation_end,
+            self.remaining_generation(max_model_len) == 0
+        );
+        self.generated >= self.generation_end
     }
 
     /// Tokens it may still generate before its output length or the model length limit.
@@ -349,6 +394,8 @@ impl VllmScheduler {
             num_computed: 0,
             fresh: true,
             finished: false,
+            plain_until: 0,
+            generation_end: 0,
         }
     }
 
@@ -577,8 +624,18 @@ impl VllmScheduler {
             scheduled: std::mem::take(&mut self.scheduled_scratch),
             ..Batch::default()
         };
+        events.reserve(ready);
         for index in 0..ready {
-            if !self.running[index].schedule_plain_token(bs, caching) {
+            let request = &mut self.running[index];
+            debug_assert!(request.decodes_plainly());
+            let len = request.len();
+            if len >= request.plain_until {
+                request.count_plain_tokens(bs, caching, max_model_len);
+            }
+            debug_assert!(len >= request.plain_until || request.plain_token_fits(bs, caching));
+            if len < request.plain_until {
+                request.take_plain_token();
+            } else {
                 // Its token needs a block or completes one: the general step, which cannot
                 // fail here.
                 batch.scheduled.clear();
@@ -587,13 +644,17 @@ impl VllmScheduler {
                 debug_assert!(matches!(outcome, Outcome::Scheduled { tokens: 1 }));
             }
             let request = &mut self.running[index];
-            context_tokens += request.len();
+            context_tokens += len;
             request.generated += 1;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: 1,
             });
-            if request.remaining_generation(max_model_len) == 0 {
+            debug_assert_eq!(
+                request.generated >= request.generation_end,
+                request.remaining_generation(max_model_len) == 0
+            );
+            if request.generated >= request.generation_end {
                 request.finished = true;
                 any_finished = true;
                 events.push(PassEvent::Completed { id: request.id });
@@ -913,16 +974,25 @@ impl VllmScheduler {
         let caching = self.pool.caching();
         let max_model_len = self.max_model_len;
         let request = &mut self.running[index];
-        if !request.decodes_plainly() || !request.schedule_plain_token(bs, caching) {
-            return false;
+        let len = request.len();
+        if len >= request.plain_until {
+            if !request.decodes_plainly() {
+                return false;
+            }
+            request.count_plain_tokens(bs, caching, max_model_len);
+            if len >= request.plain_until {
+                return false;
+            }
         }
+        debug_assert!(request.decodes_plainly() && request.plain_token_fits(bs, caching));
+        request.take_plain_token();
         let prompt_len = request.prompt_len;
         batch.scheduled.push(Scheduled {
             id: request.id,
             tokens: 1,
             prompt_before: prompt_len,
             prompt_after: prompt_len,
-            terminal: request.remaining_generation(max_model_len) == 0,
+            terminal: request.nothing_left(max_model_len),
             prompt_len,
             sequence_len: request.len(),
         });
@@ -1078,6 +1148,7 @@ impl VllmScheduler {
         pool.release_all(&request.blocks);
         request.blocks.clear();
         request.allocated_tokens = 0;
+        request.plain_until = 0;
     }
 
     /// Completes requests with nothing left to generate, then lets every ready request emit one
@@ -1095,7 +1166,7 @@ impl VllmScheduler {
                 i += 1;
                 continue;
             }
-            if request.remaining_generation(max_model_len) == 0 {
+            if request.nothing_left(max_model_len) {
                 let mut done = self.running.remove(i);
                 self.finish_request(&mut done);
                 events.push(PassEvent::Completed { id: done.id });
@@ -1132,7 +1203,7 @@ impl VllmScheduler {
                 id: request.id,
                 count: 1,
             });
-            if request.remaining_generation(max_model_len) == 0 {
+            if request.nothing_left(max_model_len) {
                 // Released after the loop, in this order: nothing in between touches the pool.
                 request.finished = true;
                 any_finished = true;
@@ -1225,6 +1296,7 @@ impl VllmScheduler {
             }
             let burst = bursts.next().expect("one burst per ready request");
             request.generated += burst;
+            request.plain_until = 0;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: burst,
