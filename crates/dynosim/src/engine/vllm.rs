@@ -575,7 +575,8 @@ impl VllmScheduler {
             return time;
         }
         let time = self.run_full_pass(events);
-        self.all_decoding = self.running.iter().all(Request::decodes_plainly);
+        // Newest first: a request still in its prefill is most likely among the last admitted.
+        self.all_decoding = self.running.iter().rev().all(Request::decodes_plainly);
         time
     }
 
