@@ -15,8 +15,6 @@
 //! the loop; the last pass started is queued where the loop would have queued it, and the
 //! worker time accrues through every pass end the loop did not stop at.
 
-use std::collections::VecDeque;
-
 use super::collector_front::CollectorFront;
 use super::common::{
     earliest, kv_router, kv_router_may_queue, ReleasedRequest, Requests, RouteHints, SlotQueue,
@@ -71,11 +69,125 @@ pub(super) struct Aggregated<'s> {
     /// Provisioned worker time is accrued up to here (`now_ms`, but for pass ends applied
     /// ahead of the loop that it has not reached yet).
     accrued_ms: f64,
-    /// Per worker, the times of its pass ends applied ahead of the loop and not yet accrued
-    /// through, in time order. The loop would have stopped at each of them, and the worker
-    /// time is the sum of its steps, which floating point makes depend on where the steps
-    /// are: it is accrued through each of them in turn (merging the workers' lists).
-    run_ahead_ends: Vec<VecDeque<f64>>,
+    /// The pass ends applied ahead of the loop and not yet accrued through. The loop would
+    /// have stopped at each of them, and the worker time is the sum of its steps, which
+    /// floating point makes depend on where the steps are: it is accrued through each of them
+    /// in turn.
+    run_ahead_ends: RunAheadEnds,
+}
+
+/// Accrues `pool`'s provisioned worker time from `accrued_ms` to `t_ms` (if later).
+fn accrue_to(pool: &mut Pool, accrued_ms: &mut f64, t_ms: f64) {
+    let dt = t_ms - *accrued_ms;
+    if dt > 0.0 {
+        pool.accrue(dt);
+        *accrued_ms = t_ms;
+    }
+}
+
+/// Per worker, the times of its pass ends applied ahead of the loop, in time order (a worker
+/// runs ahead only from a pass the loop ended, so each new end is later than its others),
+/// merged into one ascending sequence as they are taken.
+#[derive(Debug)]
+struct RunAheadEnds {
+    /// Per worker: its ends; those before `read[worker]` were taken.
+    ends: Vec<Vec<f64>>,
+    read: Vec<usize>,
+    /// Per worker: its first end not taken, or infinity (workers with nothing due are skipped
+    /// without touching their lists).
+    heads: Vec<f64>,
+    /// Scratch: the ends being taken, as ascending runs starting at `run_starts`, merged
+    /// pairwise (through `merged`) until one run is left.
+    runs: Vec<f64>,
+    merged: Vec<f64>,
+    run_starts: Vec<usize>,
+}
+
+impl RunAheadEnds {
+    fn new(workers: usize) -> Self {
+        Self {
+            ends: vec![Vec::new(); workers],
+            read: vec![0; workers],
+            heads: vec![f64::INFINITY; workers],
+            runs: Vec::new(),
+            merged: Vec::new(),
+            run_starts: Vec::new(),
+        }
+    }
+
+    /// `worker` ran ahead through a pass end at `at_ms` (later than its other ends).
+    fn push(&mut self, worker: usize, at_ms: f64) {
+        let ends = &mut self.ends[worker];
+        if ends.len() == self.read[worker] {
+            // Everything taken: start over at the front (the memory stays bounded by the
+            // longest run).
+            ends.clear();
+            self.read[worker] = 0;
+            self.heads[worker] = at_ms;
+        }
+        ends.push(at_ms);
+    }
+
+    /// Hands every end at or before `t_ms` to `step`, ascending (ends that tie in time come
+    /// in any order among themselves).
+    fn take_through(&mut self, t_ms: f64, mut step: impl FnMut(f64)) {
+        self.runs.clear();
+        self.run_starts.clear();
+        for (worker, head_ms) in self.heads.iter_mut().enumerate() {
+            if *head_ms > t_ms {
+                continue;
+            }
+            let ends = &self.ends[worker];
+            let from = self.read[worker];
+            let to = from + ends[from..].partition_point(|&at_ms| at_ms <= t_ms);
+            self.run_starts.push(self.runs.len());
+            self.runs.extend_from_slice(&ends[from..to]);
+            self.read[worker] = to;
+            *head_ms = ends.get(to).copied().unwrap_or(f64::INFINITY);
+        }
+        // Each pairwise round halves the runs: every end is copied log2(workers due) times,
+        // instead of a scan over every worker per end.
+        while self.run_starts.len() > 1 {
+            self.merged.clear();
+            let (count, len) = (self.run_starts.len(), self.runs.len());
+            let starts = &mut self.run_starts;
+            let mut merged_runs = 0;
+            for run in (0..count).step_by(2) {
+                let bound = |run: usize| starts.get(run).copied().unwrap_or(len);
+                let (start, middle, end) = (bound(run), bound(run + 1), bound(run + 2));
+                // (Written after this pair's bounds are read, below those of later pairs.)
+                starts[merged_runs] = self.merged.len();
+                merged_runs += 1;
+                merge_ascending(
+                    &self.runs[start..middle],
+                    &self.runs[middle..end],
+                    &mut self.merged,
+                );
+            }
+            self.run_starts.truncate(merged_runs);
+            std::mem::swap(&mut self.runs, &mut self.merged);
+        }
+        for &at_ms in &self.runs {
+            step(at_ms);
+        }
+    }
+}
+
+/// Appends the ascending merge of ascending `a` and `b` to `out`.
+fn merge_ascending(a: &[f64], b: &[f64], out: &mut Vec<f64>) {
+    out.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if b[j] < a[i] {
+            out.push(b[j]);
+            j += 1;
+        } else {
+            out.push(a[i]);
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
 }
 
 impl<'s> Aggregated<'s> {
@@ -141,7 +253,7 @@ impl<'s> Aggregated<'s> {
             run_ahead,
             passes_run_ahead: 0,
             accrued_ms: 0.0,
-            run_ahead_ends: (0..spec.num_workers).map(|_| VecDeque::new()).collect(),
+            run_ahead_ends: RunAheadEnds::new(spec.num_workers),
         }
     }
 
@@ -318,29 +430,13 @@ impl Aggregated<'_> {
         if !self.run_ahead || self.single_worker {
             return;
         }
-        loop {
-            let mut earliest: Option<(usize, f64)> = None;
-            for (worker, ends) in self.run_ahead_ends.iter().enumerate() {
-                if let Some(&at_ms) = ends.front() {
-                    if at_ms <= t_ms && earliest.is_none_or(|(_, first_ms)| at_ms < first_ms) {
-                        earliest = Some((worker, at_ms));
-                    }
-                }
-            }
-            let Some((worker, at_ms)) = earliest else {
-                return;
-            };
-            self.run_ahead_ends[worker].pop_front();
-            self.accrue_to(at_ms);
-        }
+        let (pool, accrued_ms) = (&mut self.pool, &mut self.accrued_ms);
+        self.run_ahead_ends
+            .take_through(t_ms, |at_ms| accrue_to(pool, accrued_ms, at_ms));
     }
 
     fn accrue_to(&mut self, t_ms: f64) {
-        let dt = t_ms - self.accrued_ms;
-        if dt > 0.0 {
-            self.pool.accrue(dt);
-            self.accrued_ms = t_ms;
-        }
+        accrue_to(&mut self.pool, &mut self.accrued_ms, t_ms);
     }
 
     /// A turn is ready now and may be released (the single-worker closed loop releases only
@@ -514,17 +610,15 @@ impl Aggregated<'_> {
             && self.pool.next_pass_decodes_only(worker)
             && self.pass_end_is_plain(worker, first)
         {
-            let events = self.pool.end_pass(worker, end_ms);
+            // The events stay in the pool until the next pass starts.
+            self.pool.end_pass_in_place(worker, end_ms);
             self.pool.apply_pass_end_kv_events(worker);
-            self.apply_tokens(&events, end_ms);
-            self.pool.recycle(worker, events);
-            let start = self.pool.start_pass(worker, end_ms, |_, _, _| {
-                unreachable!("a decode-only pass admits nothing")
-            });
+            self.apply_tokens(worker, end_ms);
+            let start = self.pool.start_decode_pass(worker, end_ms);
             debug_assert!(start.end_ms > end_ms, "a decode-only pass takes time");
             if !self.single_worker {
                 // (One worker reports the run's duration as its worker time.)
-                self.run_ahead_ends[worker].push_back(end_ms);
+                self.run_ahead_ends.push(worker, end_ms);
             }
             (start_ms, end_ms, rank) = (end_ms, start.end_ms, worker as u64);
             first = false;
@@ -544,10 +638,10 @@ impl Aggregated<'_> {
         })
     }
 
-    /// Applies the tokens of a pass that ended at `at_ms` ahead of the loop (tokens only,
-    /// none a first token the KV router hears of).
-    fn apply_tokens(&mut self, events: &[PassEvent], at_ms: f64) {
-        for &event in events {
+    /// Applies the tokens of `worker`'s pass that ended at `at_ms` ahead of the loop (tokens
+    /// only, none a first token the KV router hears of).
+    fn apply_tokens(&mut self, worker: usize, at_ms: f64) {
+        for &event in self.pool.pending(worker) {
             let PassEvent::Tokens { id, count } = event else {
                 unreachable!("a pass applied ahead holds only tokens")
             };

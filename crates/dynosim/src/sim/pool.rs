@@ -10,7 +10,9 @@
 //!   receives a request).
 //! - [`Pool::start_pass`] runs one pass on all the ranks of a worker that have work (they pass
 //!   together and the group ends with its slowest rank), publishing the KV events engines
-//!   make visible at pass start; [`Pool::end_pass`] hands back the pass's events;
+//!   make visible at pass start ([`Pool::start_decode_pass`]: the same for a pass known to
+//!   admit nothing); [`Pool::end_pass`] hands back the pass's events
+//!   ([`Pool::end_pass_in_place`] leaves them in [`Pool::pending`]);
 //!   [`Pool::apply_pass_end_kv_events`] publishes those engines make visible at pass end.
 //! - The topology decides *when* passes start and what their events mean; the pool only
 //!   keeps the state. [`Pool::take_ready`] answers "can this worker start a pass?" from a
@@ -375,6 +377,10 @@ impl Pool {
     /// Every rank of `worker` that has work would only decode in its next pass (admitting,
     /// rejecting and preempting nothing, and taking time), and one has work.
     pub(super) fn next_pass_decodes_only(&self, worker: usize) -> bool {
+        if self.dp_size == 1 {
+            let scheduler = &self.schedulers[worker];
+            return scheduler.has_work() && scheduler.next_pass_decodes_only();
+        }
         let mut any = false;
         for s in self.ranks(worker) {
             let scheduler = &self.schedulers[s];
@@ -477,44 +483,76 @@ impl Pool {
         &mut self,
         worker: usize,
         now_ms: f64,
+        on_admit: impl FnMut(RequestId, usize, usize),
+    ) -> PassStart {
+        self.run_pass(worker, now_ms, true, on_admit)
+    }
+
+    /// [`Pool::start_pass`] for a pass known to admit nothing
+    /// ([`Pool::next_pass_decodes_only`]): the events are not searched for admissions.
+    pub(super) fn start_decode_pass(&mut self, worker: usize, now_ms: f64) -> PassStart {
+        self.run_pass(worker, now_ms, false, |_, _, _| {
+            unreachable!("a decode-only pass admits nothing")
+        })
+    }
+
+    #[inline(always)]
+    fn run_pass(
+        &mut self,
+        worker: usize,
+        now_ms: f64,
+        may_admit: bool,
         mut on_admit: impl FnMut(RequestId, usize, usize),
     ) -> PassStart {
-        let mut pending = std::mem::take(&mut self.workers[worker].pending);
-        pending.clear();
-        let mut pass_fpm = std::mem::take(&mut self.workers[worker].pass_fpm);
-        pass_fpm.clear();
+        let dp_size = self.dp_size;
+        let records_fpm = self.fpm.is_some();
+        let state = &mut self.workers[worker];
+        state.pending.clear();
+        if records_fpm {
+            state.pass_fpm.clear();
+        }
         // The group ends with its slowest rank (never before it started).
         let mut start = PassStart {
             end_ms: now_ms,
             scheduled_work: false,
             kv_published: false,
         };
-        for scheduler in self.ranks(worker) {
-            if !self.schedulers[scheduler].has_work() {
+        let first_scheduler = worker * dp_size;
+        let ranks = &mut self.schedulers[first_scheduler..first_scheduler + dp_size];
+        for (rank, rank_scheduler) in ranks.iter_mut().enumerate() {
+            if !rank_scheduler.has_work() {
                 continue;
             }
+            let scheduler = first_scheduler + rank;
             // The ranks append their events to the worker's; admissions are taken out below.
-            let before = pending.len();
-            let time = self.schedulers[scheduler].run_pass_timed(&mut pending);
-            if self.routes_on_kv_events && self.schedulers[scheduler].kv_events_at_pass_start() {
-                self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
+            let before = state.pending.len();
+            let time = rank_scheduler.run_pass_timed(&mut state.pending);
+            if self.routes_on_kv_events && rank_scheduler.kv_events_at_pass_start() {
+                rank_scheduler.drain_kv_events(&mut self.kv_events);
                 start.kv_published |= !self.kv_events.is_empty();
                 self.router.apply_kv_events(scheduler, &self.kv_events);
             }
-            if let Some(fpm) = self.schedulers[scheduler].last_fpm() {
-                let rank = (scheduler % self.dp_size) as u32;
-                let wall_time_s = (time.end_ms(now_ms) - now_ms) / 1000.0;
-                pass_fpm.push((rank, ForwardPassMetrics { wall_time_s, ..fpm }));
+            let end_ms = time.end_ms(now_ms);
+            if records_fpm {
+                if let Some(fpm) = rank_scheduler.last_fpm() {
+                    let wall_time_s = (end_ms - now_ms) / 1000.0;
+                    state
+                        .pass_fpm
+                        .push((rank as u32, ForwardPassMetrics { wall_time_s, ..fpm }));
+                }
             }
-            start.end_ms = start.end_ms.max(time.end_ms(now_ms));
-            start.scheduled_work |= time.scheduled_requests > 0 || pending.len() > before;
-            take_admissions(&mut pending, before, |id, reused_tokens| {
-                on_admit(id, reused_tokens, scheduler)
-            });
+            start.end_ms = start.end_ms.max(end_ms);
+            start.scheduled_work |= time.scheduled_requests > 0 || state.pending.len() > before;
+            if may_admit {
+                take_admissions(&mut state.pending, before, |id, reused_tokens| {
+                    on_admit(id, reused_tokens, scheduler)
+                });
+            } else {
+                debug_assert!(!state.pending[before..]
+                    .iter()
+                    .any(|event| matches!(event, PassEvent::Admitted { .. })));
+            }
         }
-        let state = &mut self.workers[worker];
-        state.pending = pending;
-        state.pass_fpm = pass_fpm;
         state.busy = start.end_ms > now_ms;
         if state.busy {
             // Not ready until its pass end wakes it.
@@ -526,6 +564,14 @@ impl Pool {
     /// Ends `worker`'s pass at `now_ms`: publishes its metrics (with metrics on) and hands
     /// back the events it left for its end (give the buffer back with [`Pool::recycle`]).
     pub(super) fn end_pass(&mut self, worker: usize, now_ms: f64) -> Vec<PassEvent> {
+        self.end_pass_in_place(worker, now_ms);
+        std::mem::take(&mut self.workers[worker].pending)
+    }
+
+    /// [`Pool::end_pass`], leaving the events in [`Pool::pending`] (until the worker's next
+    /// pass starts).
+    #[inline]
+    pub(super) fn end_pass_in_place(&mut self, worker: usize, now_ms: f64) {
         self.wake(worker);
         let state = &mut self.workers[worker];
         state.busy = false;
@@ -534,7 +580,6 @@ impl Pool {
                 buffer.insert(worker, rank, fpm, now_ms);
             }
         }
-        std::mem::take(&mut state.pending)
     }
 
     /// Returns an event buffer taken by [`Pool::end_pass`] for reuse.
@@ -548,6 +593,7 @@ impl Pool {
 
     /// Publishes to the router the KV events of `worker`'s engines that make them visible
     /// when a pass completes (SGLang).
+    #[inline]
     pub(super) fn apply_pass_end_kv_events(&mut self, worker: usize) {
         if !self.routes_on_kv_events {
             return;
