@@ -119,11 +119,29 @@ impl Request {
         !(caching && len.is_multiple_of(block_size))
     }
 
-    /// Schedules the last token, known to fit plainly.
-    fn take_plain_token(&mut self) {
+    /// Schedules the last token when the request [`Request::decodes_plainly`] and the token
+    /// [`Request::plain_token_fits`], as its countdown tells (recounted once it runs out).
+    /// Returns false, having changed nothing but the countdown, otherwise.
+    fn take_plain_token(
+        &mut self,
+        block_size: usize,
+        caching: bool,
+        max_model_len: Option<usize>,
+    ) -> bool {
         let len = self.len();
+        if len >= self.plain_until {
+            if !self.decodes_plainly() {
+                return false;
+            }
+            self.count_plain_tokens(block_size, caching, max_model_len);
+            if len >= self.plain_until {
+                return false;
+            }
+        }
+        debug_assert!(self.decodes_plainly() && self.plain_token_fits(block_size, caching));
         self.allocated_tokens = self.allocated_tokens.max(len);
         self.num_computed = len;
+        true
     }
 
     /// Sets `plain_until` and `generation_end` from the current state of a request that
@@ -630,13 +648,7 @@ impl VllmScheduler {
             let request = &mut self.running[index];
             debug_assert!(request.decodes_plainly());
             let len = request.len();
-            if len >= request.plain_until {
-                request.count_plain_tokens(bs, caching, max_model_len);
-            }
-            debug_assert!(len >= request.plain_until || request.plain_token_fits(bs, caching));
-            if len < request.plain_until {
-                request.take_plain_token();
-            } else {
+            if !request.take_plain_token(bs, caching, max_model_len) {
                 // Its token needs a block or completes one: the general step, which cannot
                 // fail here.
                 batch.scheduled.clear();
@@ -975,18 +987,9 @@ impl VllmScheduler {
         let caching = self.pool.caching();
         let max_model_len = self.max_model_len;
         let request = &mut self.running[index];
-        let len = request.len();
-        if len >= request.plain_until {
-            if !request.decodes_plainly() {
-                return false;
-            }
-            request.count_plain_tokens(bs, caching, max_model_len);
-            if len >= request.plain_until {
-                return false;
-            }
+        if !request.take_plain_token(bs, caching, max_model_len) {
+            return false;
         }
-        debug_assert!(request.decodes_plainly() && request.plain_token_fits(bs, caching));
-        request.take_plain_token();
         let prompt_len = request.prompt_len;
         batch.scheduled.push(Scheduled {
             id: request.id,
