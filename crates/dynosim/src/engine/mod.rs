@@ -159,6 +159,26 @@ impl RankScheduler {
         }
     }
 
+    /// Runs decode-only passes back to back from `start_ms` while each may end ahead of the
+    /// loop (see [`vllm::VllmScheduler::run_decode_passes`]), or returns `None`, having run
+    /// nothing, for a flavour that cannot (SGLang). [`RankScheduler::next_pass_decodes_only`]
+    /// must hold.
+    pub fn run_decode_passes(
+        &mut self,
+        start_ms: f64,
+        ends_ahead: impl FnMut(f64) -> bool,
+        ends: &mut Vec<f64>,
+        ids: &mut Vec<RequestId>,
+        events: &mut Vec<PassEvent>,
+    ) -> Option<f64> {
+        match self {
+            RankScheduler::Vllm(s) => {
+                Some(s.run_decode_passes(start_ms, ends_ahead, ends, ids, events))
+            }
+            RankScheduler::Sglang(_) => None,
+        }
+    }
+
     /// Holds nothing: no request, and no KV kept or reserved for a handoff.
     pub fn is_drained(&self) -> bool {
         match self {

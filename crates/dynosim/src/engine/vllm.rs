@@ -83,6 +83,14 @@ impl Request {
     /// generated tokens, folding those tokens into the chain.
     fn hash_blocks_through(&mut self, blocks: usize, block_size: usize) {
         debug_assert!(blocks * block_size <= self.len());
+        if self.hashes.capacity() < blocks {
+            // The prompt's keys were allocated at their size: make room once for the full
+            // blocks of the whole generation (at most twice as many as now, for a request
+            // that asks for a huge output), not at every doubling.
+            let planned = (self.prompt_len + self.max_output) / block_size;
+            let room = planned.min(2 * blocks + 64).max(blocks);
+            self.hashes.reserve_exact(room - self.hashes.len());
+        }
         while self.hashes.len() < blocks {
             let index = self.hashes.len();
             let end = (index + 1) * block_size;
@@ -626,13 +634,62 @@ impl VllmScheduler {
     }
 
     /// A pass in which every running request decodes one token (see
-    /// [`VllmScheduler::decode_only_pass_applies`]), in one walk over `running` instead of the
-    /// full pass's four. Scheduling a request touches only that request and the pool, and
-    /// emitting a token only that request (finished requests release their blocks after the
-    /// walk, as in the full pass), so scheduling and emitting each request in turn leaves the
-    /// pool, the requests and the events exactly as scheduling all and then emitting all does.
-    /// The decode time reads the pool after every allocation and before any release, as there.
+    /// [`VllmScheduler::decode_only_pass_applies`]): [`VllmScheduler::decode_only_walk`], then
+    /// its events, then the finished requests leave, as in the full pass.
     fn run_decode_only_pass(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
+        let (time, any_finished) = self.decode_only_walk();
+        self.push_decode_only_events(events);
+        if any_finished {
+            self.finish_marked();
+        }
+        time
+    }
+
+    /// Runs decode-only passes back to back, the first starting at `start_ms`, for as long as
+    /// each pass ends where `ends_ahead(end_ms)` allows, completes no request, and leaves the
+    /// next pass decode-only ([`VllmScheduler::next_pass_decodes_only`], which must hold on
+    /// entry). Those passes' ends go to `ends`; each gave one token to every request of `ids`
+    /// (the running requests, in order, which such passes do not change). The last pass run
+    /// stays in flight: its events are appended to `events` and its end is returned. What is
+    /// left is exactly what running the passes one at a time leaves.
+    pub fn run_decode_passes(
+        &mut self,
+        mut start_ms: f64,
+        mut ends_ahead: impl FnMut(f64) -> bool,
+        ends: &mut Vec<f64>,
+        ids: &mut Vec<RequestId>,
+        events: &mut Vec<PassEvent>,
+    ) -> f64 {
+        debug_assert!(self.next_pass_decodes_only());
+        ids.clear();
+        ids.extend(self.running.iter().map(|request| request.id));
+        loop {
+            let (time, any_finished) = self.decode_only_walk();
+            let end_ms = time.end_ms(start_ms);
+            if !any_finished && ends_ahead(end_ms) && self.decode_only_pass_applies() {
+                ends.push(end_ms);
+                start_ms = end_ms;
+                continue;
+            }
+            self.push_decode_only_events(events);
+            if any_finished {
+                self.finish_marked();
+            }
+            self.all_decoding = true;
+            return end_ms;
+        }
+    }
+
+    /// Schedules and generates one token for every running request (see
+    /// [`VllmScheduler::decode_only_pass_applies`]), in one walk over `running` instead of the
+    /// full pass's four, marking those that reach their length finished. Scheduling a request
+    /// touches only that request and the pool, and generating a token only that request
+    /// (finished requests release their blocks after the walk and its events, as in the full
+    /// pass), so doing both for each request in turn leaves the pool and the requests exactly
+    /// as scheduling all and then generating for all does. The decode time reads the pool
+    /// after every allocation and before any release, as there. Returns the pass's time and
+    /// whether a request finished.
+    fn decode_only_walk(&mut self) -> (PassTime, bool) {
         let bs = self.block_size;
         let caching = self.pool.caching();
         let max_model_len = self.max_model_len;
@@ -643,10 +700,9 @@ impl VllmScheduler {
             scheduled: std::mem::take(&mut self.scheduled_scratch),
             ..Batch::default()
         };
-        events.reserve(ready);
         for index in 0..ready {
             let request = &mut self.running[index];
-            debug_assert!(request.decodes_plainly());
+            debug_assert!(request.decodes_plainly() && !request.finished);
             let len = request.len();
             if !request.take_plain_token(bs, caching, max_model_len) {
                 // Its token needs a block or completes one: the general step, which cannot
@@ -659,10 +715,6 @@ impl VllmScheduler {
             let request = &mut self.running[index];
             context_tokens += len;
             request.generated += 1;
-            events.push(PassEvent::Tokens {
-                id: request.id,
-                count: 1,
-            });
             debug_assert_eq!(
                 request.generated >= request.generation_end,
                 request.remaining_generation(max_model_len) == 0
@@ -670,7 +722,6 @@ impl VllmScheduler {
             if request.generated >= request.generation_end {
                 request.finished = true;
                 any_finished = true;
-                events.push(PassEvent::Completed { id: request.id });
             }
         }
         batch.scheduled.clear();
@@ -685,13 +736,26 @@ impl VllmScheduler {
                 context_tokens,
             })
         };
-        if any_finished {
-            self.finish_marked();
-        }
-        PassTime {
+        let time = PassTime {
             prefill_ms: 0.0,
             decode_ms,
             scheduled_requests: ready,
+        };
+        (time, any_finished)
+    }
+
+    /// The events of the decode-only pass just walked, before its finished requests leave: a
+    /// token for each running request, in order, each finished one's completion after it.
+    fn push_decode_only_events(&self, events: &mut Vec<PassEvent>) {
+        events.reserve(self.running.len());
+        for request in &self.running {
+            events.push(PassEvent::Tokens {
+                id: request.id,
+                count: 1,
+            });
+            if request.finished {
+                events.push(PassEvent::Completed { id: request.id });
+            }
         }
     }
 
@@ -1031,6 +1095,14 @@ impl VllmScheduler {
         };
         let fresh_start = have + reuse;
         let fresh = want - fresh_start;
+        if request.blocks.capacity() == 0 {
+            // Room for the blocks of the whole generation at once (within the pool), so that
+            // decoding never regrows the table.
+            let planned = (request.prompt_len + request.max_output).div_ceil(bs);
+            request
+                .blocks
+                .reserve_exact(planned.min(self.num_blocks).max(want));
+        }
         let hashes = &request.hashes;
         let ok = self.pool.allocate(
             if reuse == 0 {

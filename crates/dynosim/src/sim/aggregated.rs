@@ -74,6 +74,10 @@ pub(super) struct Aggregated<'s> {
     /// floating point makes depend on where the steps are: it is accrued through each of them
     /// in turn.
     run_ahead_ends: RunAheadEnds,
+    /// Scratch for [`Pool::run_decode_passes`]: the ends of the passes run ahead, and the
+    /// requests each gave a token.
+    ahead_ends: Vec<f64>,
+    ahead_ids: Vec<RequestId>,
 }
 
 /// Accrues `pool`'s provisioned worker time from `accrued_ms` to `t_ms` (if later).
@@ -254,6 +258,8 @@ impl<'s> Aggregated<'s> {
             passes_run_ahead: 0,
             accrued_ms: 0.0,
             run_ahead_ends: RunAheadEnds::new(spec.num_workers),
+            ahead_ends: Vec::new(),
+            ahead_ids: Vec::new(),
         }
     }
 
@@ -604,9 +610,9 @@ impl Aggregated<'_> {
             .next_ready_ms()
             .unwrap_or(f64::INFINITY);
         let cap_ms = self.spec.max_sim_time_ms.unwrap_or(f64::INFINITY);
+        let may_end_ahead = move |end_ms: f64| end_ms < horizon && end_ms <= cap_ms;
         let mut first = true;
-        while end_ms < horizon
-            && end_ms <= cap_ms
+        while may_end_ahead(end_ms)
             && self.pool.next_pass_decodes_only(worker)
             && self.pass_end_is_plain(worker, first)
         {
@@ -614,17 +620,58 @@ impl Aggregated<'_> {
             self.pool.end_pass_in_place(worker, end_ms);
             self.pool.apply_pass_end_kv_events(worker);
             self.apply_tokens(worker, end_ms);
-            let start = self.pool.start_decode_pass(worker, end_ms);
-            debug_assert!(start.end_ms > end_ms, "a decode-only pass takes time");
             if !self.single_worker {
                 // (One worker reports the run's duration as its worker time.)
                 self.run_ahead_ends.push(worker, end_ms);
             }
-            (start_ms, end_ms, rank) = (end_ms, start.end_ms, worker as u64);
-            first = false;
             self.passes_run_ahead += 1;
+            let (mut ends, mut ids) = (
+                std::mem::take(&mut self.ahead_ends),
+                std::mem::take(&mut self.ahead_ids),
+            );
+            ends.clear();
+            let next_start_ms = end_ms;
+            let next_end_ms = match self.pool.run_decode_passes(
+                worker,
+                next_start_ms,
+                may_end_ahead,
+                &mut ends,
+                &mut ids,
+            ) {
+                Some(last_end_ms) => {
+                    // Every pass but the last ended ahead, each a token for every request.
+                    self.apply_decode_pass_ends(worker, &ends, &ids);
+                    last_end_ms
+                }
+                None => self.pool.start_decode_pass(worker, next_start_ms).end_ms,
+            };
+            debug_assert!(next_end_ms > next_start_ms, "a decode-only pass takes time");
+            start_ms = ends.last().copied().unwrap_or(next_start_ms);
+            (end_ms, rank) = (next_end_ms, worker as u64);
+            (self.ahead_ends, self.ahead_ids) = (ends, ids);
+            first = false;
         }
         self.completions.push(end_ms, start_ms, rank, worker);
+    }
+
+    /// Applies ahead of the loop the ends `ends_ms` of decode-only passes of `worker` that ran
+    /// back to back, each a token for every request of `ids`.
+    fn apply_decode_pass_ends(&mut self, worker: usize, ends_ms: &[f64], ids: &[RequestId]) {
+        if ends_ms.is_empty() {
+            return;
+        }
+        if !self.single_worker {
+            for &end_ms in ends_ms {
+                self.run_ahead_ends.push(worker, end_ms);
+            }
+        }
+        self.passes_run_ahead += ends_ms.len() as u64;
+        if self.counts_tokens {
+            for &id in ids {
+                self.requests.on_tokens(id, ends_ms.len());
+            }
+        }
+        self.collector.on_one_token_each_pass(ends_ms, ids);
     }
 
     /// The events of `worker`'s pass in flight are tokens only, and (for the `first` pass of a

@@ -109,6 +109,10 @@ enum Call {
     },
     /// One token at `at_ms` for each of the batch's next `requests` entries in `ids`.
     OneTokenEach { at_ms: f64, requests: usize },
+    /// Passes that ended at the batch's next `passes` entries of `pass_end_times`, each a token
+    /// for each of the next `requests` ids, in order: a [`Call::OneTokenEach`] per pass,
+    /// sharing the ids.
+    OneTokenEachPass { passes: usize, requests: usize },
     Terminal {
         id: RequestId,
         at_ms: f64,
@@ -134,8 +138,11 @@ struct Batch {
     calls: Vec<Call>,
     sessions: Vec<(SessionId, usize)>,
     pass_ends: Vec<PassEnd>,
-    /// The requests of the [`Call::OneTokenEach`] calls, in order.
+    /// The requests of the [`Call::OneTokenEach`] and [`Call::OneTokenEachPass`] calls, in
+    /// order.
     ids: Vec<u32>,
+    /// The pass ends of the [`Call::OneTokenEachPass`] calls, in order.
+    pass_end_times: Vec<f64>,
 }
 
 impl Batch {
@@ -153,6 +160,7 @@ impl Batch {
         self.sessions.clear();
         self.pass_ends.clear();
         self.ids.clear();
+        self.pass_end_times.clear();
     }
 
     /// Applies every call to `collector`, in order.
@@ -160,6 +168,7 @@ impl Batch {
         let mut sessions = self.sessions.iter();
         let mut pass_ends = self.pass_ends.iter();
         let mut ids = &self.ids[..];
+        let mut pass_end_times = &self.pass_end_times[..];
         for &call in &self.calls {
             match call {
                 Call::Arrival {
@@ -216,6 +225,14 @@ impl Batch {
                     collector.on_one_token_each(at_ms, these);
                     ids = rest;
                 }
+                Call::OneTokenEachPass { passes, requests } => {
+                    let (these, rest) = ids.split_at(requests);
+                    let (ends, later) = pass_end_times.split_at(passes);
+                    for &at_ms in ends {
+                        collector.on_one_token_each(at_ms, these);
+                    }
+                    (ids, pass_end_times) = (rest, later);
+                }
                 Call::Terminal { id, at_ms, status } => collector.on_terminal(id, at_ms, status),
                 Call::PassEnd => {
                     let pass = pass_ends.next().expect("one pass end per such call");
@@ -255,6 +272,8 @@ pub(super) struct Threaded {
     /// bit), and where their ids start in the batch's `ids`. Its [`Call::OneTokenEach`] is
     /// written when the group closes: at the next other call, or when the batch is sent.
     group: Option<(u64, usize)>,
+    /// Scratch: request ids as a batch holds them.
+    narrow_ids: Vec<u32>,
 }
 
 impl Threaded {
@@ -290,6 +309,7 @@ impl Threaded {
             batch_calls,
             batch_ids,
             group: None,
+            narrow_ids: Vec::new(),
         }
     }
 
@@ -312,6 +332,21 @@ impl Threaded {
         }
         self.batch.ids.push(id);
         if self.batch.ids.len() >= self.batch_ids {
+            self.send();
+        }
+    }
+
+    /// Passes that ended at `ends_ms`, each a token for each request of `ids`, as one call.
+    fn push_one_token_each_pass(&mut self, ends_ms: &[f64], ids: &[u32]) {
+        self.push(Call::OneTokenEachPass {
+            passes: ends_ms.len(),
+            requests: ids.len(),
+        });
+        self.batch.ids.extend_from_slice(ids);
+        self.batch.pass_end_times.extend_from_slice(ends_ms);
+        if self.batch.ids.len() >= self.batch_ids
+            || self.batch.pass_end_times.len() >= self.batch_ids
+        {
             self.send();
         }
     }
@@ -555,6 +590,33 @@ impl CollectorFront {
                 sender.push_one_token(id as u32, at_ms)
             }
             _ => self.on_tokens_otherwise(id, at_ms, count),
+        }
+    }
+
+    /// Passes that ended at `ends_ms`, in order, each a token for each request of `ids`, in
+    /// order: what `on_tokens(id, end_ms, 1)` for each pass end and each request would do.
+    pub(super) fn on_one_token_each_pass(&mut self, ends_ms: &[f64], ids: &[RequestId]) {
+        if ends_ms.is_empty() || ids.is_empty() {
+            return;
+        }
+        match self {
+            Self::Threaded(sender)
+                if ids.len() < sender.batch_ids
+                    && ids.iter().all(|&id| id <= u32::MAX as RequestId) =>
+            {
+                let mut narrow = std::mem::take(&mut sender.narrow_ids);
+                narrow.clear();
+                narrow.extend(ids.iter().map(|&id| id as u32));
+                sender.push_one_token_each_pass(ends_ms, &narrow);
+                sender.narrow_ids = narrow;
+            }
+            _ => {
+                for &end_ms in ends_ms {
+                    for &id in ids {
+                        self.on_tokens(id, end_ms, 1);
+                    }
+                }
+            }
         }
     }
 

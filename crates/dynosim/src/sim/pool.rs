@@ -496,6 +496,41 @@ impl Pool {
         })
     }
 
+    /// Runs decode-only passes of `worker` back to back, the first starting at `start_ms`, its
+    /// pass ending then being applied already, for as long as each may end ahead of the loop
+    /// ([`RankScheduler::run_decode_passes`]; [`Pool::next_pass_decodes_only`] must hold).
+    /// The ends of the passes that did go to `ends`, each a token for every request of `ids`;
+    /// the last pass stays in flight, its events pending, as [`Pool::start_decode_pass`]
+    /// leaves one, and its end is returned. `None`, having run nothing, where the worker
+    /// cannot (more than one rank, SGLang).
+    pub(super) fn run_decode_passes(
+        &mut self,
+        worker: usize,
+        start_ms: f64,
+        ends_ahead: impl FnMut(f64) -> bool,
+        ends: &mut Vec<f64>,
+        ids: &mut Vec<RequestId>,
+    ) -> Option<f64> {
+        if self.dp_size != 1 || self.fpm.is_some() {
+            return None;
+        }
+        let state = &mut self.workers[worker];
+        state.pending.clear();
+        let scheduler = &mut self.schedulers[worker];
+        let end_ms =
+            scheduler.run_decode_passes(start_ms, ends_ahead, ends, ids, &mut state.pending)?;
+        debug_assert!(end_ms > start_ms, "a decode-only pass takes time");
+        // vLLM's KV events are visible from the start of the pass that made them: every pass
+        // run here has started.
+        if self.routes_on_kv_events && scheduler.kv_events_at_pass_start() {
+            scheduler.drain_kv_events(&mut self.kv_events);
+            self.router.apply_kv_events(worker, &self.kv_events);
+        }
+        state.busy = true;
+        self.woken[worker / 64] &= !(1 << (worker % 64));
+        Some(end_ms)
+    }
+
     #[inline(always)]
     fn run_pass(
         &mut self,
