@@ -272,8 +272,6 @@ pub(super) struct Threaded {
     /// bit), and where their ids start in the batch's `ids`. Its [`Call::OneTokenEach`] is
     /// written when the group closes: at the next other call, or when the batch is sent.
     group: Option<(u64, usize)>,
-    /// Scratch: request ids as a batch holds them.
-    narrow_ids: Vec<u32>,
 }
 
 impl Threaded {
@@ -309,7 +307,6 @@ impl Threaded {
             batch_calls,
             batch_ids,
             group: None,
-            narrow_ids: Vec::new(),
         }
     }
 
@@ -336,13 +333,14 @@ impl Threaded {
         }
     }
 
-    /// Passes that ended at `ends_ms`, each a token for each request of `ids`, as one call.
-    fn push_one_token_each_pass(&mut self, ends_ms: &[f64], ids: &[u32]) {
+    /// Passes that ended at `ends_ms`, each a token for each request of `ids` (all within
+    /// `u32`), as one call.
+    fn push_one_token_each_pass(&mut self, ends_ms: &[f64], ids: &[RequestId]) {
         self.push(Call::OneTokenEachPass {
             passes: ends_ms.len(),
             requests: ids.len(),
         });
-        self.batch.ids.extend_from_slice(ids);
+        self.batch.ids.extend(ids.iter().map(|&id| id as u32));
         self.batch.pass_end_times.extend_from_slice(ends_ms);
         if self.batch.ids.len() >= self.batch_ids
             || self.batch.pass_end_times.len() >= self.batch_ids
@@ -432,6 +430,9 @@ impl Drop for Threaded {
 
 /// The run's collector, inline or on its own thread (see the module doc). Method names are
 /// the collector's.
+// One front per run: its size does not matter, and the threaded variant's batch is written on
+// every token, so it stays inline rather than behind a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(super) enum CollectorFront {
     Inline(Box<Collector>),
@@ -604,11 +605,7 @@ impl CollectorFront {
                 if ids.len() < sender.batch_ids
                     && ids.iter().all(|&id| id <= u32::MAX as RequestId) =>
             {
-                let mut narrow = std::mem::take(&mut sender.narrow_ids);
-                narrow.clear();
-                narrow.extend(ids.iter().map(|&id| id as u32));
-                sender.push_one_token_each_pass(ends_ms, &narrow);
-                sender.narrow_ids = narrow;
+                sender.push_one_token_each_pass(ends_ms, ids)
             }
             _ => {
                 for &end_ms in ends_ms {
