@@ -50,18 +50,24 @@ const NIL: CopyId = CopyId::MAX;
 /// How many blocks ahead a walk over keys or LRU victims prefetches.
 const PREFETCH_AHEAD: usize = 4;
 
-/// How many LRU entries ahead an eviction prefetches a victim's slot; the victim's index
-/// bucket follows [`PREFETCH_AHEAD`] entries later (the key it needs is in the slot), two
-/// entries before its eviction.
-const SLOT_PREFETCH_AHEAD: usize = 8;
-const BUCKET_PREFETCH_AHEAD: usize = 2;
+/// How many LRU entries ahead an eviction prefetches a victim's slot and its index bucket
+/// (the entry carries the bucket's tag, so neither waits for the other).
+const EVICT_PREFETCH_AHEAD: usize = 8;
 
 /// Stale LRU entries tolerated beyond as many as there are current ones.
 const LRU_SLACK: usize = 1024;
 
-/// Whether an LRU entry stamped `stamp` is current for `slot`.
-fn is_current(slot: &Slot, stamp: u32) -> bool {
-    slot.lru_stamp == stamp && slot.is_inactive()
+/// Whether the LRU entry numbered `seq` is current for `slot`.
+fn is_current(slot: &Slot, seq: u32) -> bool {
+    slot.lru_seq == seq && slot.is_inactive()
+}
+
+/// An LRU entry: the copy, and the upper half of its key (what picks its index bucket, so an
+/// eviction can prefetch the bucket before it has read the slot).
+#[derive(Clone, Copy, Debug)]
+struct LruEntry {
+    id: CopyId,
+    tag: u32,
 }
 
 /// A change of the set of cache-visible blocks, for a KV-aware router.
@@ -118,9 +124,10 @@ const ONE_REF: u32 = 0b1000;
 struct Slot {
     /// The block key while `Pending` or `Cached`.
     hash: u64,
-    /// How many times the copy has become inactive (kept across reuse of the slot): an LRU
-    /// entry is current only while it carries this stamp and the copy is still inactive.
-    lru_stamp: u32,
+    /// The number of the copy's latest LRU entry (see [`BlockPool::lru_head`]): an entry is
+    /// current only while it has this number and the copy is still inactive. Meaningless
+    /// until the copy first becomes inactive, which sets it.
+    lru_seq: u32,
     /// `refs * ONE_REF | LINKED? | kind`. References count only while `Cached` (a private or
     /// pending copy has its one owner); a copy taken as a prefix inside
     /// [`BlockPool::allocate`] holds its new reference before the evictions, which is what
@@ -129,10 +136,10 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(kind: Kind, hash: u64, lru_stamp: u32) -> Slot {
+    fn new(kind: Kind, hash: u64) -> Slot {
         Slot {
             hash,
-            lru_stamp,
+            lru_seq: 0,
             state: kind as u32,
         }
     }
@@ -212,12 +219,16 @@ pub struct BlockPool {
     /// finds its own entry by id without reading any slot, and walks that need the index
     /// next prefetch its bucket.
     by_hash: CopyIndex,
-    /// Inactive copies, oldest first, as `(copy, lru_stamp)` when it became inactive. A copy
-    /// that becomes active again leaves its entry behind, stale (see [`Slot::lru_stamp`]);
+    /// Inactive copies, oldest first. Entries are numbered consecutively from
+    /// [`BlockPool::lru_head`] (the number is the position, never stored in the entry). A copy
+    /// that becomes active again leaves its entry behind, stale (see [`Slot::lru_seq`]);
     /// evictions skip stale entries and [`BlockPool::push_lru`] compacts them away. A queue
     /// rather than a linked list: reusing an inactive copy touches no neighbour, and the next
-    /// victims are known ahead, so their slots can be prefetched.
-    lru: VecDeque<(CopyId, u32)>,
+    /// victims are known ahead, so their slots and buckets can be prefetched.
+    lru: VecDeque<LruEntry>,
+    /// The number of `lru`'s front entry (wrapping; numbers are compared only for equality,
+    /// and the queue is far shorter than 2^32).
+    lru_head: u32,
     /// Current entries in `lru`.
     inactive: usize,
     caching: bool,
@@ -237,6 +248,7 @@ impl BlockPool {
             occupied: 0,
             by_hash: CopyIndex::default(),
             lru: VecDeque::new(),
+            lru_head: 0,
             inactive: 0,
             caching,
             events: None,
@@ -337,6 +349,9 @@ impl BlockPool {
         mut pending_hash: impl FnMut(usize) -> Option<u64>,
         out: &mut Vec<CopyId>,
     ) -> bool {
+        let needed_evictions = fresh.saturating_sub(self.num_free());
+        // The first victims' loads overlap the prefix walk.
+        self.prefetch_victims(needed_evictions.min(EVICT_PREFETCH_AHEAD));
         let mut prefix_ids = std::mem::take(&mut self.scratch);
         prefix_ids.clear();
         for (i, hash) in prefix.iter().enumerate() {
@@ -348,7 +363,6 @@ impl BlockPool {
                 .expect("a prefix hash vouched for by a lookup is resident");
             prefix_ids.push(first);
         }
-        let needed_evictions = fresh.saturating_sub(self.num_free());
         if needed_evictions > 0 {
             let inactive_hits = prefix_ids
                 .iter()
@@ -487,11 +501,11 @@ impl BlockPool {
         match self.free_slots.pop() {
             Some(id) => {
                 let slot = &mut self.slots[id as usize];
-                *slot = Slot::new(kind, hash, slot.lru_stamp);
+                *slot = Slot::new(kind, hash);
                 id
             }
             None => {
-                self.slots.push(Slot::new(kind, hash, 0));
+                self.slots.push(Slot::new(kind, hash));
                 (self.slots.len() - 1) as CopyId
             }
         }
@@ -540,13 +554,27 @@ impl BlockPool {
 
     fn push_lru(&mut self, id: CopyId) {
         let slot = &mut self.slots[id as usize];
-        slot.lru_stamp = slot.lru_stamp.wrapping_add(1);
-        self.lru.push_back((id, slot.lru_stamp));
+        slot.lru_seq = self.lru_head.wrapping_add(self.lru.len() as u32);
+        self.lru.push_back(LruEntry {
+            id,
+            tag: (slot.hash >> 32) as u32,
+        });
         self.inactive += 1;
         if self.lru.len() > 2 * self.inactive + LRU_SLACK {
-            let slots = &self.slots;
-            self.lru
-                .retain(|&(id, stamp)| is_current(&slots[id as usize], stamp));
+            // Keep the current entries, renumbering their copies to their new positions.
+            let slots = &mut self.slots;
+            let mut seq = self.lru_head;
+            let mut kept = self.lru_head;
+            self.lru.retain(|entry| {
+                let slot = &mut slots[entry.id as usize];
+                let current = is_current(slot, seq);
+                seq = seq.wrapping_add(1);
+                if current {
+                    slot.lru_seq = kept;
+                    kept = kept.wrapping_add(1);
+                }
+                current
+            });
         }
     }
 
@@ -556,21 +584,28 @@ impl BlockPool {
         self.inactive -= 1;
     }
 
+    /// Starts loading the slots and index buckets of the `count` oldest LRU entries.
+    fn prefetch_victims(&self, count: usize) {
+        for entry in self.lru.iter().take(count) {
+            prefetch(&self.slots[entry.id as usize]);
+            self.by_hash.prefetch_tag(entry.tag);
+        }
+    }
+
     /// Evicts the `count` oldest inactive copies, oldest first, while prefetching the slots
-    /// of the victims [`SLOT_PREFETCH_AHEAD`] entries ahead and their index buckets
-    /// [`BUCKET_PREFETCH_AHEAD`] entries ahead.
+    /// and index buckets of the victims [`EVICT_PREFETCH_AHEAD`] entries ahead.
     fn evict_oldest(&mut self, count: usize) {
         for _ in 0..count {
             loop {
-                let (id, stamp) = self.lru.pop_front().expect("eviction from an empty LRU");
-                if let Some(&(ahead, _)) = self.lru.get(SLOT_PREFETCH_AHEAD - 1) {
-                    prefetch(&self.slots[ahead as usize]);
+                let entry = self.lru.pop_front().expect("eviction from an empty LRU");
+                let seq = self.lru_head;
+                self.lru_head = seq.wrapping_add(1);
+                if let Some(ahead) = self.lru.get(EVICT_PREFETCH_AHEAD - 1) {
+                    prefetch(&self.slots[ahead.id as usize]);
+                    self.by_hash.prefetch_tag(ahead.tag);
                 }
-                if let Some(&(next, _)) = self.lru.get(BUCKET_PREFETCH_AHEAD - 1) {
-                    self.by_hash.prefetch(self.slots[next as usize].hash);
-                }
-                if is_current(&self.slots[id as usize], stamp) {
-                    self.evict(id);
+                if is_current(&self.slots[entry.id as usize], seq) {
+                    self.evict(entry.id);
                     break;
                 }
             }
@@ -983,5 +1018,34 @@ mod tests {
         assert!(alloc(&mut pool, &[], &[None, None]).is_some());
         assert_eq!(pool.lookup(2), None);
         assert_eq!(pool.lookup(1), Some(false));
+    }
+
+    #[test]
+    fn compaction_keeps_the_eviction_order() {
+        // Eight idle blocks; two of them reused in turn often enough to compact several times.
+        let mut pool = BlockPool::new(8, true);
+        let keys: Vec<Option<u64>> = (1..=8).map(Some).collect();
+        let ids = alloc(&mut pool, &[], &keys).unwrap();
+        for &id in &ids {
+            pool.finalize(id);
+            pool.release(id);
+        }
+        for round in 0..3 * LRU_SLACK {
+            let key = [3, 6][round % 2];
+            let again = alloc(&mut pool, &[key], &[]).unwrap();
+            pool.release(again[0]);
+        }
+        assert!(pool.lru.len() <= 2 * pool.num_inactive() + LRU_SLACK + 1);
+        // Oldest first: the untouched blocks in release order, then 3 and 6 as last released.
+        let order = [1, 2, 4, 5, 7, 8, 3, 6];
+        for (evicted, &key) in order.iter().enumerate() {
+            assert_eq!(pool.lookup(key), Some(false));
+            alloc(&mut pool, &[], &[None]).unwrap();
+            assert_eq!(
+                pool.lookup(key),
+                None,
+                "eviction {evicted} takes block {key}"
+            );
+        }
     }
 }

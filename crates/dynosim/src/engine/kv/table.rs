@@ -72,6 +72,9 @@ type Id = u32;
 const NO_ID: Id = Id::MAX;
 const EMPTY_ENTRY: u64 = u64::MAX;
 
+/// How many buckets past a key's home bucket [`CopyIndex::prefetch_tag`] also covers.
+const PROBE_LOOKAHEAD: usize = 3;
+
 /// Maps a block key to one copy id (the pool's oldest copy of that key). An entry holds the
 /// key's upper half as a tag beside the id; the key itself lives with the copy, so a tag match
 /// is confirmed by the caller (`is_key`), and finding an entry by its id reads no copy at all.
@@ -110,8 +113,24 @@ impl CopyIndex {
     /// Starts loading the bucket where `key` is looked for.
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
+        self.prefetch_tag(upper(key));
+    }
+
+    /// Starts loading the bucket where a key whose upper half is `tag` is looked for, and the
+    /// line after it when the bucket is among the last [`PROBE_LOOKAHEAD`] of its line: a
+    /// probe, an insert or a removal's backward shift usually reads a few buckets past the
+    /// home one.
+    #[inline(always)]
+    pub fn prefetch_tag(&self, tag: u32) {
         if !self.entries.is_empty() {
-            prefetch(self.entries.as_ptr().wrapping_add(self.home(key)));
+            let home = self
+                .entries
+                .as_ptr()
+                .wrapping_add(tag as usize & self.mask());
+            prefetch(home);
+            // Within the home line (a second hint to the same line costs next to nothing) or
+            // the first bucket of the next one.
+            prefetch(home.wrapping_add(PROBE_LOOKAHEAD));
         }
     }
 
