@@ -13,7 +13,10 @@
 //! decode-only pass that takes time (see [`Aggregated::run_ahead`] for why that changes no
 //! output). Completions, rejections and first tokens the KV router hears of stay events of
 //! the loop; the last pass started is queued where the loop would have queued it, and the
-//! worker time accrues through every pass end the loop did not stop at.
+//! worker time accrues through every pass end the loop did not stop at. Where the pool can
+//! (one rank, vLLM or TRT-LLM), the decode-only passes after the first are one call,
+//! [`Pool::run_decode_passes`]: the engine runs them back to back under the same conditions
+//! and hands back their ends and the requests they gave a token to.
 
 use super::collector_front::CollectorFront;
 use super::common::{

@@ -11,7 +11,9 @@
 //! byte-identical whichever thread ran it: nothing depends on scheduling. A pass gives one
 //! token to each of many requests at one time: consecutive such token calls travel as one
 //! message with the requests' ids beside it (4 bytes a token instead of a 40-byte message),
-//! and the collector applies them one by one, in order.
+//! and the collector applies them one by one, in order. A run of passes of one worker that
+//! gave a token to the same requests each (decode passes applied ahead of the loop) travels
+//! as one message with the ids once and the pass ends beside them.
 //!
 //! INTERFACE
 //! - [`CollectorThread`]: the run option choosing the thread (beside `sim::Observers`).
