@@ -413,9 +413,21 @@ const DIRECT_SLACK: usize = 1 << 12;
 impl HashIdInterner {
     #[inline]
     pub fn intern(&mut self, raw: u64) -> Option<u32> {
-        if let Some(&id) = usize::try_from(raw).ok().and_then(|i| self.direct.get(i)) {
-            if id != UNSEEN {
-                return Some(id);
+        if let Some(slot) = usize::try_from(raw)
+            .ok()
+            .and_then(|i| self.direct.get_mut(i))
+        {
+            if *slot != UNSEEN {
+                return Some(*slot);
+            }
+            // New and inside the table (no id below the table's end is in the map): the next
+            // id, unless that would be UNSEEN itself, which only the map can hold.
+            if let Ok(id) = u32::try_from(self.len) {
+                if id != UNSEEN {
+                    *slot = id;
+                    self.len += 1;
+                    return Some(id);
+                }
             }
         }
         self.intern_new_or_other(raw)

@@ -29,6 +29,8 @@ pub fn read_mooncake(path: &Path, trace_block_size: u32) -> Result<Workload> {
     let mut lines = TraceLines::open(path, false)
         .map_err(|e| Error::usage(format!("failed to open trace file {shown}: {e}")))?;
     let mut builder = Builder::new(&shown, trace_block_size);
+    // The hash-id buffer of the previous row, reused by the next one.
+    let mut spare_hash_ids = None;
     loop {
         let next = lines.next_line().map_err(|failure| {
             Error::usage(format!(
@@ -39,13 +41,17 @@ pub fn read_mooncake(path: &Path, trace_block_size: u32) -> Result<Workload> {
         let Some((line_no, text)) = next else {
             break;
         };
-        let row: Row = serde_json::from_str(text).map_err(|e| {
-            Error::usage(format!(
-                "failed to parse line {line_no} from {shown} as JSON: {}",
-                describe_json_error::<Row>(text, &e)
-            ))
-        })?;
-        builder.push(line_no, row)?;
+        let mut row = match usual_row::scan(text, spare_hash_ids.take()) {
+            Some(row) => row,
+            None => serde_json::from_str::<Row>(text).map_err(|e| {
+                Error::usage(format!(
+                    "failed to parse line {line_no} from {shown} as JSON: {}",
+                    describe_json_error::<Row>(text, &e)
+                ))
+            })?,
+        };
+        builder.push(line_no, &mut row)?;
+        spare_hash_ids = row.hash_ids.take();
     }
     builder.finish()
 }
@@ -88,6 +94,7 @@ struct Row {
 }
 
 /// A JSON string whose value is not needed.
+#[derive(Clone, Copy)]
 struct StringShape;
 
 impl<'de> Deserialize<'de> for StringShape {
@@ -115,6 +122,8 @@ struct Builder<'p> {
     path: &'p str,
     trace_block_size: u32,
     interner: HashIdInterner,
+    /// The current row's interned ids (a buffer reused across rows).
+    interned: Vec<u32>,
     arena: HashIdArena,
     sessions: Vec<Session>,
     /// Sessions named by a `session_id` field.
@@ -145,6 +154,7 @@ impl<'p> Builder<'p> {
             path,
             trace_block_size,
             interner: HashIdInterner::default(),
+            interned: Vec::new(),
             arena: HashIdArena::default(),
             sessions: Vec::new(),
             named_sessions: HashMap::new(),
@@ -155,9 +165,11 @@ impl<'p> Builder<'p> {
         }
     }
 
-    fn push(&mut self, line_no: usize, row: Row) -> Result<()> {
+    /// Folds `row` in. Its strings are taken; its hash ids are only read, so that the caller
+    /// can reuse their buffer.
+    fn push(&mut self, line_no: usize, row: &mut Row) -> Result<()> {
         let path = self.path;
-        let Some(raw_hash_ids) = row.hash_ids else {
+        let Some(raw_hash_ids) = row.hash_ids.as_deref() else {
             return Err(Error::usage(format!(
                 "trace line {line_no} is missing hash_ids (in {path}; every row needs a hash_ids array)"
             )));
@@ -186,7 +198,7 @@ impl<'p> Builder<'p> {
             }
         }
 
-        let session_idx = match row.session_id {
+        let session_idx = match row.session_id.take() {
             Some(id) => self.named_session(line_no, id, row.timestamp),
             None => self.auto_session(line_no, row.timestamp),
         };
@@ -205,17 +217,22 @@ impl<'p> Builder<'p> {
             }
         }
 
-        let mut ids = Vec::with_capacity(raw_hash_ids.len());
-        for raw in raw_hash_ids {
+        self.interned.clear();
+        for &raw in raw_hash_ids {
             let id = self.interner.intern(raw).ok_or_else(|| {
                 Error::usage(format!(
                     "trace contains more unique hash IDs than u32 can represent (at line {line_no} of {path})"
                 ))
             })?;
-            ids.push(id);
+            self.interned.push(id);
         }
-        let prompt = self.arena.push(ids, self.trace_block_size);
-        let policy_class = row.policy_class.map(|class| self.policy_class(class));
+        let prompt = self
+            .arena
+            .push(self.interned.iter().copied(), self.trace_block_size);
+        let policy_class = row
+            .policy_class
+            .take()
+            .map(|class| self.policy_class(class));
 
         self.sessions[session_idx].turns.push(Turn {
             input_length,
@@ -399,6 +416,255 @@ fn auto_session_line(id: &str) -> Option<usize> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// Rows of the usual shape, read without serde.
+///
+/// Almost every row of a real trace is an object of a few known fields with non-negative
+/// integers, arrays of them and plain strings as values, and serde's general machinery costs
+/// far more per byte on those than the scan needs. A row is taken here only if serde would
+/// read it to exactly the same [`Row`]; a row that is not of that shape (another field, a
+/// duplicate, `null`, a sign, a fraction or exponent, a leading zero, a number out of the
+/// field's range, an escape or control character in a string, anything after the object) is
+/// left to serde, which then gives its own result or its own error, so no result and no
+/// message depends on which of the two read a row.
+mod usual_row {
+    use super::{Row, StringShape, U32Count};
+
+    /// The row in `text` if it has the usual shape, with its hash ids read into `buffer` (a
+    /// spare buffer to reuse, if any).
+    pub(super) fn scan(text: &str, buffer: Option<Vec<u64>>) -> Option<Row> {
+        let mut hash_ids = buffer.unwrap_or_default();
+        hash_ids.clear();
+        let mut row = Cursor { text, at: 0 }.row(&mut hash_ids)?;
+        if row.hash_ids.is_some() {
+            row.hash_ids = Some(hash_ids);
+        }
+        Some(row)
+    }
+
+    /// A position in one line; every method returns `None` as soon as the line leaves the
+    /// usual shape.
+    struct Cursor<'t> {
+        text: &'t str,
+        at: usize,
+    }
+
+    impl<'t> Cursor<'t> {
+        fn row(&mut self, hash_ids: &mut Vec<u64>) -> Option<Row> {
+            let mut row = Row {
+                request_id: None,
+                session_id: None,
+                input_length: None,
+                output_length: None,
+                output_token_ids: None,
+                hash_ids: None,
+                timestamp: None,
+                delay: None,
+                priority: None,
+                strict_priority: None,
+                policy_class: None,
+            };
+            // One bit per field, shared by a name and its alias: serde rejects a field given twice.
+            let mut seen = 0u16;
+            self.skip_whitespace();
+            self.expect(b'{')?;
+            self.skip_whitespace();
+            if self.peek() == Some(b'}') {
+                self.at += 1;
+            } else {
+                loop {
+                    let key = self.plain_string()?;
+                    self.skip_whitespace();
+                    self.expect(b':')?;
+                    self.skip_whitespace();
+                    let bit = match key {
+                        "hash_ids" => {
+                            self.integers(|id| {
+                                hash_ids.push(id);
+                                Some(())
+                            })?;
+                            // The ids themselves are in `hash_ids`; `scan` puts them here.
+                            row.hash_ids = Some(Vec::new());
+                            1 << 0
+                        }
+                        "timestamp" | "created_time" => {
+                            row.timestamp = Some(self.integer()? as f64);
+                            1 << 1
+                        }
+                        "input_length" | "input_tokens" => {
+                            row.input_length = Some(usize::try_from(self.integer()?).ok()?);
+                            1 << 2
+                        }
+                        "output_length" | "output_tokens" => {
+                            row.output_length = Some(usize::try_from(self.integer()?).ok()?);
+                            1 << 3
+                        }
+                        "session_id" => {
+                            row.session_id = Some(self.plain_string()?.to_owned());
+                            1 << 4
+                        }
+                        "delay" | "delay_ms" => {
+                            row.delay = Some(self.integer()? as f64);
+                            1 << 5
+                        }
+                        "request_id" => {
+                            self.plain_string()?;
+                            row.request_id = Some(StringShape);
+                            1 << 6
+                        }
+                        "output_token_ids" => {
+                            let mut count = 0;
+                            self.integers(|id| {
+                                u32::try_from(id).ok()?;
+                                count += 1;
+                                Some(())
+                            })?;
+                            row.output_token_ids = Some(U32Count(count));
+                            1 << 7
+                        }
+                        "priority" => {
+                            row.priority = Some(i32::try_from(self.integer()?).ok()?);
+                            1 << 8
+                        }
+                        "strict_priority" => {
+                            row.strict_priority = Some(u32::try_from(self.integer()?).ok()?);
+                            1 << 9
+                        }
+                        "policy_class" => {
+                            row.policy_class = Some(self.plain_string()?.to_owned());
+                            1 << 10
+                        }
+                        _ => return None,
+                    };
+                    if seen & bit != 0 {
+                        return None;
+                    }
+                    seen |= bit;
+                    self.skip_whitespace();
+                    match self.next()? {
+                        b',' => self.skip_whitespace(),
+                        b'}' => break,
+                        _ => return None,
+                    }
+                }
+            }
+            self.skip_whitespace();
+            (self.at == self.text.len()).then_some(row)
+        }
+
+        fn peek(&self) -> Option<u8> {
+            self.text.as_bytes().get(self.at).copied()
+        }
+
+        fn next(&mut self) -> Option<u8> {
+            let byte = self.peek()?;
+            self.at += 1;
+            Some(byte)
+        }
+
+        fn expect(&mut self, byte: u8) -> Option<()> {
+            (self.next()? == byte).then_some(())
+        }
+
+        /// Skips JSON's whitespace (exactly the four bytes serde skips).
+        fn skip_whitespace(&mut self) {
+            self.at = whitespace_end(self.text.as_bytes(), self.at);
+        }
+
+        /// A string without escapes or control characters (which serde reads as written).
+        fn plain_string(&mut self) -> Option<&'t str> {
+            self.expect(b'"')?;
+            let start = self.at;
+            loop {
+                match self.next()? {
+                    b'"' => break,
+                    b'\\' | 0..=0x1f => return None,
+                    _ => {}
+                }
+            }
+            // Both ends are ASCII quotes, so they are character boundaries.
+            self.text.get(start..self.at - 1)
+        }
+
+        /// A non-negative integer as serde reads it into a `u64`: digits without a leading zero,
+        /// and not followed by a fraction or exponent (the caller's check of the next byte
+        /// rejects those, and digits after a leading zero).
+        fn integer(&mut self) -> Option<u64> {
+            let (value, end) = integer_at(self.text.as_bytes(), self.at)?;
+            self.at = end;
+            Some(value)
+        }
+
+        /// An array of non-negative integers, each handed to `each`. The position is kept in a
+        /// local while the elements are read: this is the loop that reads every hash id.
+        fn integers(&mut self, mut each: impl FnMut(u64) -> Option<()>) -> Option<()> {
+            let bytes = self.text.as_bytes();
+            if bytes.get(self.at) != Some(&b'[') {
+                return None;
+            }
+            let mut at = whitespace_end(bytes, self.at + 1);
+            if bytes.get(at) == Some(&b']') {
+                self.at = at + 1;
+                return Some(());
+            }
+            loop {
+                let (value, end) = integer_at(bytes, at)?;
+                each(value)?;
+                at = whitespace_end(bytes, end);
+                match bytes.get(at) {
+                    Some(b',') => at = whitespace_end(bytes, at + 1),
+                    Some(b']') => {
+                        self.at = at + 1;
+                        return Some(());
+                    }
+                    _ => return None,
+                }
+            }
+        }
+    }
+
+    /// The position of the first byte at or after `at` that is not JSON whitespace.
+    #[inline(always)]
+    fn whitespace_end(bytes: &[u8], mut at: usize) -> usize {
+        while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            at += 1;
+        }
+        at
+    }
+
+    /// The integer [`Cursor::integer`] reads at `at`, and the position after its digits.
+    #[inline(always)]
+    fn integer_at(bytes: &[u8], at: usize) -> Option<(u64, usize)> {
+        let first = bytes.get(at)?.wrapping_sub(b'0');
+        if first > 9 {
+            return None;
+        }
+        let mut value = u64::from(first);
+        let mut at = at + 1;
+        if value == 0 {
+            return Some((0, at));
+        }
+        // Nineteen digits always fit in a u64, so only a twentieth needs overflow checks.
+        let unchecked_end = bytes.len().min(at + 18);
+        for &byte in &bytes[at..unchecked_end] {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                return Some((value, at));
+            }
+            value = value * 10 + u64::from(digit);
+            at += 1;
+        }
+        while let Some(&byte) = bytes.get(at) {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                break;
+            }
+            value = value.checked_mul(10)?.checked_add(u64::from(digit))?;
+            at += 1;
+        }
+        Some((value, at))
+    }
 }
 
 #[cfg(test)]
@@ -954,6 +1220,105 @@ mod tests {
         }
     }
 
+    /// A row's fields in comparable form (floats by their bits).
+    #[allow(clippy::type_complexity)]
+    fn row_fields(
+        row: &Row,
+    ) -> (
+        bool,
+        Option<String>,
+        Option<usize>,
+        Option<usize>,
+        Option<usize>,
+        Option<Vec<u64>>,
+        Option<u64>,
+        Option<u64>,
+        Option<i32>,
+        Option<u32>,
+        Option<String>,
+    ) {
+        (
+            row.request_id.is_some(),
+            row.session_id.clone(),
+            row.input_length,
+            row.output_length,
+            row.output_token_ids.as_ref().map(|count| count.0),
+            row.hash_ids.clone(),
+            row.timestamp.map(f64::to_bits),
+            row.delay.map(f64::to_bits),
+            row.priority,
+            row.strict_priority,
+            row.policy_class.clone(),
+        )
+    }
+
+    /// Whether the scan takes `line`; where it does, serde must read the same row from it.
+    fn scanned_as_serde_reads(line: &str) -> bool {
+        let Some(scanned) = usual_row::scan(line, Some(vec![9, 9])) else {
+            return false;
+        };
+        let parsed: Row = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("the scan took {line:?}, serde rejects it: {e}"));
+        assert_eq!(row_fields(&scanned), row_fields(&parsed), "{line:?}");
+        true
+    }
+
+    #[test]
+    fn usual_rows_are_scanned_and_read_as_serde_reads_them() {
+        for line in [
+            "{\"timestamp\": 0, \"input_length\": 6758, \"output_length\": 500, \"hash_ids\": [0, 1, 2, 13]}",
+            "{\"timestamp\":0,\"input_length\":600,\"output_length\":3,\"hash_ids\":[1,2]}",
+            " \t{ \"hash_ids\" : [ ] , \"output_tokens\" :0 }\r ",
+            "{}",
+            "{ }",
+            "{\"session_id\":\"s \u{e9}\u{1F600}\",\"delay_ms\":5,\"output_tokens\":2,\"output_token_ids\":[1,4294967295],\"hash_ids\":[3]}",
+            "{\"request_id\":\"r\",\"created_time\":18446744073709551615,\"input_tokens\":3,\"output_length\":0,\"hash_ids\":[18446744073709551615],\"priority\":2147483647,\"strict_priority\":4294967295,\"policy_class\":\"\"}",
+            "{\"delay\":9007199254740993,\"output_length\":1,\"hash_ids\":[0]}",
+        ] {
+            assert!(scanned_as_serde_reads(line), "{line:?} should be scanned");
+        }
+        for line in [
+            "{\"output_length\":null,\"hash_ids\":[1]}",
+            "{\"output_length\":-1,\"hash_ids\":[1]}",
+            "{\"output_length\":-0,\"hash_ids\":[1]}",
+            "{\"output_length\":1.5,\"hash_ids\":[1]}",
+            "{\"output_length\":1e3,\"hash_ids\":[1]}",
+            "{\"output_length\":1E3,\"hash_ids\":[1]}",
+            "{\"output_length\":01,\"hash_ids\":[1]}",
+            "{\"output_length\":1,\"hash_ids\":[00]}",
+            "{\"output_length\":1,\"hash_ids\":[18446744073709551616]}",
+            "{\"output_length\":1,\"hash_ids\":[1,]}",
+            "{\"output_length\":1,\"hash_ids\":[1 2]}",
+            "{\"output_length\":1,\"hash_ids\":[1],}",
+            "{\"output_length\":1,\"hash_ids\":[1]} x",
+            "{\"output_length\":1,\"hash_ids\":[1]}{}",
+            "{\"output_length\":1,\"hash_ids\":[1]",
+            "{\"output_length\":1,\"output_tokens\":1,\"hash_ids\":[1]}",
+            "{\"hash_ids\":[1],\"hash_ids\":[1],\"output_length\":1}",
+            "{\"output_length\":1,\"hash_ids\":[1],\"extra\":1}",
+            "{\"output_length\":1,\"hash\\u005fids\":[1]}",
+            "{\"output_length\":1,\"hash_ids\":[1],\"session_id\":\"a\\\"b\"}",
+            "{\"output_length\":1,\"hash_ids\":[1],\"session_id\":\"a\tb\"}",
+            "{\"output_length\":1,\"hash_ids\":[1],\"session_id\":5}",
+            "{\"output_length\":1,\"hash_ids\":[1],\"priority\":2147483648}",
+            "{\"output_length\":1,\"hash_ids\":[1],\"strict_priority\":4294967296}",
+            "{\"output_length\":1,\"output_token_ids\":[4294967296],\"hash_ids\":[1]}",
+            "{\"output_length\":1,\"hash_ids\":[1],\"timestamp\":1.0}",
+            "{\"output_length\":1,\"hash_ids\":[1],\"timestamp\":18446744073709551616}",
+            "{\"output_length\":1\u{a0},\"hash_ids\":[1]}",
+            "{\"output_length\":1\u{c},\"hash_ids\":[1]}",
+            "[null,\"s\",5,1,null,[1],0]",
+            "\u{feff}{}",
+            "",
+            "{",
+        ] {
+            assert!(
+                !scanned_as_serde_reads(line),
+                "{line:?} should be left to serde"
+            );
+        }
+    }
+
     mod never_panics {
         use super::*;
         use proptest::prelude::*;
@@ -964,6 +1329,60 @@ mod tests {
             "{\"session_id\":\"s\",\"delay_ms\":5,\"output_tokens\":2,\"output_token_ids\":[1,2],\"hash_ids\":[3]}",
             "{\"request_id\":\"r\",\"created_time\":1,\"input_tokens\":3,\"output_length\":0,\"hash_ids\":[9],\"priority\":1,\"strict_priority\":2,\"policy_class\":\"p\"}",
         ];
+
+        /// Field names (the row's own, aliases, and others) for generated rows.
+        const FIELDS: &[&str] = &[
+            "hash_ids",
+            "timestamp",
+            "created_time",
+            "input_length",
+            "input_tokens",
+            "output_length",
+            "output_tokens",
+            "session_id",
+            "delay",
+            "delay_ms",
+            "request_id",
+            "output_token_ids",
+            "priority",
+            "strict_priority",
+            "policy_class",
+            "other",
+        ];
+        /// Values of every shape the scan takes or leaves to serde.
+        const VALUES: &[&str] = &[
+            "0",
+            "7",
+            "01",
+            "-1",
+            "-0",
+            "1.5",
+            "1e3",
+            "2147483647",
+            "2147483648",
+            "4294967295",
+            "4294967296",
+            "18446744073709551615",
+            "18446744073709551616",
+            "null",
+            "true",
+            "\"s\"",
+            "\"\"",
+            "\"a\\\"b\"",
+            "\"\u{e9}\"",
+            "[]",
+            "[ ]",
+            "[1,2]",
+            "[ 0 , 3 ]",
+            "[1,]",
+            "[01]",
+            "[-1]",
+            "[1.0]",
+            "[4294967296]",
+            "{}",
+            "[\"x\"]",
+        ];
+        const SPACES: &[&str] = &["", " ", "\t", "\r\n", "  "];
 
         proptest! {
             #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
@@ -995,6 +1414,54 @@ mod tests {
                         prop_assert!(turn.delay_ms.is_finite() && turn.delay_ms >= 0.0);
                         prop_assert_eq!(turn.prompt.tokens(turn.input_length).len(), turn.input_length);
                     }
+                }
+            }
+
+            #[test]
+            fn scanned_rows_read_as_serde_reads_them(
+                parts in proptest::collection::vec((0..FIELDS.len(), 0..VALUES.len(), 0..SPACES.len(), 0..SPACES.len()), 0..8),
+                edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..3),
+            ) {
+                let mut line = String::from("{");
+                for (i, &(field, value, before, after)) in parts.iter().enumerate() {
+                    if i > 0 {
+                        line.push(',');
+                    }
+                    line.push_str(&format!("{}\"{}\"{}:{}{}", SPACES[before], FIELDS[field], SPACES[after], SPACES[before], VALUES[value]));
+                }
+                line.push('}');
+                let mut bytes = line.into_bytes();
+                for (at, byte, op) in edits {
+                    if bytes.is_empty() { break; }
+                    let i = at.index(bytes.len());
+                    match op {
+                        0 => bytes[i] = byte,
+                        1 => { bytes.remove(i); }
+                        _ => bytes.insert(i, byte),
+                    }
+                }
+                if let Ok(line) = std::str::from_utf8(&bytes) {
+                    scanned_as_serde_reads(line);
+                }
+            }
+
+            #[test]
+            fn mutated_valid_rows_scan_as_serde_reads_them(
+                pick in 0..VALID.len(),
+                edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..4),
+            ) {
+                let mut bytes = VALID[pick].as_bytes().to_vec();
+                for (at, byte, op) in edits {
+                    if bytes.is_empty() { break; }
+                    let i = at.index(bytes.len());
+                    match op {
+                        0 => bytes[i] = byte,
+                        1 => { bytes.remove(i); }
+                        _ => bytes.insert(i, byte),
+                    }
+                }
+                if let Ok(line) = std::str::from_utf8(&bytes) {
+                    scanned_as_serde_reads(line);
                 }
             }
         }
