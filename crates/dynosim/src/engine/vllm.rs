@@ -638,10 +638,7 @@ impl VllmScheduler {
     /// its events, then the finished requests leave, as in the full pass.
     fn run_decode_only_pass(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         let (time, any_finished) = self.decode_only_walk();
-        self.push_decode_only_events(events);
-        if any_finished {
-            self.finish_marked();
-        }
+        self.close_decode_only_pass(any_finished, events);
         time
     }
 
@@ -671,10 +668,7 @@ impl VllmScheduler {
                 start_ms = end_ms;
                 continue;
             }
-            self.push_decode_only_events(events);
-            if any_finished {
-                self.finish_marked();
-            }
+            self.close_decode_only_pass(any_finished, events);
             self.all_decoding = true;
             return end_ms;
         }
@@ -744,9 +738,9 @@ impl VllmScheduler {
         (time, any_finished)
     }
 
-    /// The events of the decode-only pass just walked, before its finished requests leave: a
-    /// token for each running request, in order, each finished one's completion after it.
-    fn push_decode_only_events(&self, events: &mut Vec<PassEvent>) {
+    /// Ends the decode-only pass just walked: its events (a token for each running request, in
+    /// order, each finished one's completion after it), then its finished requests leave.
+    fn close_decode_only_pass(&mut self, any_finished: bool, events: &mut Vec<PassEvent>) {
         events.reserve(self.running.len());
         for request in &self.running {
             events.push(PassEvent::Tokens {
@@ -756,6 +750,9 @@ impl VllmScheduler {
             if request.finished {
                 events.push(PassEvent::Completed { id: request.id });
             }
+        }
+        if any_finished {
+            self.finish_marked();
         }
     }
 
