@@ -514,20 +514,17 @@ impl Pool {
         if self.dp_size != 1 || self.fpm.is_some() {
             return None;
         }
-        let state = &mut self.workers[worker];
-        state.pending.clear();
+        let pending = &mut self.workers[worker].pending;
+        pending.clear();
         let scheduler = &mut self.schedulers[worker];
-        let end_ms =
-            scheduler.run_decode_passes(start_ms, ends_ahead, ends, ids, &mut state.pending)?;
+        let end_ms = scheduler.run_decode_passes(start_ms, ends_ahead, ends, ids, pending)?;
         debug_assert!(end_ms > start_ms, "a decode-only pass takes time");
         // vLLM's KV events are visible from the start of the pass that made them: every pass
         // run here has started.
-        if self.routes_on_kv_events && scheduler.kv_events_at_pass_start() {
-            scheduler.drain_kv_events(&mut self.kv_events);
-            self.router.apply_kv_events(worker, &self.kv_events);
+        if scheduler.kv_events_at_pass_start() {
+            self.publish_kv_events(worker);
         }
-        state.busy = true;
-        self.woken[worker / 64] &= !(1 << (worker % 64));
+        self.set_busy(worker);
         Some(end_ms)
     }
 
@@ -588,12 +585,18 @@ impl Pool {
                     .any(|event| matches!(event, PassEvent::Admitted { .. })));
             }
         }
-        state.busy = start.end_ms > now_ms;
-        if state.busy {
-            // Not ready until its pass end wakes it.
-            self.woken[worker / 64] &= !(1 << (worker % 64));
+        if start.end_ms > now_ms {
+            self.set_busy(worker);
+        } else {
+            state.busy = false;
         }
         start
+    }
+
+    /// `worker` started a pass that takes time: busy, and not ready until its end wakes it.
+    fn set_busy(&mut self, worker: usize) {
+        self.workers[worker].busy = true;
+        self.woken[worker / 64] &= !(1 << (worker % 64));
     }
 
     /// Ends `worker`'s pass at `now_ms`: publishes its metrics (with metrics on) and hands
