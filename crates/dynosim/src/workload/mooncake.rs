@@ -1252,6 +1252,30 @@ mod tests {
         )
     }
 
+    /// `bytes` with `edits` applied (each an index, a byte and an operation: overwrite,
+    /// remove or insert), checked with [`scanned_as_serde_reads`] when still UTF-8.
+    fn scanned_as_serde_reads_after(
+        mut bytes: Vec<u8>,
+        edits: &[(proptest::sample::Index, u8, u8)],
+    ) {
+        for &(at, byte, op) in edits {
+            if bytes.is_empty() {
+                break;
+            }
+            let i = at.index(bytes.len());
+            match op {
+                0 => bytes[i] = byte,
+                1 => {
+                    bytes.remove(i);
+                }
+                _ => bytes.insert(i, byte),
+            }
+        }
+        if let Ok(line) = std::str::from_utf8(&bytes) {
+            scanned_as_serde_reads(line);
+        }
+    }
+
     /// Whether the scan takes `line`; where it does, serde must read the same row from it.
     fn scanned_as_serde_reads(line: &str) -> bool {
         let Some(scanned) = usual_row::scan(line, Some(vec![9, 9])) else {
@@ -1430,19 +1454,7 @@ mod tests {
                     line.push_str(&format!("{}\"{}\"{}:{}{}", SPACES[before], FIELDS[field], SPACES[after], SPACES[before], VALUES[value]));
                 }
                 line.push('}');
-                let mut bytes = line.into_bytes();
-                for (at, byte, op) in edits {
-                    if bytes.is_empty() { break; }
-                    let i = at.index(bytes.len());
-                    match op {
-                        0 => bytes[i] = byte,
-                        1 => { bytes.remove(i); }
-                        _ => bytes.insert(i, byte),
-                    }
-                }
-                if let Ok(line) = std::str::from_utf8(&bytes) {
-                    scanned_as_serde_reads(line);
-                }
+                scanned_as_serde_reads_after(line.into_bytes(), &edits);
             }
 
             #[test]
@@ -1450,19 +1462,7 @@ mod tests {
                 pick in 0..VALID.len(),
                 edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..3), 0..4),
             ) {
-                let mut bytes = VALID[pick].as_bytes().to_vec();
-                for (at, byte, op) in edits {
-                    if bytes.is_empty() { break; }
-                    let i = at.index(bytes.len());
-                    match op {
-                        0 => bytes[i] = byte,
-                        1 => { bytes.remove(i); }
-                        _ => bytes.insert(i, byte),
-                    }
-                }
-                if let Ok(line) = std::str::from_utf8(&bytes) {
-                    scanned_as_serde_reads(line);
-                }
+                scanned_as_serde_reads_after(VALID[pick].as_bytes().to_vec(), &edits);
             }
         }
     }
