@@ -661,6 +661,12 @@ impl VllmScheduler {
         ids.clear();
         ids.extend(self.running.iter().map(|request| request.id));
         loop {
+            let (plain, context_tokens) = self.plain_passes_ahead();
+            if plain > 0 {
+                // A pass the run stopped before (it ends past `ends_ahead`) is walked below,
+                // to the same end, and stays in flight.
+                self.run_plain_passes(plain, context_tokens, &mut start_ms, &mut ends_ahead, ends);
+            }
             let (time, any_finished) = self.decode_only_walk();
             let end_ms = time.end_ms(start_ms);
             if !any_finished && ends_ahead(end_ms) && self.decode_only_pass_applies() {
@@ -671,6 +677,97 @@ impl VllmScheduler {
             self.close_decode_only_pass(any_finished, events);
             self.all_decoding = true;
             return end_ms;
+        }
+    }
+
+    /// How many of the next decode-only passes are *plain*: every running request's token
+    /// [`Request::take_plain_token`]s (no block to allocate or to complete) and none of them
+    /// reaches its length. Such a pass changes nothing but each request's counts, and leaves
+    /// the next pass decode-only, so [`VllmScheduler::run_plain_passes`] can run them without
+    /// a walk each. Also returns the context tokens of the first of them. Countdowns that ran
+    /// out are recounted, as the walk would recount them in the same state.
+    fn plain_passes_ahead(&mut self) -> (usize, usize) {
+        let bs = self.block_size;
+        let caching = self.pool.caching();
+        let max_model_len = self.max_model_len;
+        let mut passes = usize::MAX;
+        let mut context_tokens = 0;
+        for request in &mut self.running {
+            debug_assert!(request.decodes_plainly() && !request.finished);
+            let len = request.len();
+            if len >= request.plain_until {
+                request.count_plain_tokens(bs, caching, max_model_len);
+            }
+            // The request's tokens stay plain while its length is below `plain_until`, and
+            // the pass whose token brings `generated` to `generation_end` finishes it.
+            let plain = request.plain_until.saturating_sub(len);
+            let unfinished = request.generation_end.saturating_sub(request.generated + 1);
+            passes = passes.min(plain).min(unfinished);
+            if passes == 0 {
+                return (0, 0);
+            }
+            context_tokens += len;
+        }
+        (passes, context_tokens)
+    }
+
+    /// Runs up to `passes` plain passes ([`VllmScheduler::plain_passes_ahead`], whose context
+    /// tokens at the first are `context_tokens`) back to back from `start_ms`, as long as each
+    /// ends where `ends_ahead` allows, pushing their ends to `ends` and moving `start_ms` to
+    /// the last. A pass whose end `ends_ahead` refuses is not run. Leaves every request as
+    /// walking those passes one at a time would: the allocation and the KV usage do not change,
+    /// so each pass's time follows from its context tokens alone (each pass adds one token per
+    /// request). Returns the passes run.
+    fn run_plain_passes(
+        &mut self,
+        passes: usize,
+        context_tokens: usize,
+        start_ms: &mut f64,
+        ends_ahead: &mut impl FnMut(f64) -> bool,
+        ends: &mut Vec<f64>,
+    ) -> usize {
+        let ready = self.running.len();
+        let mut ran = 0;
+        while ran < passes {
+            let time = self.decode_only_time(ready, context_tokens + ran * ready);
+            let end_ms = time.end_ms(*start_ms);
+            if !ends_ahead(end_ms) {
+                break;
+            }
+            ends.push(end_ms);
+            *start_ms = end_ms;
+            ran += 1;
+        }
+        if ran > 0 {
+            for request in &mut self.running {
+                // What `take_plain_token` left at the last pass's scheduling, then its token.
+                let last_len = request.len() + ran - 1;
+                request.allocated_tokens = request.allocated_tokens.max(last_len);
+                request.num_computed = last_len;
+                request.generated += ran;
+            }
+        }
+        ran
+    }
+
+    /// The time of a decode-only pass of `ready` requests holding `context_tokens`, with the
+    /// pool as it is now.
+    fn decode_only_time(&mut self, ready: usize, context_tokens: usize) -> PassTime {
+        let bs = self.block_size;
+        let decode_ms = if self.worker_type == WorkerType::Prefill {
+            0.0
+        } else {
+            self.timing.decode_clock_ms(&DecodeBatch {
+                ready,
+                active_kv_tokens: self.pool.num_active() * bs,
+                total_kv_tokens: self.num_blocks * bs,
+                context_tokens,
+            })
+        };
+        PassTime {
+            prefill_ms: 0.0,
+            decode_ms,
+            scheduled_requests: ready,
         }
     }
 
@@ -720,22 +817,7 @@ impl VllmScheduler {
         }
         batch.scheduled.clear();
         self.scheduled_scratch = batch.scheduled;
-        let decode_ms = if self.worker_type == WorkerType::Prefill {
-            0.0
-        } else {
-            self.timing.decode_clock_ms(&DecodeBatch {
-                ready,
-                active_kv_tokens: self.pool.num_active() * bs,
-                total_kv_tokens: self.num_blocks * bs,
-                context_tokens,
-            })
-        };
-        let time = PassTime {
-            prefill_ms: 0.0,
-            decode_ms,
-            scheduled_requests: ready,
-        };
-        (time, any_finished)
+        (self.decode_only_time(ready, context_tokens), any_finished)
     }
 
     /// Ends the decode-only pass just walked: its events (a token for each running request, in
