@@ -8,7 +8,7 @@
 //! needed. Every operation is O(1) apart from evictions (O(1) each) and the per-block work of an
 //! allocation.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 pub mod radix;
@@ -124,7 +124,7 @@ const ONE_REF: u32 = 0b1000;
 struct Slot {
     /// The block key while `Pending` or `Cached`.
     hash: u64,
-    /// The number of the copy's latest LRU entry (see [`BlockPool::lru_head`]): an entry is
+    /// The number of the copy's latest LRU entry (see [`BlockPool::lru_base`]): an entry is
     /// current only while it has this number and the copy is still inactive. Meaningless
     /// until the copy first becomes inactive, which sets it.
     lru_seq: u32,
@@ -219,16 +219,20 @@ pub struct BlockPool {
     /// finds its own entry by id without reading any slot, and walks that need the index
     /// next prefetch its bucket.
     by_hash: CopyIndex,
-    /// Inactive copies, oldest first. Entries are numbered consecutively from
-    /// [`BlockPool::lru_head`] (the number is the position, never stored in the entry). A copy
+    /// Inactive copies, oldest first, from [`BlockPool::lru_front`] on (the entries before it
+    /// are spent: evictions only advance the front, and [`BlockPool::make_lru_room`] drops the
+    /// spent entries once they are at least half the vector). The entry at position `p` is
+    /// numbered `lru_base + p` (the number is the position, never stored in the entry). A copy
     /// that becomes active again leaves its entry behind, stale (see [`Slot::lru_seq`]);
     /// evictions skip stale entries and [`BlockPool::push_lru`] compacts them away. A queue
     /// rather than a linked list: reusing an inactive copy touches no neighbour, and the next
     /// victims are known ahead, so their slots and buckets can be prefetched.
-    lru: VecDeque<LruEntry>,
-    /// The number of `lru`'s front entry (wrapping; numbers are compared only for equality,
+    lru: Vec<LruEntry>,
+    /// Where the oldest queued entry is in `lru`.
+    lru_front: usize,
+    /// The number of `lru`'s first entry (wrapping; numbers are compared only for equality,
     /// and the queue is far shorter than 2^32).
-    lru_head: u32,
+    lru_base: u32,
     /// Current entries in `lru`.
     inactive: usize,
     caching: bool,
@@ -247,8 +251,9 @@ impl BlockPool {
             free_slots: Vec::new(),
             occupied: 0,
             by_hash: CopyIndex::default(),
-            lru: VecDeque::new(),
-            lru_head: 0,
+            lru: Vec::new(),
+            lru_front: 0,
+            lru_base: 0,
             inactive: 0,
             caching,
             events: None,
@@ -396,6 +401,7 @@ impl BlockPool {
 
     /// Makes a pending full block cache-visible (the scheduling decision that computes it has
     /// been made).
+    #[inline(always)]
     pub fn finalize(&mut self, id: CopyId) -> Finalized {
         let slot = &self.slots[id as usize];
         match slot.kind() {
@@ -436,6 +442,7 @@ impl BlockPool {
 
     /// Drops one request reference. Private and pending copies are freed at once; cached
     /// copies join the LRU tail when nothing references them any more.
+    #[inline(always)]
     pub fn release(&mut self, id: CopyId) {
         let slot = &mut self.slots[id as usize];
         match slot.kind() {
@@ -458,13 +465,14 @@ impl BlockPool {
     /// prefetching their slots a few ahead.
     pub fn release_all(&mut self, copies: &[CopyId]) {
         for (i, &id) in copies.iter().enumerate().rev() {
-            if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| copies.get(j)) {
-                prefetch(&self.slots[ahead as usize]);
-            }
+            // Near the head this prefetches the first copy again, which costs nothing.
+            let ahead = copies[i.saturating_sub(PREFETCH_AHEAD)];
+            prefetch(self.slots.as_ptr().wrapping_add(ahead as usize));
             self.release(id);
         }
     }
 
+    #[inline(always)]
     fn cache(&mut self, id: CopyId, hash: u64) {
         {
             let slot = &mut self.slots[id as usize];
@@ -477,22 +485,26 @@ impl BlockPool {
             .by_hash
             .find_or_insert(hash, id, |copy| slots[copy as usize].hash == hash)
         {
-            Err(first) => {
-                // Append after the newest copy, which the oldest one names.
-                let newest = self.links_of(first).prev;
-                self.links_mut(newest).next = id;
-                *self.links_mut(id) = Links {
-                    prev: newest,
-                    next: NIL,
-                };
-                self.links_mut(first).prev = id;
-            }
+            Err(first) => self.append_copy(first, id),
             Ok(()) => {
                 if let Some(events) = &mut self.events {
                     events.push(KvEvent::Stored { hash });
                 }
             }
         }
+    }
+
+    /// Links copy `id` after the newest copy of the hash whose oldest copy is `first`.
+    #[inline(never)]
+    fn append_copy(&mut self, first: CopyId, id: CopyId) {
+        // The oldest copy names the newest.
+        let newest = self.links_of(first).prev;
+        self.links_mut(newest).next = id;
+        *self.links_mut(id) = Links {
+            prev: newest,
+            next: NIL,
+        };
+        self.links_mut(first).prev = id;
     }
 
     fn take_slot(&mut self, kind: Kind, hash: u64) -> CopyId {
@@ -552,30 +564,68 @@ impl BlockPool {
         self.free_slots.push(id);
     }
 
+    /// Copy `id` becomes inactive: its entry joins the LRU tail.
+    #[inline(always)]
     fn push_lru(&mut self, id: CopyId) {
+        if self.lru.len() == self.lru.capacity() {
+            self.make_lru_room();
+        }
         let slot = &mut self.slots[id as usize];
-        slot.lru_seq = self.lru_head.wrapping_add(self.lru.len() as u32);
-        self.lru.push_back(LruEntry {
+        slot.lru_seq = self.lru_base.wrapping_add(self.lru.len() as u32);
+        self.lru.push(LruEntry {
             id,
             tag: (slot.hash >> 32) as u32,
         });
         self.inactive += 1;
-        if self.lru.len() > 2 * self.inactive + LRU_SLACK {
-            // Keep the current entries, renumbering their copies to their new positions.
-            let slots = &mut self.slots;
-            let mut seq = self.lru_head;
-            let mut kept = self.lru_head;
-            self.lru.retain(|entry| {
-                let slot = &mut slots[entry.id as usize];
-                let current = is_current(slot, seq);
-                seq = seq.wrapping_add(1);
-                if current {
-                    slot.lru_seq = kept;
-                    kept = kept.wrapping_add(1);
-                }
-                current
-            });
+        if self.lru.len() - self.lru_front > 2 * self.inactive + LRU_SLACK {
+            self.compact_lru();
         }
+    }
+
+    /// Makes room for one more LRU entry in a full vector: drops the spent entries when they
+    /// are at least half of it (so that each move of a queued entry pays for as many
+    /// evictions), grows it otherwise.
+    #[cold]
+    #[inline(never)]
+    fn make_lru_room(&mut self) {
+        let front = self.lru_front;
+        if front > 0 && 2 * front >= self.lru.len() {
+            self.lru.drain(..front);
+            self.lru_front = 0;
+            self.lru_base = self.lru_base.wrapping_add(front as u32);
+        } else {
+            self.lru.reserve(self.lru.len().max(64));
+        }
+    }
+
+    /// Keeps the current LRU entries only (and drops the spent ones), renumbering their copies
+    /// to their new positions.
+    #[cold]
+    #[inline(never)]
+    fn compact_lru(&mut self) {
+        let slots = &mut self.slots;
+        let mut seq = self.lru_base.wrapping_add(self.lru_front as u32);
+        let mut kept = self.lru_base;
+        let mut write = 0;
+        for read in self.lru_front..self.lru.len() {
+            let entry = self.lru[read];
+            let slot = &mut slots[entry.id as usize];
+            if is_current(slot, seq) {
+                slot.lru_seq = kept;
+                kept = kept.wrapping_add(1);
+                self.lru[write] = entry;
+                write += 1;
+            }
+            seq = seq.wrapping_add(1);
+        }
+        self.lru.truncate(write);
+        self.lru_front = 0;
+    }
+
+    /// Entries queued in the LRU, current or stale.
+    #[cfg(test)]
+    fn lru_queued(&self) -> usize {
+        self.lru.len() - self.lru_front
     }
 
     /// Copy `id` stops being inactive (its LRU entry goes stale).
@@ -586,7 +636,7 @@ impl BlockPool {
 
     /// Starts loading the slots and index buckets of the `count` oldest LRU entries.
     fn prefetch_victims(&self, count: usize) {
-        for entry in self.lru.iter().take(count) {
+        for entry in self.lru[self.lru_front..].iter().take(count) {
             prefetch(&self.slots[entry.id as usize]);
             self.by_hash.prefetch_tag(entry.tag);
         }
@@ -597,13 +647,14 @@ impl BlockPool {
     fn evict_oldest(&mut self, count: usize) {
         for _ in 0..count {
             loop {
-                let entry = self.lru.pop_front().expect("eviction from an empty LRU");
-                let seq = self.lru_head;
-                self.lru_head = seq.wrapping_add(1);
-                if let Some(ahead) = self.lru.get(EVICT_PREFETCH_AHEAD - 1) {
+                let at = self.lru_front;
+                let entry = *self.lru.get(at).expect("eviction from an empty LRU");
+                self.lru_front = at + 1;
+                if let Some(ahead) = self.lru.get(at + EVICT_PREFETCH_AHEAD) {
                     prefetch(&self.slots[ahead.id as usize]);
                     self.by_hash.prefetch_tag(ahead.tag);
                 }
+                let seq = self.lru_base.wrapping_add(at as u32);
                 if is_current(&self.slots[entry.id as usize], seq) {
                     self.evict(entry.id);
                     break;
@@ -1013,7 +1064,7 @@ mod tests {
             let again = alloc(&mut pool, &[1], &[]).unwrap();
             pool.release(again[0]);
         }
-        assert!(pool.lru.len() <= 2 * pool.num_inactive() + LRU_SLACK + 1);
+        assert!(pool.lru_queued() <= 2 * pool.num_inactive() + LRU_SLACK + 1);
         // Block 2 is now the oldest inactive copy, block 1 the newest.
         assert!(alloc(&mut pool, &[], &[None, None]).is_some());
         assert_eq!(pool.lookup(2), None);
@@ -1035,7 +1086,7 @@ mod tests {
             let again = alloc(&mut pool, &[key], &[]).unwrap();
             pool.release(again[0]);
         }
-        assert!(pool.lru.len() <= 2 * pool.num_inactive() + LRU_SLACK + 1);
+        assert!(pool.lru_queued() <= 2 * pool.num_inactive() + LRU_SLACK + 1);
         // Oldest first: the untouched blocks in release order, then 3 and 6 as last released.
         let order = [1, 2, 4, 5, 7, 8, 3, 6];
         for (evicted, &key) in order.iter().enumerate() {

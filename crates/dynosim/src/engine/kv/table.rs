@@ -10,7 +10,8 @@
 //! is one 8-byte word with its tag beside the value, so a probe touches one line, not a control
 //! group and a separate data slot.
 //!
-//! Linear probing, at most half full, deletion by backward shift (no tombstones, so a long run
+//! Linear probing, at most a quarter full (probe runs and backward shifts stay short: the
+//! table costs 32 to 64 bytes a key), deletion by backward shift (no tombstones, so a long run
 //! of inserts and removes never degrades probing). Block keys are already well-mixed 64-bit
 //! hashes: bits 32.. pick the bucket. Nothing iterates these tables, so their layout is never
 //! observable.
@@ -35,9 +36,12 @@ fn upper(key: u64) -> u32 {
     (key >> 32) as u32
 }
 
-/// The smallest table holding `len` entries at most half full.
+/// The table holds at most one entry per this many buckets.
+const SPREAD: usize = 4;
+
+/// The smallest table holding `len` entries at most a quarter full.
 fn buckets_for(len: usize) -> usize {
-    (len.max(4) * 2).next_power_of_two()
+    (len.max(4) * SPREAD).next_power_of_two()
 }
 
 /// Moves the entries after the emptied bucket `hole` back over it where their probe sequence
@@ -166,7 +170,7 @@ impl CopyIndex {
         is_key: impl Fn(Id) -> bool,
     ) -> Result<(), Id> {
         debug_assert_ne!(id, NO_ID);
-        if (self.len + 1) * 2 > self.entries.len() {
+        if (self.len + 1) * SPREAD > self.entries.len() {
             self.grow();
         }
         let mask = self.mask();
