@@ -717,7 +717,7 @@ impl VllmScheduler {
     /// the last. A pass whose end `ends_ahead` refuses is not run. Leaves every request as
     /// walking those passes one at a time would: the allocation and the KV usage do not change,
     /// so each pass's time follows from its context tokens alone (each pass adds one token per
-    /// request). Returns the passes run.
+    /// request).
     fn run_plain_passes(
         &mut self,
         passes: usize,
@@ -725,7 +725,7 @@ impl VllmScheduler {
         start_ms: &mut f64,
         ends_ahead: &mut impl FnMut(f64) -> bool,
         ends: &mut Vec<f64>,
-    ) -> usize {
+    ) {
         let ready = self.running.len();
         let mut ran = 0;
         while ran < passes {
@@ -747,7 +747,6 @@ impl VllmScheduler {
                 request.generated += ran;
             }
         }
-        ran
     }
 
     /// The time of a decode-only pass of `ready` requests holding `context_tokens`, with the
