@@ -92,35 +92,34 @@ impl ExactValues {
         self.pending = Vec::new();
     }
 
-    /// Every value in ascending order (total order: -0.0 before 0.0).
-    fn ascending(&self) -> impl Iterator<Item = f64> + '_ {
-        let mut pending: Vec<u64> = self.pending.iter().map(|v| order_key(*v)).collect();
-        pending.sort_unstable();
+    /// Calls `f` with every value in ascending order (total order: -0.0 before 0.0), given
+    /// the pending values' keys sorted.
+    fn for_each_ascending(&self, pending: &[u64], mut f: impl FnMut(f64)) {
+        if self.blocks.is_empty() {
+            // One sorted run: no merge.
+            pending.iter().for_each(|key| f(from_order_key(*key)));
+            return;
+        }
         let mut cursors: Vec<Cursor<'_>> = self.blocks.iter().map(Cursor::new).collect();
         cursors.push(Cursor::from_sorted(pending));
-        Merge::new(cursors).map(from_order_key)
+        Merge::new(cursors).for_each(|key| f(from_order_key(key)));
     }
 
-    /// The nine statistics; all zeros when empty.
-    pub fn finish(mut self) -> DistributionStats {
+    /// The nine statistics; all zeros when empty. Two passes over the values in ascending
+    /// order: the sum, the extremes and the ranks, then the squared deviations from the mean.
+    pub fn finish(self) -> DistributionStats {
         if self.count == 0 {
             return DistributionStats::default();
         }
-        if self.blocks.is_empty() {
-            // One block at most: keep the simple path (no merge) for small runs.
-            self.pending.shrink_to_fit();
-        }
         let n = self.count;
-        let mut sum = CompensatedSum::default();
-        for v in self.ascending() {
-            sum.add(v);
-        }
-        let mean = sum.total() / n as f64;
+        let mut pending: Vec<u64> = self.pending.iter().map(|v| order_key(*v)).collect();
+        pending.sort_unstable();
         let ranks = [50.0, 75.0, 90.0, 95.0, 99.0].map(|p| rounded_rank(n, p));
         let mut at_rank = [0.0; 5];
-        let mut squares = CompensatedSum::default();
+        let mut sum = CompensatedSum::default();
         let (mut min, mut max) = (0.0, 0.0);
-        for (index, v) in self.ascending().enumerate() {
+        let mut index = 0;
+        self.for_each_ascending(&pending, |v| {
             if index == 0 {
                 min = v;
             }
@@ -132,9 +131,15 @@ impl ExactValues {
                     *slot = v;
                 }
             }
+            sum.add(v);
+            index += 1;
+        });
+        let mean = sum.total() / n as f64;
+        let mut squares = CompensatedSum::default();
+        self.for_each_ascending(&pending, |v| {
             let centered = v - mean;
             squares.add(centered * centered);
-        }
+        });
         let [median, p75, p90, p95, p99] = at_rank;
         DistributionStats {
             mean,
@@ -196,7 +201,7 @@ struct Cursor<'a> {
     at: usize,
     key: u64,
     repeats_left: u64,
-    sorted: Vec<u64>,
+    sorted: &'a [u64],
     sorted_at: usize,
 }
 
@@ -208,12 +213,12 @@ impl<'a> Cursor<'a> {
             at: 0,
             key: 0,
             repeats_left: 0,
-            sorted: Vec::new(),
+            sorted: &[],
             sorted_at: 0,
         }
     }
 
-    fn from_sorted(sorted: Vec<u64>) -> Self {
+    fn from_sorted(sorted: &'a [u64]) -> Self {
         Self {
             bytes: &[],
             at: 0,
