@@ -720,7 +720,19 @@ impl Aggregated<'_> {
 
     /// Applies the end-of-pass events of one pass at `now_ms`.
     fn apply_pass_end(&mut self, events: &[PassEvent]) {
-        for (index, &event) in events.iter().enumerate() {
+        let mut index = 0;
+        while index < events.len() {
+            if !self.counts_tokens {
+                // Tokens then go to the collector alone: a run of single ones in one call.
+                index += self
+                    .collector
+                    .on_single_tokens(&events[index..], self.now_ms);
+                if index == events.len() {
+                    break;
+                }
+            }
+            let event = events[index];
+            index += 1;
             match event {
                 PassEvent::Tokens { id, count } => {
                     let first_tokens = self.counts_tokens && self.requests.on_tokens(id, count);
@@ -728,7 +740,7 @@ impl Aggregated<'_> {
                     // A token followed by the request's completion is its final token: the
                     // router then releases everything at once, at the completion. Later tokens
                     // release nothing (the router frees a prefill once), so they skip it.
-                    let final_token = events.get(index + 1) == Some(&PassEvent::Completed { id });
+                    let final_token = events.get(index) == Some(&PassEvent::Completed { id });
                     if first_tokens && !final_token {
                         self.release_router_load(id, false);
                     }

@@ -19,7 +19,9 @@
 //! - [`CollectorThread`]: the run option choosing the thread (beside `sim::Observers`).
 //! - [`CollectorFront::start`] takes a configured collector (time series, record sink);
 //!   its methods are the collector's lifecycle calls, plus
-//!   [`CollectorFront::timeseries_pass_end`] in place of `Collector::timeseries_mut`.
+//!   [`CollectorFront::timeseries_pass_end`] in place of `Collector::timeseries_mut`, and
+//!   [`CollectorFront::on_single_tokens`], which takes a pass's leading run of one-token
+//!   events at once.
 //! - [`CollectorFront::finish`] hands the collector back once every call is applied; it is
 //!   an error if the collector's thread died. Dropping a front without finishing (a failed
 //!   run) disconnects and joins the thread: neither side can wait for the other forever.
@@ -335,6 +337,38 @@ impl Threaded {
         }
     }
 
+    /// The leading events of `events` that are one token each (of requests within `u32`), all
+    /// at `at_ms`, as [`Threaded::push_one_token`] would take them one by one; returns how many
+    /// it took. One check of the group and of the batch's room per run instead of per token.
+    fn push_single_tokens(&mut self, events: &[PassEvent], at_ms: f64) -> usize {
+        let single = |event: &PassEvent| matches!(*event, PassEvent::Tokens { id, count: 1 } if id <= u32::MAX as RequestId);
+        let len = events
+            .iter()
+            .position(|e| !single(e))
+            .unwrap_or(events.len());
+        let bits = at_ms.to_bits();
+        let mut taken = 0;
+        while taken < len {
+            if !matches!(self.group, Some((open, _)) if open == bits) {
+                self.open_group(bits);
+            }
+            // A batch is sent as soon as its ids reach `batch_ids`, so there is room.
+            let room = self.batch_ids.saturating_sub(self.batch.ids.len()).max(1);
+            let end = len.min(taken + room);
+            self.batch
+                .ids
+                .extend(events[taken..end].iter().map(|event| match *event {
+                    PassEvent::Tokens { id, .. } => id as u32,
+                    _ => unreachable!("a run of token events"),
+                }));
+            taken = end;
+            if self.batch.ids.len() >= self.batch_ids {
+                self.send();
+            }
+        }
+        len
+    }
+
     /// Passes that ended at `ends_ms`, each a token for each request of `ids` (all within
     /// `u32`), as one call.
     fn push_one_token_each_pass(&mut self, ends_ms: &[f64], ids: &[RequestId]) {
@@ -596,6 +630,17 @@ impl CollectorFront {
         }
     }
 
+    /// The leading events of `events` that are one token each, at `at_ms`: what `on_tokens`
+    /// for each would do, in one go on the collector's own thread. Returns how many it took
+    /// (none on the simulating thread, where the caller applies them one by one).
+    #[inline]
+    pub(super) fn on_single_tokens(&mut self, events: &[PassEvent], at_ms: f64) -> usize {
+        match self {
+            Self::Threaded(sender) => sender.push_single_tokens(events, at_ms),
+            _ => 0,
+        }
+    }
+
     /// Passes that ended at `ends_ms`, in order, each a token for each request of `ids`, in
     /// order: what `on_tokens(id, end_ms, 1)` for each pass end and each request would do.
     pub(super) fn on_one_token_each_pass(&mut self, ends_ms: &[f64], ids: &[RequestId]) {
@@ -750,6 +795,26 @@ mod tests {
                 }
                 if id == 85 && pass % 3 == 0 {
                     front.timeseries_pass_end(at, 0, 1, RankLoad::default(), &events, true);
+                }
+            }
+        }
+        // Pass ends as the topologies apply them: runs of single tokens in one call, a
+        // two-token event between them.
+        for pass in 0..6 {
+            let at = 320.0 + 5.0 * pass as f64;
+            let events: Vec<PassEvent> = (60..90)
+                .filter(|id| (id + pass) % 4 != 0)
+                .map(|id| PassEvent::Tokens {
+                    id,
+                    count: if id == 75 && pass % 2 == 0 { 2 } else { 1 },
+                })
+                .collect();
+            let mut index = 0;
+            while index < events.len() {
+                index += front.on_single_tokens(&events[index..], at);
+                if let Some(&PassEvent::Tokens { id, count }) = events.get(index) {
+                    front.on_tokens(id, at, count);
+                    index += 1;
                 }
             }
         }
