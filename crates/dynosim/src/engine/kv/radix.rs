@@ -230,7 +230,8 @@ impl RadixCache {
     pub fn drain_events_into(&mut self, out: &mut Vec<KvEvent>) {
         out.clear();
         if let Some(events) = &mut self.events {
-            out.append(events);
+            // The two buffers trade places (no copy); each keeps its capacity for reuse.
+            std::mem::swap(events, out);
         }
     }
 
