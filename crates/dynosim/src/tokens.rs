@@ -101,7 +101,7 @@ fn generated_runs(request: u64, first: u64, count: u64, mut push: impl FnMut(u64
 
 /// One 64-bit key for block `index` whose last token lies in the run of `base`.
 ///
-/// Bases are already strong hashes ([`mix`]), so a step of the golden-ratio Weyl sequence per
+/// Bases are already strong hashes (`mix`), so a step of the golden-ratio Weyl sequence per
 /// index is enough to keep every key of a run distinct and spread in its upper bits (which the
 /// pools' and the router's tables index by); it costs one multiply and two adds where a full
 /// mix cost two more multiplies, and prompts name every one of their blocks this way.

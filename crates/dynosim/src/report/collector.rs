@@ -227,12 +227,13 @@ pub struct Collector {
     spare_gap_buffer_bytes: usize,
 }
 
+/// TTFT and TTST values from which the report's finish uses a second thread (see
+/// `Collector::report`): a couple of milliseconds of sorting and merging by then, against tens
+/// of microseconds to start a thread.
+const PARALLEL_FINISH_VALUES: usize = 16_384;
 /// Spare gap buffers hold at most this many bytes together, and one of more than
 /// [`SPARE_GAP_BUFFER_CAPACITY`] entries is not kept. Only requests emitting tokens hold a
 /// buffer, so the spares needed are about the decoding batch's.
-/// TTFT and TTST values from which the report's finish uses a second thread (see
-/// `Collector::report`): about 5 ms of work, a hundred times a thread's start.
-const PARALLEL_FINISH_VALUES: usize = 16_384;
 const SPARE_GAP_BUFFER_BYTES: usize = 4 << 20;
 const SPARE_GAP_BUFFER_CAPACITY: usize = 4096;
 const GAP_ENTRY_BYTES: usize = std::mem::size_of::<u64>();
@@ -763,9 +764,9 @@ impl Collector {
                 self.output_token_throughput_per_user.finish(),
             )
         };
-        // The exact distributions' finish sorts and merges every value twice: past a few
-        // hundred thousand values in all, two of them go to a second core (a thread costs
-        // tens of microseconds; the figures do not depend on which thread computed them).
+        // The exact distributions' finish sorts its values and reads them twice: from
+        // `PARALLEL_FINISH_VALUES` on, TTFT and TTST finish on a second core (each figure is
+        // a function of its own values, whichever thread computes it).
         let ((ttft, ttst), (tpot, itl, e2e, per_user)) =
             if ttft.len() + ttst.len() >= PARALLEL_FINISH_VALUES {
                 std::thread::scope(|scope| {
@@ -774,7 +775,7 @@ impl Collector {
                     (
                         firsts
                             .join()
-                            .expect("finishing TTFT and TTST does not panic"),
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
                         rest,
                     )
                 })
