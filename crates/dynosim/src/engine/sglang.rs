@@ -863,13 +863,11 @@ impl SglangScheduler {
             }
         }
         self.cache.free_pages(reserved_pages - used_pages);
-        for request in running {
-            if request.remaining_output() == 0 {
-                completed.push(request);
-            } else {
-                self.running.push(request);
-            }
-        }
+        // The finished leave in order; the others stay, in order, in the same allocation
+        // (rebuilding `running` by pushes reallocated it a few times every pass).
+        completed.extend(running.extract_if(.., |request| request.remaining_output() == 0));
+        debug_assert!(self.running.is_empty());
+        self.running = running;
     }
 
     /// Checks the KV bookkeeping of the whole rank (tests).

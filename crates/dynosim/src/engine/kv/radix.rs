@@ -391,6 +391,15 @@ impl RadixCache {
 
     /// Appends `pages` to `key`, merging runs of the same base.
     fn append_runs(key: &mut Vec<BlockRun>, pages: Blocks<'_>) {
+        if pages.len() == 1 {
+            // A decoding request adds one page a token at page size 1: no run iterator.
+            let base = pages.base(0);
+            match key.last_mut() {
+                Some(last) if last.base == base => last.count += 1,
+                _ => key.push(BlockRun { base, count: 1 }),
+            }
+            return;
+        }
         for run in pages.runs() {
             match key.last_mut() {
                 Some(last) if last.base == run.base => last.count += run.count,
