@@ -247,8 +247,11 @@ impl TokenSeq {
     /// The identities of every full block, run-length encoded.
     pub fn block_hashes(&self, block_size: usize) -> BlockHashes {
         let blocks = self.blocks(block_size);
+        // Blocks ending in one token run share a base: at most one block run per token run.
+        let mut runs = Vec::with_capacity(self.runs.len().min(blocks.len()));
+        runs.extend(blocks.runs());
         BlockHashes {
-            runs: blocks.runs().collect(),
+            runs,
             len: blocks.len(),
         }
     }
