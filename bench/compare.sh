@@ -27,20 +27,14 @@ ours=$root/target/release/dynosim
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# One run: appends "elapsed_s user_s rss_kb" to the file named by $1. Elapsed time is read
-# from bash's microsecond clock around the command (GNU time prints hundredths of a second,
-# 6% of a 0.16 s run); user CPU time and peak RSS come from GNU time.
+source "$root/bench/timing.sh"
+
+# One run: appends "elapsed_s user_s rss_kb" to the file named by $1.
 run_once() {
   local into=$1; shift
-  local start=$EPOCHREALTIME
-  /usr/bin/time -f "%U %M" -o "$tmp/time" "$@" --report-json "$tmp/r.json" >/dev/null 2>"$tmp/err" \
+  timed_run "$into" "$@" --report-json "$tmp/r.json" \
     || { echo "bench: command failed: $*" >&2; tail -3 "$tmp/err" >&2; exit 1; }
-  local end=$EPOCHREALTIME
-  awk -v a="$start" -v b="$end" '{printf "%.4f %s %s\n", b - a, $1, $2}' "$tmp/time" >>"$into"
 }
-
-# Median of column $2 of file $1.
-median() { sort -g -k"$2","$2" "$1" | awk -v c="$2" '{v[NR]=$c} END{print v[int((NR+1)/2)]}'; }
 
 printf '%-36s %8s %8s %8s %8s %8s %8s %8s %8s\n' workload "ref s" "ours s" speedup "ref cpu" "ours cpu" \
   "ref MB" "ours MB" "mem x"

@@ -16,21 +16,16 @@ ours=$root/target/release/dynosim
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g -k"$2","$2" "$1" | awk -v c="$2" '{v[NR]=$c} END{print v[int((NR+1)/2)]}'; }
+source "$root/bench/timing.sh"
 
 printf '%-10s %8s %8s %8s %14s %14s\n' requests "s" "cpu s" "MB" "s per req (x)" "vs row before"
 base="" prev=""
 for count in 10000 100000 1000000; do
   : >"$tmp/runs"
   for _ in $(seq "$runs"); do
-    # Elapsed time from bash's microsecond clock (GNU time prints hundredths of a second, a
-    # quarter of the 10k run); CPU time and peak RSS from GNU time.
-    start=$EPOCHREALTIME
-    /usr/bin/time -f "%U %M" -o "$tmp/time" "$ours" --input-tokens 1000 --output-tokens 100 \
-      --request-count "$count" --replay-concurrency 256 --num-workers 4 --report-json "$tmp/r.json" \
-      >/dev/null 2>"$tmp/err" || { echo "bench: run of $count requests failed" >&2; tail -3 "$tmp/err" >&2; exit 1; }
-    end=$EPOCHREALTIME
-    awk -v a="$start" -v b="$end" '{printf "%.4f %s %s\n", b - a, $1, $2}' "$tmp/time" >>"$tmp/runs"
+    timed_run "$tmp/runs" "$ours" --input-tokens 1000 --output-tokens 100 --request-count "$count" \
+      --replay-concurrency 256 --num-workers 4 --report-json "$tmp/r.json" \
+      || { echo "bench: run of $count requests failed" >&2; tail -3 "$tmp/err" >&2; exit 1; }
   done
   s=$(median "$tmp/runs" 1) u=$(median "$tmp/runs" 2) kb=$(median "$tmp/runs" 3)
   per=$(awk -v s="$s" -v n="$count" 'BEGIN{print s / n}')
