@@ -262,7 +262,7 @@ pub struct Cli {
     pub quiet: bool,
 
     /// Stop the replay once the simulated clock would pass this many seconds, leaving
-    /// in-flight requests incomplete (trace-file replay only; default: no cap)
+    /// in-flight requests incomplete (any run: planner, synthetic, online; default: no cap)
     #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
     pub max_sim_time_seconds: Option<f64>,
 

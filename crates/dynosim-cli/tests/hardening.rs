@@ -347,7 +347,7 @@ fn an_interrupt_removes_temporary_files_and_created_directories() {
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
         0
     );
-    let status = child.wait().unwrap();
+    let status = common::wait_with_deadline(child, common::RUN_DEADLINE).status;
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
     assert_eq!(listing(dir.path()), ["pipe", "trace.jsonl"]);

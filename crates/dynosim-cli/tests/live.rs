@@ -42,13 +42,11 @@ fn write_trace(dir: &Path, count: usize, interval_ms: usize) -> PathBuf {
 
 /// The dynosim binary, to run in `dir`.
 fn command(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_dynosim"));
-    command.current_dir(dir);
-    command
+    common::command(dir, &[])
 }
 
 fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    command(dir).args(args).output().expect("the binary runs")
+    common::dynosim(dir, args)
 }
 
 fn report(dir: &Path, trace: &Path, name: &str, extra: &[&str]) -> Map<String, Value> {
@@ -152,10 +150,6 @@ fn the_references_online_limits_are_usage_errors() {
             "online replay only supports data_parallel_size=1, got 2",
         ),
         (
-            &["--max-sim-time-seconds", "5"][..],
-            "max_sim_time_ms only supports replay_mode='offline'",
-        ),
-        (
             &[
                 "--prefill-engine-args",
                 r#"{"worker_type":"prefill"}"#,
@@ -212,7 +206,7 @@ fn ctrl_c_ends_a_live_run_with_the_report_of_what_finished() {
         libc::kill(child.id() as libc::pid_t, libc::SIGINT);
     }
     let started = Instant::now();
-    let out = child.wait_with_output().unwrap();
+    let out = common::wait_with_deadline(child, Duration::from_secs(60));
     assert!(started.elapsed() < Duration::from_secs(5), "ends promptly");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");

@@ -524,3 +524,151 @@ proptest! {
         prop_assert_eq!(streamed_report, report);
     }
 }
+
+// ---- Every planner run ends ----------------------------------------------------------------
+//
+// With a planner in the loop, scaling ticks alone never keep a run alive: a run whose every
+// request fits a worker completes (aggregated; a disaggregated one may dead-end under decode KV
+// pressure, as without a planner), and one holding a request that can never fit a worker ends
+// with the dead-end error instead of ticking on forever. Each run has a wall-clock deadline:
+// a watchdog cancels it, and a cancelled run fails the test.
+
+/// A request whose prompt nearly fills one rank's KV cache of `engine` and whose output
+/// outgrows it: no worker can ever finish it, however many the planner adds.
+fn oversize_session(engine: &EngineArgs) -> Session {
+    let capacity = engine.num_gpu_blocks * engine.block_size;
+    let block_size = 256;
+    let ids = (0..(capacity / block_size as usize + 1) as u32)
+        .map(|i| 1000 + i)
+        .collect();
+    Session {
+        id: "oversize".into(),
+        first_timestamp_ms: Some(0.0),
+        turns: vec![Turn {
+            input_length: capacity - engine.block_size,
+            max_output_tokens: capacity,
+            delay_ms: 0.0,
+            prompt: Prompt::hash_ids(ids, block_size),
+            priority: 0,
+            strict_priority: 0,
+            policy_class: None,
+        }]
+        .into(),
+    }
+}
+
+/// `spec` with the native load-threshold planner (1 s ticks) and workers that take
+/// `startup_s` to start.
+fn with_planner(mut spec: ReplaySpec, startup_s: f64) -> ReplaySpec {
+    let config = match spec.disaggregation {
+        Some(_) => {
+            r#"{"mode":"disagg","optimization_target":"load","decode_scale_up_kv_rate":60,
+               "decode_scale_down_kv_rate":20,"prefill_scale_up_queue_tokens":4096,
+               "prefill_scale_down_queue_tokens":512,"load_adjustment_interval_seconds":1}"#
+        }
+        None => {
+            r#"{"mode":"agg","optimization_target":"load","decode_scale_up_kv_rate":60,
+               "decode_scale_down_kv_rate":20,"load_adjustment_interval_seconds":1}"#
+        }
+    };
+    spec.planner = Some(dynosim::config::planner::PlannerSpec::from_arg(config).expect("valid"));
+    // The planner reads forward-pass metrics, which only the vLLM flavours record.
+    let vllm = |engine: &mut EngineArgs| {
+        if engine.engine_type == EngineType::Sglang {
+            engine.engine_type = EngineType::Vllm;
+        }
+        engine.startup_time = startup_s;
+    };
+    vllm(&mut spec.engine);
+    if let Some(pools) = &mut spec.disaggregation {
+        vllm(&mut pools.prefill);
+    }
+    spec
+}
+
+/// Runs `spec` with a planner under a wall-clock deadline; a run still going at the deadline
+/// is cancelled and fails the test.
+fn run_with_deadline(
+    spec: &ReplaySpec,
+    workload: Workload,
+) -> Result<dynosim::Result<Report>, TestCaseError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let cancel = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let (cancel, finished) = (cancel.clone(), finished.clone());
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !finished.load(Ordering::SeqCst) {
+                if std::time::Instant::now() >= deadline {
+                    cancel.store(true, Ordering::SeqCst);
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        })
+    };
+    let outcome = dynosim::simulate_with(spec, workload, &mut dynosim::sim::VirtualClock, &cancel);
+    finished.store(true, Ordering::SeqCst);
+    watchdog.join().expect("the watchdog ends");
+    prop_assert!(
+        !cancel.load(Ordering::SeqCst),
+        "a planner run was still going after 60 s"
+    );
+    Ok(outcome.map(|simulated| simulated.into_report(0.0).0))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn an_aggregated_planner_run_ends(
+        spec in arb_spec(),
+        workload in arb_workload(),
+        startup_s in prop_oneof![Just(0.0f64), Just(0.5), Just(3.0)],
+        oversize in any::<bool>(),
+    ) {
+        let mut spec = with_planner(spec, startup_s);
+        let mut workload = workload;
+        if oversize {
+            // (The TRT-LLM flavour lets a lone request's output outgrow the cache.)
+            spec.engine.engine_type = EngineType::Vllm;
+            workload.sessions.push(oversize_session(&spec.engine));
+        }
+        match run_with_deadline(&spec, workload)? {
+            // An engine may refuse the request that can never fit (a rejection ends it).
+            Ok(report) => prop_assert_eq!(
+                int(&report, "completed_requests"),
+                int(&report, "num_requests") - i64::from(oversize)
+            ),
+            Err(error) => {
+                prop_assert!(oversize, "{}", error.message());
+                prop_assert!(error.message().contains("reached a dead end"), "{}", error.message());
+            }
+        }
+    }
+
+    #[test]
+    fn a_disaggregated_planner_run_ends(
+        spec in arb_disaggregated_spec(),
+        workload in arb_workload(),
+        startup_s in prop_oneof![Just(0.0f64), Just(0.5), Just(3.0)],
+        oversize in any::<bool>(),
+    ) {
+        let spec = with_planner(spec, startup_s);
+        let mut workload = workload;
+        if oversize {
+            let prefill = &spec.disaggregation.as_ref().expect("disaggregated").prefill;
+            workload.sessions.push(oversize_session(prefill));
+        }
+        match run_with_deadline(&spec, workload)? {
+            Ok(report) => prop_assert!(
+                int(&report, "completed_requests") <= int(&report, "num_requests") - i64::from(oversize)
+            ),
+            Err(error) => {
+                prop_assert!(error.message().contains("reached a dead end"), "{}", error.message());
+            }
+        }
+    }
+}

@@ -4,12 +4,16 @@
 //! INTERFACE: `command`/`dynosim` run the built binary in a directory; `text` decodes its output;
 //! `with_args` appends flags to a base command line; `read_json_object` reads a report;
 //! `aic_python` finds an interpreter with aiconfigurator-core (`None` means the caller skips and
-//! says so). Each test binary compiles this module on its own and uses part of it.
+//! says so); `wait_with_deadline` waits for a spawned child for a bounded time (a hang kills it
+//! and fails the test); `default_sigint` gives a child SIGINT's default action (every `command`
+//! has it). Each test binary compiles this module on its own and uses part of it.
 #![allow(dead_code)]
 
 use std::fs;
+use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
@@ -17,14 +21,75 @@ use serde_json::{Map, Value};
 pub fn command(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_dynosim"));
     command.args(args).current_dir(dir);
+    default_sigint(&mut command);
     command
 }
 
-/// Runs the binary in `dir` and collects its exit status and output.
+/// How long a test waits for one run of the binary before calling it a hang.
+pub const RUN_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Runs the binary in `dir` and collects its exit status and output (a run still going after
+/// [`RUN_DEADLINE`] is killed and fails the test).
 pub fn dynosim(dir: &Path, args: &[&str]) -> Output {
-    command(dir, args)
-        .output()
-        .expect("the dynosim binary runs")
+    let child = command(dir, args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the dynosim binary runs");
+    wait_with_deadline(child, RUN_DEADLINE)
+}
+
+/// Starts the child with SIGINT at its default action. A shell running the tests as a
+/// background job starts its children with SIGINT ignored, and an ignored disposition is
+/// inherited across exec: a test that interrupts its child would then wait for nothing.
+pub fn default_sigint(command: &mut Command) -> &mut Command {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: between fork and exec the closure calls only signal(2), which is
+        // async-signal-safe, and touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+    }
+    command
+}
+
+/// Waits for `child`, reading its piped stdout and stderr meanwhile, for at most `limit`;
+/// a child still running then is killed and the test fails (a hang).
+pub fn wait_with_deadline(mut child: Child, limit: Duration) -> Output {
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the child process was still running after {limit:?} (a hang)");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: stdout.join().expect("stdout is read"),
+        stderr: stderr.join().expect("stderr is read"),
+    }
 }
 
 /// Output bytes as text (lossy: a test about a message must still show a mangled one).

@@ -513,36 +513,14 @@ impl ReplayOptions {
                 "--report-jsonl currently only supports trace-file replay",
             ));
         }
-        let max_sim_flag = self.max_sim_time_flag();
-        if self.max_sim_time_seconds.is_some() || self.max_sim_time_ms.is_some() {
-            if self.planner_config.is_some() {
-                return Err(usage(format!(
-                    "{max_sim_flag} is not supported with --planner-config"
-                ))
-                .with_api_message(format!(
-                    "{max_sim_flag} is not supported with planner_config"
-                )));
-            }
-            if !using_trace_file {
-                return Err(usage(format!(
-                    "{max_sim_flag} currently only supports trace-file replay"
-                )));
-            }
-        }
+        // The reference takes a time cap only for an offline trace replay without a planner;
+        // dynosim caps every run (docs/differences.md).
         if self.max_sim_time_seconds.is_some() && self.max_sim_time_ms.is_some() {
             return Err(usage(
                 "--max-sim-time-seconds and max_sim_time_ms cannot both be set; give one cap",
             ));
         }
         Ok(())
-    }
-
-    fn max_sim_time_flag(&self) -> &'static str {
-        if self.max_sim_time_ms.is_some() && self.max_sim_time_seconds.is_none() {
-            "max_sim_time_ms"
-        } else {
-            "--max-sim-time-seconds"
-        }
     }
 
     fn parse_engines(&self) -> Result<ParsedEngines> {
@@ -834,7 +812,7 @@ impl ReplayOptions {
     }
 
     /// The cap on simulated time, in ms (both cap checks of the reference).
-    fn max_sim_time_ms(&self, choices: &Choices) -> Result<Option<f64>> {
+    fn max_sim_time_ms(&self) -> Result<Option<f64>> {
         let (flag, name, given, cap_ms) = match (self.max_sim_time_seconds, self.max_sim_time_ms) {
             (Some(seconds), _) => (
                 "--max-sim-time-seconds",
@@ -852,12 +830,6 @@ impl ReplayOptions {
                     "{name} must be a finite, non-negative value, got {}",
                     show_f64(given)
                 ),
-            ));
-        }
-        if choices.is_online() {
-            return Err(flag_error(
-                flag,
-                "max_sim_time_ms only supports replay_mode='offline'",
             ));
         }
         Ok(Some(cap_ms))
@@ -1199,7 +1171,7 @@ impl ReplayOptions {
                 ),
             ));
         }
-        let max_sim_time_ms = self.max_sim_time_ms(choices)?;
+        let max_sim_time_ms = self.max_sim_time_ms()?;
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
         let replay_mode = self.replay_mode(choices)?;
@@ -1506,8 +1478,7 @@ impl ReplayOptions {
             router_config,
             arrivals,
             replay_mode,
-            // The front refuses the cap and the records without a trace file.
-            max_sim_time_ms: None,
+            max_sim_time_ms: self.max_sim_time_ms()?,
             sla,
             capture_requests: false,
             disaggregation: topology.disaggregation,
@@ -1723,28 +1694,30 @@ mod tests {
 
     #[test]
     fn max_sim_time_rules() {
-        assert_error(
+        // A time cap goes with every kind of run: a planner, a synthetic workload, online.
+        let planner = r#"{"mode":"agg","optimization_target":"load","decode_scale_up_kv_rate":60,"decode_scale_down_kv_rate":20}"#;
+        for options in [
             ReplayOptions {
-                max_sim_time_seconds: Some(1.0),
-                planner_config: Some("{}".into()),
+                planner_config: Some(planner.into()),
                 ..trace()
             },
-            "--max-sim-time-seconds is not supported with --planner-config",
-        );
-        assert_error(
+            synthetic(),
             ReplayOptions {
+                replay_mode: "online".into(),
+                ..trace()
+            },
+        ] {
+            let capped = spec(ReplayOptions {
                 max_sim_time_seconds: Some(1.0),
-                ..synthetic()
-            },
-            "--max-sim-time-seconds currently only supports trace-file replay",
-        );
-        assert_error(
-            ReplayOptions {
-                max_sim_time_ms: Some(1.0),
-                ..synthetic()
-            },
-            "max_sim_time_ms currently only supports trace-file replay",
-        );
+                ..options.clone()
+            });
+            assert_eq!(capped.max_sim_time_ms, Some(1000.0));
+            let capped = spec(ReplayOptions {
+                max_sim_time_ms: Some(3.0),
+                ..options
+            });
+            assert_eq!(capped.max_sim_time_ms, Some(3.0));
+        }
         assert_error(
             ReplayOptions {
                 max_sim_time_seconds: Some(1.0),
@@ -1775,14 +1748,6 @@ mod tests {
                 ..trace()
             },
             "max_sim_time_ms: max_sim_time_ms must be a finite, non-negative value, got inf",
-        );
-        assert_error(
-            ReplayOptions {
-                max_sim_time_seconds: Some(1.0),
-                replay_mode: "online".into(),
-                ..trace()
-            },
-            "--max-sim-time-seconds: max_sim_time_ms only supports replay_mode='offline'",
         );
         assert_eq!(
             spec(ReplayOptions {

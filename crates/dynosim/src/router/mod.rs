@@ -56,6 +56,14 @@ impl Router {
         }
     }
 
+    /// Requests held in the router's queue (round robin holds none).
+    pub fn queued(&self) -> usize {
+        match self {
+            Router::Kv(router) => router.queued(),
+            Router::RoundRobin(_) => 0,
+        }
+    }
+
     /// Only the KV router reads the engines' cache events.
     pub fn reads_kv_events(&self) -> bool {
         matches!(self, Router::Kv(_))

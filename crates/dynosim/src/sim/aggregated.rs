@@ -25,7 +25,7 @@ use super::common::{
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
 use super::pool::Pool;
-use super::scaling::Scaling;
+use super::scaling::{Scaling, NO_WORKER_JOINED};
 use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
 use crate::engine::{EngineRequest, PassEvent, RequestId};
@@ -333,15 +333,16 @@ impl Topology for Aggregated<'_> {
     /// The error for a run where nothing can happen any more, naming the blocking request when
     /// an engine can tell which one it is.
     fn dead_end(&self) -> Error {
-        self.requests.dead_end(
-            "offline replay",
-            &[("worker", &self.pool)],
-            Some(
-                "(no request can be scheduled: a request's prompt plus the output it has \
-                 generated so far may have outgrown the KV cache (a long output_length), or a \
-                 prompt may exceed max_num_batched_tokens with chunked prefill off)",
-            ),
-        )
+        let queued = self.pool.router.queued();
+        let hint = if queued > 0 && queued == self.requests.in_flight() {
+            NO_WORKER_JOINED
+        } else {
+            "(no request can be scheduled: a request's prompt plus the output it has \
+             generated so far may have outgrown the KV cache (a long output_length), or a \
+             prompt may exceed max_num_batched_tokens with chunked prefill off)"
+        };
+        self.requests
+            .dead_end("offline replay", &[("worker", &self.pool)], Some(hint))
     }
 
     /// Past the cap, the multi-worker loop stops at once; the reference's single-worker loop
@@ -364,19 +365,13 @@ impl Topology for Aggregated<'_> {
     }
 
     fn next_event_ms(&self) -> Option<f64> {
-        let next_completion = self.completions.peek().map(|(at_ms, _)| at_ms);
-        let arrivals_blocked = self.release_between_passes_only && self.pool.is_busy(0);
-        let next_arrival = if arrivals_blocked {
-            None
-        } else {
-            self.requests.driver().next_ready_ms()
-        };
-        let next_ready = self.pool.next_ready_ms();
-        let next_tick = self.scaling.as_ref().and_then(Scaling::next_tick_ms);
-        earliest(
-            earliest(earliest(next_completion, next_arrival), next_ready),
-            next_tick,
-        )
+        let others = self.next_event_but_ticks_ms();
+        match &self.scaling {
+            Some(scaling) => {
+                scaling.next_event_ms(others, self.requests.in_flight(), self.pool.router.queued())
+            }
+            None => others,
+        }
     }
 
     fn advance_to(&mut self, t_ms: f64) {
@@ -458,6 +453,9 @@ impl Aggregated<'_> {
     /// Runs the scaling tick due now, if any and the workload is not done. Whether one ran.
     fn tick(&mut self) -> Result<bool> {
         let done = self.requests.driver().is_drained();
+        // Nothing else scheduled: the tick is there for requests waiting for a worker.
+        let idle_before = self.next_event_but_ticks_ms().is_none();
+        let queued_before = self.pool.router.queued();
         let Some(scaling) = &mut self.scaling else {
             return Ok(false);
         };
@@ -476,7 +474,30 @@ impl Aggregated<'_> {
             self.pool.scale_to(target, self.now_ms, startup_ms);
             self.send_joined_placements();
         }
+        if idle_before
+            && self.next_event_but_ticks_ms().is_none()
+            && self.pool.router.queued() == queued_before
+        {
+            if let Some(scaling) = &mut self.scaling {
+                scaling.stop();
+            }
+        }
         Ok(true)
+    }
+
+    /// The next pass completion, arrival or worker startup.
+    fn next_event_but_ticks_ms(&self) -> Option<f64> {
+        let next_completion = self.completions.peek().map(|(at_ms, _)| at_ms);
+        let arrivals_blocked = self.release_between_passes_only && self.pool.is_busy(0);
+        let next_arrival = if arrivals_blocked {
+            None
+        } else {
+            self.requests.driver().next_ready_ms()
+        };
+        earliest(
+            earliest(next_completion, next_arrival),
+            self.pool.next_ready_ms(),
+        )
     }
 
     /// Sends a released request to the scheduler the router picks, or parks it in the KV

@@ -276,6 +276,11 @@ impl Requests {
         &self.driver
     }
 
+    /// Requests released and not ended yet.
+    pub(super) fn in_flight(&self) -> usize {
+        self.origins.len()
+    }
+
     /// Where request `id`, in flight, came from.
     pub(super) fn origin(&self, id: RequestId) -> RequestOrigin {
         self.origins[&id]

@@ -32,7 +32,7 @@ use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
 use super::pool::Pool;
-use super::scaling::Scaling;
+use super::scaling::{Scaling, NO_WORKER_JOINED};
 use crate::config::router_config::PrefillLoadModel;
 use crate::config::{
     EngineArgs, EngineType, KvTransferTimingMode, ReplaySpec, RouterMode, WorkloadSpec,
@@ -233,6 +233,9 @@ impl<'s> Disaggregated<'s> {
     /// Runs the scaling tick due now, if any and the workload is not done. Whether one ran.
     fn tick(&mut self) -> Result<bool> {
         let done = self.is_done();
+        // Nothing else scheduled: the tick is there for requests waiting for a worker.
+        let idle_before = self.next_event_but_ticks_ms().is_none();
+        let queued_before = self.queued();
         let Some(scaling) = &mut self.scaling else {
             return Ok(false);
         };
@@ -257,7 +260,30 @@ impl<'s> Disaggregated<'s> {
             self.decode.scale_to(target, self.now_ms, startup_ms);
         }
         self.send_joined_placements();
+        if idle_before && self.next_event_but_ticks_ms().is_none() && self.queued() == queued_before
+        {
+            if let Some(scaling) = &mut self.scaling {
+                scaling.stop();
+            }
+        }
         Ok(true)
+    }
+
+    /// The next pass or transfer end, arrival or worker startup.
+    fn next_event_but_ticks_ms(&self) -> Option<f64> {
+        let next = earliest(
+            self.events.peek().map(|(at_ms, _)| at_ms),
+            self.released.driver().next_ready_ms(),
+        );
+        earliest(
+            earliest(next, self.prefill.next_ready_ms()),
+            self.decode.next_ready_ms(),
+        )
+    }
+
+    /// Requests held in the routers' queues (only the prefill router queues).
+    fn queued(&self) -> usize {
+        self.prefill.router.queued() + self.decode.router.queued()
     }
 
     pub(super) fn finish(self) -> Result<(Collector, RunFacts)> {
@@ -319,25 +345,25 @@ impl Topology for Disaggregated<'_> {
     }
 
     fn next_event_ms(&self) -> Option<f64> {
-        let next = earliest(
-            self.events.peek().map(|(at_ms, _)| at_ms),
-            self.released.driver().next_ready_ms(),
-        );
-        let next = earliest(
-            earliest(next, self.prefill.next_ready_ms()),
-            self.decode.next_ready_ms(),
-        );
-        earliest(next, self.scaling.as_ref().and_then(Scaling::next_tick_ms))
+        let others = self.next_event_but_ticks_ms();
+        match &self.scaling {
+            Some(scaling) => {
+                scaling.next_event_ms(others, self.released.in_flight(), self.queued())
+            }
+            None => others,
+        }
     }
 
     fn dead_end(&self) -> Error {
+        let queued = self.queued();
+        let hint = (queued > 0 && queued == self.released.in_flight()).then_some(NO_WORKER_JOINED);
         self.released.dead_end(
             "offline disagg replay",
             &[
                 ("prefill worker", &self.prefill),
                 ("decode worker", &self.decode),
             ],
-            None,
+            hint,
         )
     }
 

@@ -14,6 +14,12 @@
 //!   and re-arms the tick (only to a finite time later than now); [`Scaling::take_outcome`]
 //!   gives what the policy did at the end of the run.
 //!
+//! - [`Scaling::next_event_ms`]: the tick as an event of the loop. Ticks alone never keep a
+//!   run alive: once nothing else is scheduled (no pass, transfer, arrival or starting
+//!   worker), a tick is an event only while every request in flight waits in a router queue
+//!   for a worker to join, the one thing a planner can bring; [`Scaling::stop`] ends the ticks
+//!   when one brought none.
+//!
 //! Ticks sort after every other event of their time; a tick that finds the workload done is
 //! dropped without a call (the loop ends).
 
@@ -25,6 +31,11 @@ use crate::error::Result;
 use crate::planner::{
     PlannerOutcome, ScalingDecision, ScalingEvent, ScalingPolicy, ScalingSnapshot, TrafficStats,
 };
+
+/// The dead end's explanation when every request in flight waits in a router queue for a
+/// worker and the planner's last tick brought none.
+pub(super) const NO_WORKER_JOINED: &str = "(every request left waits in the router queue for a \
+     worker to join, and the planner's last scaling tick added none)";
 
 /// Idle ranks publish an all-zero metric once per this many ms.
 const IDLE_FPM_INTERVAL_MS: f64 = 1000.0;
@@ -263,8 +274,32 @@ impl<'p> Scaling<'p> {
         Ok(())
     }
 
-    pub(super) fn next_tick_ms(&self) -> Option<f64> {
-        self.next_tick_ms
+    /// The next event of the loop given the earliest of every other (`others`), with
+    /// `in_flight` requests released and not ended, `queued` of them held in router queues.
+    ///
+    /// Once nothing else is scheduled, a request a worker holds can never end: the worker is
+    /// stalled (it would otherwise have a pass in flight), nothing will reach it but requests
+    /// the planner cannot create, and the planner moves no queued work; the run is at a dead
+    /// end, whatever the ticks would decide. Only requests waiting in a router queue for a
+    /// worker to join (a pool with no eligible worker) can still be served, by a worker the
+    /// planner adds; nothing in flight at all means the driver waits for what cannot come.
+    pub(super) fn next_event_ms(
+        &self,
+        others: Option<f64>,
+        in_flight: usize,
+        queued: usize,
+    ) -> Option<f64> {
+        match others {
+            Some(_) => super::common::earliest(others, self.next_tick_ms),
+            None if in_flight > 0 && queued == in_flight => self.next_tick_ms,
+            None => None,
+        }
+    }
+
+    /// No more ticks: a tick taken with nothing else scheduled and requests waiting for a
+    /// worker left it so (the policy brought no worker that could take them).
+    pub(super) fn stop(&mut self) {
+        self.next_tick_ms = None;
     }
 
     /// A tick is due at `now_ms`.
