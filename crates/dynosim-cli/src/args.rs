@@ -257,9 +257,14 @@ pub struct Cli {
     pub html_report: Option<PathBuf>,
 
     /// Print neither the progress bar (shown on stderr when it is a terminal) nor the summary
-    /// table; errors are still printed (dynosim only)
+    /// table; errors and warnings are still printed (dynosim only)
     #[arg(long)]
     pub quiet: bool,
+
+    /// How a run shows its progress on stderr: auto (a bar on a terminal, otherwise a line
+    /// after 5 s and then every 10 s), bar, lines or off (dynosim only; default: auto)
+    #[arg(long, value_enum, default_value_t = crate::progress::ProgressMode::Auto)]
+    pub progress: crate::progress::ProgressMode,
 
     /// Stop the replay once the simulated clock would pass this many seconds, leaving
     /// in-flight requests incomplete (any run: planner, synthetic, online; default: no cap)

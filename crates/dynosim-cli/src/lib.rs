@@ -7,6 +7,7 @@
 pub mod aiperf;
 pub mod args;
 pub mod compare;
+pub mod interrupt;
 pub mod live;
 pub mod output;
 pub mod progress;
@@ -20,18 +21,19 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use clap::{CommandFactory, FromArgMatches};
-use dynosim::config::{ReplayMode, ReplayOptions, ReplaySpec};
+use dynosim::config::{ReplayOptions, ReplaySpec};
 use dynosim::planner::PlannerOutcome;
+use dynosim::report::accounting::Shortfall;
 use dynosim::report::timeseries::TimeSeries;
 use dynosim::sim::Progress;
 use dynosim::Report;
-use live::InterruptGuard;
+use interrupt::InterruptGuard;
 
 pub use args::Cli;
 
 /// Exit code of a usage error (bad flags, values, files or JSON), as `dynosim::Error` uses.
 const USAGE_EXIT_CODE: i32 = 2;
-/// Exit code of a live run ended by Ctrl-C (after its report was written), as shells use.
+/// Exit code of a run ended by Ctrl-C (after its report was written), as shells use.
 const INTERRUPTED_EXIT_CODE: i32 = 130;
 
 /// The HTML report of a run: `invocation` is the command as the user typed it (shown first
@@ -107,6 +109,7 @@ where
             report_path,
             interrupted,
             planner,
+            shortfall,
         }) => {
             let printed = if cli.quiet {
                 Ok(())
@@ -119,6 +122,10 @@ where
                 )
                 .and_then(|()| stdout.flush())
             };
+            // Printed even with --quiet: a report that leaves requests out says so.
+            if let Some(shortfall) = shortfall {
+                let _ = writeln!(stderr, "{prog}: warning: {}", shortfall.warning());
+            }
             if interrupted {
                 let _ = writeln!(
                     stderr,
@@ -253,6 +260,8 @@ struct Finished {
     interrupted: bool,
     /// What the planner did, when there was one.
     planner: Option<PlannerOutcome>,
+    /// The requests that did not complete, when some did not.
+    shortfall: Option<Shortfall>,
 }
 
 /// Validates, checks the outputs, replays and writes them. Every output is resolved and
@@ -272,17 +281,16 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
         },
         invocation.to_string(),
     )?;
-    // Only a live run, which takes real time, treats Ctrl-C as "stop and report". The guard
-    // stays until the outputs are written, so a second Ctrl-C cannot cut them.
-    let interrupts =
-        matches!(spec.replay_mode, ReplayMode::Online { .. }).then(InterruptGuard::install);
+    // Ctrl-C while the simulation runs (offline or live) means "stop and report what
+    // happened"; at any other moment it ends the process, removing unpublished files.
+    let interrupts = InterruptGuard::install();
     let progress = Arc::new(Progress::new());
     let bar = if cli.quiet {
         None
     } else {
-        progress::ProgressBar::start(Arc::clone(&progress))
+        progress::ProgressBar::start(cli.progress, Arc::clone(&progress))
     };
-    // Only a live run's clock sets the flag, at Ctrl-C.
+    // The run's clock sets the flag at Ctrl-C.
     let cancel = AtomicBool::new(false);
     let replayed = replay::replay(
         &spec,
@@ -295,14 +303,13 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
         bar.finish();
     }
     let replay::Replayed { report, planner } = replayed?;
-    let interrupted = interrupts
-        .as_ref()
-        .is_some_and(InterruptGuard::was_interrupted);
+    let interrupted = interrupts.was_interrupted();
     Ok(Finished {
         table: report.render_table(),
         report_path,
         interrupted,
         planner,
+        shortfall: Shortfall::of(&report),
     })
 }
 

@@ -1,17 +1,16 @@
-//! Live replay (`--replay-mode online`): the wall clock behind the simulator's clock seam, and
-//! Ctrl-C as a request to end the run early.
+//! Live replay (`--replay-mode online`): the wall clock behind the simulator's clock seam.
 //!
 //! INTERFACE
 //! - [`WallClock`]: model time `t` is due `t / speed` after the run started; waits sleep in
-//!   short slices so a cancellation is noticed promptly.
-//! - [`InterruptGuard`]: while alive, SIGINT (Ctrl-C) does not kill the process but marks the
-//!   run as interrupted; dropping it restores the previous handler (the Python front runs the
-//!   same code in its own process).
+//!   short slices so a cancellation, or a Ctrl-C caught by [`crate::interrupt`], is noticed
+//!   promptly.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use dynosim::sim::Clock;
+
+use crate::interrupt::interrupted;
 
 /// Longest single sleep, so Ctrl-C and cancellation are seen within this much time.
 const SLEEP_SLICE: Duration = Duration::from_millis(20);
@@ -50,71 +49,6 @@ impl Clock for WallClock {
             std::thread::sleep((due - now).min(SLEEP_SLICE));
         }
     }
-}
-
-/// Set by the SIGINT handler. A signal handler can only touch such a global.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::SeqCst)
-}
-
-/// Catches Ctrl-C for the lifetime of the guard.
-pub struct InterruptGuard {
-    previous: sigint::Handler,
-}
-
-impl InterruptGuard {
-    pub fn install() -> Self {
-        INTERRUPTED.store(false, Ordering::SeqCst);
-        Self {
-            previous: sigint::catch(),
-        }
-    }
-
-    /// Whether Ctrl-C was pressed while the guard was installed.
-    pub fn was_interrupted(&self) -> bool {
-        interrupted()
-    }
-}
-
-impl Drop for InterruptGuard {
-    fn drop(&mut self) {
-        sigint::restore(self.previous);
-    }
-}
-
-#[cfg(unix)]
-mod sigint {
-    use std::sync::atomic::Ordering;
-
-    pub type Handler = libc::sighandler_t;
-
-    extern "C" fn on_sigint(_signal: libc::c_int) {
-        super::INTERRUPTED.store(true, Ordering::SeqCst);
-    }
-
-    /// Routes SIGINT to [`on_sigint`]; returns the handler it replaces.
-    pub fn catch() -> Handler {
-        let handler = on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { libc::signal(libc::SIGINT, handler) }
-    }
-
-    pub fn restore(previous: Handler) {
-        // SAFETY: reinstalls the handler that was in place before `catch`.
-        unsafe {
-            libc::signal(libc::SIGINT, previous);
-        }
-    }
-}
-
-/// Elsewhere Ctrl-C keeps its default effect.
-#[cfg(not(unix))]
-mod sigint {
-    pub type Handler = ();
-    pub fn catch() -> Handler {}
-    pub fn restore(_previous: Handler) {}
 }
 
 #[cfg(test)]

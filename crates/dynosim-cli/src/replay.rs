@@ -22,11 +22,10 @@ use std::time::Instant;
 
 use dynosim::config::{ReplayMode, ReplaySpec};
 use dynosim::planner::{PlannerOutcome, ScalingPolicy};
-use dynosim::sim::{
-    Clock, Collecting, CollectorThread, Observers, Progress, Simulated, VirtualClock,
-};
+use dynosim::sim::{Clock, Collecting, CollectorThread, Observers, Progress, Simulated};
 use dynosim::{Error, Report, Result};
 
+use crate::interrupt::{InterruptibleVirtualClock, Simulating};
 use crate::live::WallClock;
 use crate::output::{self, PreparedOutput, RecordStream};
 use crate::{aiperf, render_html_report};
@@ -203,7 +202,9 @@ fn simulate_timed(
     let workload = dynosim::load_workload(spec)?;
     let collector_thread = CollectorThread::OwnThread;
     let started = Instant::now();
-    let mut virtual_clock = VirtualClock;
+    // Ctrl-C (caught by the command line's guard) stops the simulation, offline or live.
+    let _simulating = Simulating::enter();
+    let mut virtual_clock = InterruptibleVirtualClock;
     let mut wall_clock;
     let clock: &mut dyn Clock = match spec.replay_mode {
         ReplayMode::Offline => &mut virtual_clock,

@@ -23,6 +23,11 @@
 //!   for a close case, every variant its runs printed, separated by lines `# or`);
 //!   ours must be identical.
 //!
+//! - dynosim's accounting keys (`dynosim::report::accounting::ACCOUNTING_KEYS`: requests that
+//!   did not complete, by reason) are not in the reference's report; they are checked against
+//!   our own counts instead: present whenever fewer requests completed than arrived, and adding
+//!   up to the difference.
+//!
 //! Cases whose inputs live in `../shared/` are reported as ignored (with the reason printed
 //! first) when it is absent, so the closing line counts them; `.ci/run` fails under `CI=true`
 //! when `../shared` is missing. `DYNOSIM_PARITY_CASE=NAME` runs one case; the usual test-name
@@ -44,6 +49,46 @@ const SIMULATOR_SPEED_KEYS: [&str; 3] = [
     "processed_tokens_per_s",
     "processed_output_tokens_per_s",
 ];
+use dynosim::report::accounting::ACCOUNTING_KEYS;
+
+/// Our accounting keys, which the reference does not have, agree with our own counts: all of
+/// them or none; present when fewer requests completed than arrived; the ended-early and
+/// in-flight counts add up to the difference. (They are then left out of the comparison.)
+fn check_accounting(ours: &BTreeMap<String, Value>, problems: &mut Vec<String>) {
+    let int = |key: &str| ours.get(key).and_then(Value::as_i64);
+    let present = ACCOUNTING_KEYS
+        .iter()
+        .filter(|key| ours.contains_key(**key))
+        .count();
+    if present != 0 && present != ACCOUNTING_KEYS.len() {
+        problems.push(format!("only {present} of the accounting keys are present"));
+        return;
+    }
+    let missing = int("num_requests").unwrap_or(0) - int("completed_requests").unwrap_or(0);
+    if present == 0 {
+        if missing != 0 {
+            problems.push(format!(
+                "{missing} requests did not complete, no accounting keys"
+            ));
+        }
+        return;
+    }
+    let counted: i64 = [
+        "rejected_requests",
+        "canceled_requests",
+        "failed_requests",
+        "unfinished_requests",
+    ]
+    .iter()
+    .map(|key| int(key).unwrap_or(-1))
+    .sum();
+    if counted != missing {
+        problems.push(format!(
+            "the accounting keys count {counted} requests that did not complete, not {missing}"
+        ));
+    }
+}
+
 /// How far outside the reference's own observed range a close case may fall, in widths of
 /// that range (the range of a handful of runs underestimates the true spread).
 const CLOSE_MARGIN: f64 = 3.0;
@@ -306,7 +351,11 @@ fn compare_close(
             _ => problems.push(format!("{key}: ours {value} reference {golden}")),
         }
     }
-    for key in ours.keys().filter(|k| !reference.contains_key(*k)) {
+    check_accounting(ours, problems);
+    for key in ours
+        .keys()
+        .filter(|k| !reference.contains_key(*k) && !ACCOUNTING_KEYS.contains(&k.as_str()))
+    {
         problems.push(format!("{key}: missing in the reference"));
     }
 }
@@ -367,9 +416,12 @@ fn run_case(case: &Case) -> Result<(), String> {
         let spread = read_spread(&golden.join(format!("{}.spread.json", case.name)))?;
         compare_close(&ours, &reference, &spread, &case.unchecked, &mut problems);
     } else {
+        check_accounting(&ours, &mut problems);
         let keys: BTreeSet<&String> = ours.keys().chain(reference.keys()).collect();
         for key in keys {
-            if SIMULATOR_SPEED_KEYS.contains(&key.as_str()) {
+            if SIMULATOR_SPEED_KEYS.contains(&key.as_str())
+                || ACCOUNTING_KEYS.contains(&key.as_str())
+            {
                 continue;
             }
             match (ours.get(key), reference.get(key)) {

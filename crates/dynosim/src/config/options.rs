@@ -2356,13 +2356,6 @@ mod tests {
             ),
             (
                 ReplayOptions {
-                    max_sim_time_seconds: Some(5.0),
-                    ..online()
-                },
-                "--max-sim-time-seconds: max_sim_time_ms only supports replay_mode='offline'",
-            ),
-            (
-                ReplayOptions {
                     prefill_engine_args: Some(r#"{"worker_type":"prefill"}"#.into()),
                     decode_engine_args: Some(r#"{"worker_type":"decode"}"#.into()),
                     ..online()

@@ -24,6 +24,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
+use super::accounting;
 use super::exact::ExactValues;
 use super::record::{RecordSink, TerminalStatus};
 use super::stats::{DistributionStats, SketchBucket, StreamingDistribution};
@@ -43,6 +44,10 @@ pub struct RunFacts {
     pub decode_gpus_per_worker: u64,
     /// Real elapsed ms of the simulation (measured by the caller, outside the core).
     pub wall_time_ms: f64,
+    /// Requests the workload holds, arrived or not (0: not known).
+    pub workload_requests: usize,
+    /// The caller stopped the run (Ctrl-C) before it ended.
+    pub interrupted: bool,
 }
 
 /// What is known about one output-token timeline: what every token updates (the first and
@@ -199,6 +204,8 @@ pub struct Collector {
     free_states: Vec<u32>,
     arrivals: usize,
     totals: Totals,
+    /// Requests that ended, and how many of them without completing, by status.
+    ends: accounting::Ends,
     ttft: ExactValues,
     ttst: ExactValues,
     tpot: ExactValues,
@@ -260,6 +267,7 @@ impl Collector {
             free_states: Vec::new(),
             arrivals: 0,
             totals: Totals::default(),
+            ends: accounting::Ends::default(),
             ttft: ExactValues::new(),
             ttst: ExactValues::new(),
             tpot: ExactValues::new(),
@@ -503,6 +511,7 @@ impl Collector {
         };
         let mut state = std::mem::take(&mut self.states[index]);
         state.terminal = Some((at_ms, status));
+        self.ends.count(status);
         let mut gaps = std::mem::take(&mut state.gaps).into_entries();
         if state.is_completed() {
             let completed = CompletedRequest {
@@ -790,6 +799,13 @@ impl Collector {
                     .zip(stats.in_key_order().map(Value::Float)),
             );
         }
+        entries.extend(accounting::entries(
+            self.arrivals,
+            completed,
+            &self.ends,
+            facts.workload_requests,
+            facts.interrupted,
+        ));
         Report { entries }
     }
 }
@@ -1171,10 +1187,17 @@ mod tests {
         };
         let (report, records) = c.finish(facts);
 
+        // The reference's keys, then (one request rejected, one in flight) the accounting.
         let keys: Vec<&str> = report.entries.iter().map(|e| e.0).collect();
-        assert_eq!(keys, key_order(false));
+        let mut expected = key_order(false);
+        expected.extend(accounting::ACCOUNTING_KEYS);
+        assert_eq!(keys, expected);
         assert_eq!(int(&report, "num_requests"), 3);
         assert_eq!(int(&report, "completed_requests"), 1);
+        assert_eq!(int(&report, "rejected_requests"), 1);
+        assert_eq!(int(&report, "unfinished_requests"), 1);
+        assert_eq!(int(&report, "unarrived_requests"), 0);
+        assert_eq!(int(&report, "interrupted"), 0);
         assert_eq!(int(&report, "total_input_tokens"), 100);
         assert_eq!(int(&report, "total_output_tokens"), 3);
         assert_eq!(float(&report, "duration_ms"), 15.0);
@@ -1397,8 +1420,10 @@ mod tests {
         assert_eq!(float(&report, "decode_worker_seconds"), 1e-9);
         assert_eq!(float(&report, "gpu_hours"), 8e-9 / 3600.0);
         assert_eq!(float(&report, "processed_tokens_per_s"), 0.0);
+        // The request in flight is counted apart from the reference's keys.
+        assert_eq!(int(&report, "unfinished_requests"), 1);
         for (key, value) in report.entries.iter().skip(20) {
-            if key.contains("ratio") {
+            if key.contains("ratio") || accounting::ACCOUNTING_KEYS.contains(key) {
                 continue;
             }
             assert_eq!(value.as_f64(), 0.0, "{key}");

@@ -9,6 +9,7 @@
 //! [`Report::render_table`] (the terminal table) and [`RequestRecord::to_json_line`]
 //! (`--report-jsonl`).
 
+pub mod accounting;
 pub mod aiperf;
 pub mod collector;
 pub mod exact;

@@ -134,6 +134,7 @@ fn facts_of(reference: &Report) -> RunFacts {
         prefill_gpus_per_worker: int("prefill_gpus_per_worker"),
         decode_gpus_per_worker: int("decode_gpus_per_worker"),
         wall_time_ms: float("wall_time_ms"),
+        ..RunFacts::default()
     }
 }
 

@@ -1,5 +1,7 @@
-//! The AIPerf-style terminal table the reference prints (frontend.md §3.6), byte for byte.
+//! The AIPerf-style terminal table the reference prints (frontend.md §3.6), byte for byte; a run
+//! where some request did not complete adds lines after it (`accounting::Shortfall`).
 
+use super::accounting::Shortfall;
 use super::{Report, Value};
 
 const TITLE: &str = "NVIDIA AIPerf | LLM Metrics";
@@ -36,6 +38,10 @@ impl Report {
             if let Some(value) = self.get(key) {
                 lines.push(format!("{label}: {}", format_value(Some(value))));
             }
+        }
+        // Only when some request did not complete (the reference's table has no such line).
+        if let Some(shortfall) = Shortfall::of(self) {
+            lines.extend(shortfall.table_lines());
         }
         lines.join("\n")
     }

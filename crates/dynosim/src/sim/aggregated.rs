@@ -290,6 +290,8 @@ impl<'s> Aggregated<'s> {
             prefill_gpus_per_worker: 0,
             decode_gpus_per_worker: gpus,
             wall_time_ms: 0.0,
+            workload_requests: self.requests.driver().total_turns(),
+            interrupted: false,
         };
         Ok((collector, facts))
     }

@@ -293,6 +293,8 @@ impl<'s> Disaggregated<'s> {
             prefill_gpus_per_worker: self.prefill.args.gpus_per_worker() as u64,
             decode_gpus_per_worker: self.decode.args.gpus_per_worker() as u64,
             wall_time_ms: 0.0,
+            workload_requests: self.released.driver().total_turns(),
+            interrupted: false,
         };
         Ok((self.collector.finish()?, facts))
     }

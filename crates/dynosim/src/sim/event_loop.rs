@@ -159,14 +159,15 @@ pub(super) trait Topology {
     }
 }
 
-/// Runs `topology` to the end (or to the cap, or until cancelled).
+/// Runs `topology` to the end (or to the cap, or until cancelled). Whether the run was
+/// cancelled before its end.
 pub(super) fn run<T: Topology>(
     topology: &mut T,
     max_sim_time_ms: Option<f64>,
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
     progress: Option<&Progress>,
-) -> Result<()> {
+) -> Result<bool> {
     let publish = |topology: &T| {
         if let Some(progress) = progress {
             progress.publish(topology.progress());
@@ -194,5 +195,5 @@ pub(super) fn run<T: Topology>(
         topology.settle()?;
         publish(topology);
     }
-    Ok(())
+    Ok(is_set(cancel) && !topology.is_done())
 }

@@ -163,19 +163,20 @@ pub fn simulate_scaled<'a>(
         collector.stream_records_to(sink);
     }
     let collector = CollectorFront::start(collector, spec.capture_requests, collector_thread);
-    let (collector, facts, planner) = if disaggregated {
+    let (collector, mut facts, planner, interrupted) = if disaggregated {
         let mut sim = Disaggregated::new(spec, driver, policy, collector);
-        event_loop::run(&mut sim, cap, clock, cancel, progress)?;
+        let interrupted = event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         let planner = sim.planner_outcome();
         let (collector, facts) = sim.finish()?;
-        (collector, facts, planner)
+        (collector, facts, planner, interrupted)
     } else {
         let mut sim = Aggregated::new(spec, driver, policy, collector);
-        event_loop::run(&mut sim, cap, clock, cancel, progress)?;
+        let interrupted = event_loop::run(&mut sim, cap, clock, cancel, progress)?;
         let planner = sim.planner_outcome();
         let (collector, facts) = sim.finish()?;
-        (collector, facts, planner)
+        (collector, facts, planner, interrupted)
     };
+    facts.interrupted = interrupted;
     Ok(Simulated {
         collector,
         facts,
