@@ -29,6 +29,7 @@ use std::time::Duration;
 use dynosim::config::spelling::python_message;
 use dynosim::config::ReplayOptions;
 use dynosim::error::ErrorKind;
+use dynosim::report::accounting::Shortfall;
 use dynosim::report::Value;
 use dynosim::Report;
 use dynosim_cli::replay;
@@ -173,6 +174,7 @@ fn replay_to_dict<'py>(
         return Err(err);
     }
     let replay::Replayed { report, planner } = result.map_err(to_py_err)?;
+    warn_of_shortfall(py, &report)?;
     let trace_report = report_to_dict(py, &report)?;
     if !planned {
         return Ok(trace_report.into_any());
@@ -183,6 +185,18 @@ fn replay_to_dict<'py>(
         &planner.unwrap_or_default(),
         policy_object.as_ref(),
     )
+}
+
+/// A `RuntimeWarning` when some request of the run did not complete (the report dict has
+/// the counts by reason), as the command line prints a warning line.
+fn warn_of_shortfall(py: Python<'_>, report: &Report) -> PyResult<()> {
+    let Some(shortfall) = Shortfall::of(report) else {
+        return Ok(());
+    };
+    let message = std::ffi::CString::new(shortfall.warning())
+        .map_err(|err| PyRuntimeError::new_err(err.to_string()))?;
+    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+    PyErr::warn(py, &category, &message, 2)
 }
 
 /// The optional outputs of a replay function: `aiperf_dir=` and `html_report=`, with the name

@@ -244,3 +244,18 @@ def test_trace_api_errors():
         run_trace_replay("/nonexistent/trace.jsonl")
     with pytest.raises(TypeError, match="trace_files"):
         run_trace_replay(42)
+
+
+def test_requests_that_did_not_complete_give_a_warning_and_counts(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 5000, "output_length": 10, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}\n'
+        '{"timestamp": 10, "input_length": 600, "output_length": 10, "hash_ids": [11, 12]}\n'
+    )
+    with pytest.warns(RuntimeWarning) as warned:
+        report = run_trace_replay(str(trace), extra_engine_args={"max_model_len": 4096})
+    assert [str(w.message) for w in warned] == [
+        "1 of 2 requests did not complete: 1 rejected by an admission or queue limit"
+    ]
+    assert (report["num_requests"], report["completed_requests"]) == (2, 1)
+    assert report["rejected_requests"] == 1 and report["interrupted"] == 0

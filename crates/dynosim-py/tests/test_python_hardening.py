@@ -2,6 +2,7 @@
 argument, integers too big for any field, numpy scalars, Ctrl-C during a run, and a closed
 standard output under ``python -m dynamo.replay``."""
 
+import json
 import os
 import signal
 import subprocess
@@ -19,6 +20,24 @@ LONG_RUN = ["--input-tokens", "4000", "--output-tokens", "1000", "--request-coun
             "--replay-concurrency", "256"]
 SHORT_RUN = ["--input-tokens", "1000", "--output-tokens", "100", "--request-count", "50",
              "--replay-concurrency", "8"]
+
+
+def default_sigint():
+    """Gives a child SIGINT's default action: a shell running the tests as a background job
+    starts them with SIGINT ignored, which children inherit (Python then installs no
+    KeyboardInterrupt handler, and a test's Ctrl-C would do nothing)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def communicate_within(process, timeout=120):
+    """The child's output; a child still running after `timeout` s is killed and the test
+    fails (a hang)."""
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        pytest.fail(f"the child was still running after {timeout} s")
 
 
 def without_clock(report):
@@ -89,6 +108,7 @@ def run_module_in_background(module, args, cwd):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
 
 
@@ -106,12 +126,12 @@ def test_ctrl_c_interrupts_an_api_call_at_once(tmp_path):
     )
     process = subprocess.Popen(
         [sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint,
     )
     assert process.stdout.readline() == "started\n"
     time.sleep(0.5)  # let the run get going
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=120)
+    out, err = communicate_within(process)
     assert process.returncode == 0, err
     assert out == "interrupted\n", (out, err)
 
@@ -144,27 +164,35 @@ def test_ctrl_c_stops_the_simulation_itself(tmp_path):
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        preexec_fn=default_sigint,
     )
     assert result.stdout == "replay threads left: 0\n", result.stderr[-500:]
 
 
 @pytest.mark.parametrize("module", ["dynamo.replay", "dynosim"])
-def test_ctrl_c_ends_the_command_without_a_traceback(module, tmp_path):
-    process = run_module_in_background(module, [*LONG_RUN, "--report-json", "out.json"], tmp_path)
-    time.sleep(1.5)  # past the imports, into the run
+def test_ctrl_c_ends_the_command_with_the_report_of_what_happened(module, tmp_path):
+    process = run_module_in_background(
+        module, [*LONG_RUN, "--report-json", "out.json", "--progress", "lines"], tmp_path
+    )
+    # The first progress line (5 s into the run) says the simulation is under way.
+    first = process.stderr.readline()
+    assert first.startswith("progress: "), first
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=120)
+    out, err = communicate_within(process)
     assert process.returncode == 130, err
-    assert (out, err) == ("", "")
-    assert not (tmp_path / "out.json").exists()
+    assert "Traceback" not in err
+    assert "\nInterrupted: the report covers the run until Ctrl-C\n" in out, out
+    assert "interrupted: the report covers the requests that finished before Ctrl-C" in err
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["interrupted"] == 1
+    assert report["num_requests"] == report["completed_requests"] + report["unfinished_requests"]
 
 
 @pytest.mark.parametrize("module", ["dynamo.replay", "dynosim"])
 def test_closed_stdout_ends_the_command_without_a_traceback(module, tmp_path):
     process = run_module_in_background(module, [*SHORT_RUN, "--report-json", "out.json"], tmp_path)
     process.stdout.close()  # like `| true`: nobody reads the table
-    err = process.stderr.read()
-    process.wait(timeout=120)
+    _, err = communicate_within(process)
     assert err == ""
     assert process.returncode == 1
     assert (tmp_path / "out.json").is_file()  # the report was saved before printing
