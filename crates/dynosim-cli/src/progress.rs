@@ -126,7 +126,7 @@ fn thousands(value: u64) -> String {
     let digits = value.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             out.push(',');
         }
         out.push(digit);
@@ -204,7 +204,7 @@ mod tests {
 
     #[test]
     fn rates_read_with_three_significant_digits() {
-        assert_eq!(rate_text(3_323.8324), "3,324");
+        assert_eq!(rate_text(3323.8324), "3,324");
         assert_eq!(rate_text(123.45), "123");
         assert_eq!(rate_text(12.345), "12.3");
         assert_eq!(rate_text(1.2345), "1.23");

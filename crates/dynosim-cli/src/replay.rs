@@ -15,6 +15,7 @@
 //!   policy, or by the spec's planner, or not at all), writes and publishes the outputs; returns
 //!   the [`Replayed`] report and what the planner did.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -196,8 +197,11 @@ fn simulate_timed(
     records: Option<Box<dyn dynosim::report::RecordSink>>,
     policy: Option<&mut dyn ScalingPolicy>,
 ) -> Result<(Simulated, f64)> {
-    // Timing tables (AIC) are built before the workload is read and the clock starts.
-    let prepared = dynosim::prepare(spec)?;
+    // Timing tables (AIC) are built before the workload is read and the clock starts; a
+    // build (not a cache hit) takes long enough to say so first, on stderr, for both fronts.
+    let prepared = dynosim::prepare_announcing(spec, &mut |sentence| {
+        let _ = writeln!(std::io::stderr(), "dynosim: note: {sentence}");
+    })?;
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
     let collector_thread = CollectorThread::OwnThread;

@@ -218,6 +218,7 @@ fn kv_capacity_is_estimated_per_rank_when_num_gpu_blocks_is_absent() {
             &config,
             TableExtent::for_engine(&args),
             Some(&estimate),
+            &mut |_| {},
         )
         .expect("tables");
         assert_eq!(tables.num_gpu_blocks, Some(want), "{backend} tp{tp}");

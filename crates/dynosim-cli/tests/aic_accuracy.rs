@@ -50,7 +50,8 @@ fn tables_stay_within_the_error_targets() {
             .expect("valid engine args");
         let config = args.aic.clone().expect("aic");
         let extent = TableExtent::for_engine(&args);
-        let (tables, _) = build::tables(&python, &config, extent, None).expect("tables");
+        let (tables, _) =
+            build::tables(&python, &config, extent, None, &mut |_| {}).expect("tables");
         let sample = build::sample(
             &python,
             &config,

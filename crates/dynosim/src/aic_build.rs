@@ -233,6 +233,7 @@ pub fn tables(
     config: &AicConfig,
     extent: TableExtent,
     estimate: Option<&BlockEstimate>,
+    announce: &mut dyn FnMut(&str),
 ) -> Result<(AicTables, Source)> {
     let version = package_version(python)?;
     let request = request(config, extent, estimate);
@@ -245,6 +246,17 @@ pub fn tables(
             }
         }
     }
+    announce(&format!(
+        "building AIC timing tables for {} on {} ({}) with aiconfigurator-core: the first run \
+         of a configuration takes about 25 s; they are cached under {}",
+        config.model_path,
+        config.system,
+        config.backend,
+        cached.as_deref().and_then(Path::parent).map_or_else(
+            || "nowhere (no cache directory)".to_string(),
+            |dir| dir.display().to_string()
+        )
+    ));
     let bytes = run_builder(python, &[], request.to_string().as_bytes())?;
     let tables = parse_tables(&bytes, "the AIC table builder")?;
     if let Some(path) = &cached {
@@ -256,7 +268,11 @@ pub fn tables(
 /// Builds (or loads) the tables of one engine configuration and, when `num_gpu_blocks` was
 /// absent, takes the package's per-rank estimate as the KV capacity. `flag` names the option
 /// the engine args came from, for error messages.
-pub fn prepare_engine(args: &mut EngineArgs, flag: &str) -> Result<()> {
+pub fn prepare_engine(
+    args: &mut EngineArgs,
+    flag: &str,
+    announce: &mut dyn FnMut(&str),
+) -> Result<()> {
     let Some(config) = args.aic.as_ref() else {
         return Ok(());
     };
@@ -264,15 +280,17 @@ pub fn prepare_engine(args: &mut EngineArgs, flag: &str) -> Result<()> {
         return Ok(());
     }
     let extent = TableExtent::for_engine(args);
-    let (tables, _) =
-        tables(&python(), config, extent, args.aic_block_estimate.as_ref()).map_err(|error| {
-            match error.kind() {
-                crate::error::ErrorKind::Usage => {
-                    Error::usage(format!("{flag}: {}", error.message()))
-                }
-                crate::error::ErrorKind::Runtime => error,
-            }
-        })?;
+    let (tables, _) = tables(
+        &python(),
+        config,
+        extent,
+        args.aic_block_estimate.as_ref(),
+        announce,
+    )
+    .map_err(|error| match error.kind() {
+        crate::error::ErrorKind::Usage => Error::usage(format!("{flag}: {}", error.message())),
+        crate::error::ErrorKind::Runtime => error,
+    })?;
     if args.aic_block_estimate.is_some() {
         match tables.num_gpu_blocks {
             Some(blocks) if blocks >= 1 => args.num_gpu_blocks = blocks,
@@ -325,12 +343,14 @@ pub fn needs_prepare(spec: &ReplaySpec) -> bool {
 }
 
 /// Builds every AIC table a spec needs. Run it after validation and before the simulation.
-pub fn prepare(spec: &mut ReplaySpec) -> Result<()> {
+/// `announce` hears a sentence before each table build that is not answered from the cache
+/// (the caller decides whether to show it).
+pub fn prepare(spec: &mut ReplaySpec, announce: &mut dyn FnMut(&str)) -> Result<()> {
     if let Some(disagg) = spec.disaggregation.as_mut() {
-        prepare_engine(&mut disagg.prefill, "--prefill-engine-args")?;
-        prepare_engine(&mut spec.engine, "--decode-engine-args")?;
+        prepare_engine(&mut disagg.prefill, "--prefill-engine-args", announce)?;
+        prepare_engine(&mut spec.engine, "--decode-engine-args", announce)?;
     } else {
-        prepare_engine(&mut spec.engine, "--extra-engine-args")?;
+        prepare_engine(&mut spec.engine, "--extra-engine-args", announce)?;
     }
     if let Some(aic) = spec
         .router_config
@@ -339,9 +359,11 @@ pub fn prepare(spec: &mut ReplaySpec) -> Result<()> {
         .filter(|aic| aic.tables.is_none())
     {
         let (built, _) =
-            tables(&python(), aic, ROUTER_EXTENT, None).map_err(|error| match error.kind() {
-                crate::error::ErrorKind::Usage => Error::usage(as_flag(error.message())),
-                crate::error::ErrorKind::Runtime => error,
+            tables(&python(), aic, ROUTER_EXTENT, None, announce).map_err(|error| {
+                match error.kind() {
+                    crate::error::ErrorKind::Usage => Error::usage(as_flag(error.message())),
+                    crate::error::ErrorKind::Runtime => error,
+                }
             })?;
         aic.tables = Some(Arc::new(built));
     }

@@ -53,11 +53,20 @@ pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
 /// running the Python builder once per engine configuration). This is I/O and may take seconds
 /// on a first run; [`simulate`] refuses a spec that needed it and did not get it.
 pub fn prepare(spec: &ReplaySpec) -> Result<std::borrow::Cow<'_, ReplaySpec>> {
+    prepare_announcing(spec, &mut |_| {})
+}
+
+/// [`prepare`], telling `announce` (one sentence) before each table build that the cache
+/// does not answer, so that a front can say why the run has not started yet.
+pub fn prepare_announcing<'s>(
+    spec: &'s ReplaySpec,
+    announce: &mut dyn FnMut(&str),
+) -> Result<std::borrow::Cow<'s, ReplaySpec>> {
     if !aic_build::needs_prepare(spec) {
         return Ok(std::borrow::Cow::Borrowed(spec));
     }
     let mut prepared = spec.clone();
-    aic_build::prepare(&mut prepared)?;
+    aic_build::prepare(&mut prepared, announce)?;
     Ok(std::borrow::Cow::Owned(prepared))
 }
 
