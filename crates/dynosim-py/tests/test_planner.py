@@ -276,3 +276,16 @@ def test_the_kv_router_follows_the_workers_and_reports_its_cache_hits():
     counts = [s["traffic"]["hit_rate_count"] for s in policy.snapshots]
     assert sum(counts) == 560
     assert all(0.0 <= s["traffic"]["avg_kv_hit_rate"] <= 1.0 for s in policy.snapshots)
+
+
+def test_a_policy_cannot_leave_requests_without_a_worker_for_ever():
+    # Round robin has nowhere to send the next request: refused when asked.
+    with pytest.raises(RuntimeError, match="asked for 0 workers"):
+        dynosim.run_trace_replay(TRACE, extra_engine_args=ENGINE, scaling_policy=Schedule({10000.0: 0}))
+    # The KV router holds requests until a worker joins; a tick that brings none once nothing
+    # else can happen ends the run at the dead end instead of ticking on for ever.
+    with pytest.raises(RuntimeError, match="waits in the router queue for a worker to join"):
+        dynosim.run_trace_replay(
+            TRACE, extra_engine_args=ENGINE, num_workers=2, router_mode="kv_router",
+            scaling_policy=Schedule({10000.0: 0}),
+        )

@@ -30,8 +30,8 @@ impl RoundRobin {
 
     /// The scheduler index (worker * dp_size + rank) of the next request.
     pub fn next_scheduler(&mut self) -> usize {
-        // The planner never leaves a pool without an active worker: a budget that would is
-        // refused before the run.
+        // A planner never leaves a round-robin pool without an active worker: a budget that
+        // would is refused before the run, a policy's target of 0 when it asks for it.
         let index = self.cursor % self.active.len();
         self.cursor = index + 1;
         let worker = self.active[index];

@@ -473,7 +473,7 @@ impl Aggregated<'_> {
         let decision = scaling.decide(snapshot)?;
         if let Some(target) = decision.target_decode {
             let startup_ms = self.spec.engine.startup_time * 1000.0;
-            self.pool.scale_to(target, self.now_ms, startup_ms);
+            self.pool.scale_to(target, self.now_ms, startup_ms)?;
             self.send_joined_placements();
         }
         if idle_before

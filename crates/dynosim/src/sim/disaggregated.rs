@@ -253,11 +253,11 @@ impl<'s> Disaggregated<'s> {
         let decision = scaling.decide(snapshot)?;
         if let Some(target) = decision.target_prefill {
             let startup_ms = self.prefill.args.startup_time * 1000.0;
-            self.prefill.scale_to(target, self.now_ms, startup_ms);
+            self.prefill.scale_to(target, self.now_ms, startup_ms)?;
         }
         if let Some(target) = decision.target_decode {
             let startup_ms = self.decode.args.startup_time * 1000.0;
-            self.decode.scale_to(target, self.now_ms, startup_ms);
+            self.decode.scale_to(target, self.now_ms, startup_ms)?;
         }
         self.send_joined_placements();
         if idle_before && self.next_event_but_ticks_ms().is_none() && self.queued() == queued_before

@@ -36,6 +36,7 @@ use crate::config::EngineArgs;
 use crate::engine::fpm::ForwardPassMetrics;
 use crate::engine::kv::KvEvent;
 use crate::engine::{EngineRequest, PassEvent, RankLoad, RankScheduler, RequestId};
+use crate::error::{Error, Result};
 use crate::planner::PoolWorkers;
 use crate::router::kv::Placement;
 use crate::router::Router;
@@ -181,7 +182,21 @@ impl Pool {
     /// Applies a planner target of non-draining (active + starting) workers at `now_ms`:
     /// adds workers (ready after `startup_ms`, or at once), or cancels starting workers
     /// (highest id first) and then drains active ones (highest id first).
-    pub(super) fn scale_to(&mut self, target: usize, now_ms: f64, startup_ms: f64) {
+    ///
+    /// A target of 0 is refused for a round-robin pool: it would have no worker to send the
+    /// next request to (the KV router holds requests until a worker joins).
+    pub(super) fn scale_to(&mut self, target: usize, now_ms: f64, startup_ms: f64) -> Result<()> {
+        if target == 0 && matches!(self.router, Router::RoundRobin(_)) {
+            return Err(Error::runtime(
+                "the scaling policy asked for 0 workers, but round-robin routing needs at least \
+                 one (the KV router can hold requests until a worker joins)",
+            ));
+        }
+        self.scale_workers(target, now_ms, startup_ms);
+        Ok(())
+    }
+
+    fn scale_workers(&mut self, target: usize, now_ms: f64, startup_ms: f64) {
         let current = self.count(WorkerPhase::Active) + self.count(WorkerPhase::Starting);
         if target > current {
             for _ in current..target {
