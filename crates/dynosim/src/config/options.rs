@@ -3048,6 +3048,137 @@ mod tests {
         );
     }
 
+    #[test]
+    fn length_spreads_reach_the_spec() {
+        assert_eq!(spec_of(synthetic()).lengths, LengthSpread::Fixed);
+        assert_eq!(
+            spec_of(ReplayOptions {
+                random_range_ratio: Some(0.8),
+                ..synthetic()
+            })
+            .lengths,
+            LengthSpread::Uniform {
+                range_ratio: 0.8,
+                seed: DEFAULT_LENGTH_SEED
+            }
+        );
+        // The KV cache bounds drawn prompts: 16384 blocks of 64 tokens by default.
+        assert_eq!(
+            spec_of(ReplayOptions {
+                output_tokens_stddev: Some(3.0),
+                length_seed: Some(9),
+                ..synthetic()
+            })
+            .lengths,
+            LengthSpread::Normal {
+                input_stddev: 0.0,
+                output_stddev: 3.0,
+                max_input_tokens: 16384 * 64,
+                seed: 9
+            }
+        );
+    }
+
+    #[test]
+    fn length_spread_flags_are_checked() {
+        let both = ReplayOptions {
+            output_tokens_stddev: Some(3.0),
+            random_range_ratio: Some(0.8),
+            ..synthetic()
+        };
+        assert_error(
+            both.clone(),
+            "--output-tokens-stddev and --random-range-ratio cannot both be set: give AIPerf's \
+             normal spread or vLLM's uniform range, not both",
+        );
+        assert_eq!(
+            crate::config::spelling::python_message(&both.into_spec().unwrap_err()),
+            "output_tokens_stddev and random_range_ratio cannot both be set: give AIPerf's \
+             normal spread or vLLM's uniform range, not both"
+        );
+        assert_error(
+            ReplayOptions {
+                random_range_ratio: Some(0.8),
+                ..trace()
+            },
+            "--random-range-ratio: length spreads only apply to synthetic replay (--input-tokens)",
+        );
+        assert_error(
+            ReplayOptions {
+                input_tokens_stddev: Some(1.0),
+                ..trace()
+            },
+            "--input-tokens-stddev: length spreads only apply to synthetic replay \
+             (--input-tokens)",
+        );
+        let seed_alone = ReplayOptions {
+            length_seed: Some(1),
+            ..synthetic()
+        };
+        assert_error(
+            seed_alone.clone(),
+            "--length-seed: length_seed needs a length spread: --input-tokens-stddev, \
+             --output-tokens-stddev or --random-range-ratio",
+        );
+        assert_eq!(
+            crate::config::spelling::python_message(&seed_alone.into_spec().unwrap_err()),
+            "length_seed needs a length spread: input_tokens_stddev, output_tokens_stddev or \
+             random_range_ratio"
+        );
+        for (ratio, shown) in [(1.5, "1.5"), (-0.1, "-0.1"), (f64::NAN, "NaN")] {
+            assert_error(
+                ReplayOptions {
+                    random_range_ratio: Some(ratio),
+                    ..synthetic()
+                },
+                &format!(
+                    "--random-range-ratio: random_range_ratio must be between 0.0 and 1.0, got \
+                     {shown}"
+                ),
+            );
+        }
+        for (stddev, shown) in [(-1.0, "-1"), (f64::INFINITY, "inf"), (f64::NAN, "NaN")] {
+            assert_error(
+                ReplayOptions {
+                    input_tokens_stddev: Some(stddev),
+                    ..synthetic()
+                },
+                &format!(
+                    "--input-tokens-stddev: input_tokens_stddev must be a finite non-negative \
+                     number, got {shown}"
+                ),
+            );
+            assert_error(
+                ReplayOptions {
+                    output_tokens_stddev: Some(stddev),
+                    ..synthetic()
+                },
+                &format!(
+                    "--output-tokens-stddev: output_tokens_stddev must be a finite \
+                     non-negative number, got {shown}"
+                ),
+            );
+        }
+        assert_error(
+            ReplayOptions {
+                input_tokens_stddev: Some(100.0),
+                extra_engine_args: Some(r#"{"num_gpu_blocks":4,"block_size":16}"#.into()),
+                input_tokens: Some(20),
+                ..synthetic()
+            },
+            "--input-tokens-stddev: input_tokens_stddev 100 is wider than the KV cache (64 \
+             tokens): most prompts drawn could never be admitted",
+        );
+        assert_error(
+            ReplayOptions {
+                random_range_ratio: Some(0.5),
+                length_seed: Some(-1),
+                ..synthetic()
+            },
+            "--length-seed: must be a non-negative integer, got -1",
+        );
+    }
+
     fn spec_of(options: ReplayOptions) -> SyntheticSpec {
         match spec(options).workload {
             WorkloadSpec::Synthetic(synthetic) => synthetic,

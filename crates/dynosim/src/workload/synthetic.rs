@@ -866,4 +866,236 @@ mod tests {
         s.turns_per_session = 1000;
         assert!(generate(&s).is_ok());
     }
+
+    /// The (input, output) lengths of every request of a workload, in request order.
+    fn lengths_of(w: &Workload) -> Vec<(usize, usize)> {
+        w.sessions
+            .iter()
+            .flat_map(|s| &s.turns)
+            .map(|t| (t.input_length, t.max_output_tokens))
+            .collect()
+    }
+
+    fn spread_spec(lengths: LengthSpread, request_count: usize) -> SyntheticSpec {
+        let mut s = spec(None);
+        s.input_tokens = 1000;
+        s.output_tokens = 300;
+        s.request_count = request_count;
+        s.lengths = lengths;
+        s
+    }
+
+    fn mean_and_stddev(values: impl Iterator<Item = usize>) -> (f64, f64) {
+        let values: Vec<f64> = values.map(|v| v as f64).collect();
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        (mean, var.sqrt())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn uniform_lengths_stay_in_vllms_range(
+            input in 1usize..5000,
+            output in 1usize..5000,
+            range_ratio in 0.0f64..=1.0,
+            seed in 0u64..1000,
+        ) {
+            let mut s = spread_spec(LengthSpread::Uniform { range_ratio, seed }, 200);
+            s.input_tokens = input;
+            s.output_tokens = output;
+            let w = generate_all(&s).unwrap();
+            for (i, o) in lengths_of(&w) {
+                let floor = |l: usize| ((range_ratio * l as f64).floor() as usize).max(1);
+                proptest::prop_assert!((floor(input)..=input).contains(&i), "{i}");
+                proptest::prop_assert!((floor(output)..=output).contains(&o), "{o}");
+            }
+        }
+
+        #[test]
+        fn normal_lengths_are_positive_and_fit_the_cache(
+            input in 1usize..3000,
+            stddev in 0.0f64..3000.0,
+            seed in 0u64..1000,
+        ) {
+            let lengths = LengthSpread::Normal {
+                input_stddev: stddev,
+                output_stddev: stddev,
+                max_input_tokens: 3000,
+                seed,
+            };
+            let mut s = spread_spec(lengths, 100);
+            s.input_tokens = input;
+            for (i, o) in lengths_of(&generate_all(&s).unwrap()) {
+                proptest::prop_assert!((1..=3000).contains(&i), "{i}");
+                proptest::prop_assert!(o >= 1);
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_lengths_cover_the_range_evenly() {
+        // 20,000 requests, R = 0.8 of 1000 and of 300: every length in [800, 1000] and
+        // [240, 300] is drawn, both ends included, and the means are the range's middles.
+        let lengths = LengthSpread::Uniform {
+            range_ratio: 0.8,
+            seed: 7,
+        };
+        let drawn = lengths_of(&generate_all(&spread_spec(lengths, 20_000)).unwrap());
+        let inputs: std::collections::BTreeSet<usize> = drawn.iter().map(|l| l.0).collect();
+        let outputs: std::collections::BTreeSet<usize> = drawn.iter().map(|l| l.1).collect();
+        assert_eq!(inputs, (800..=1000).collect());
+        assert_eq!(outputs, (240..=300).collect());
+        let (input_mean, input_sd) = mean_and_stddev(drawn.iter().map(|l| l.0));
+        let (output_mean, _) = mean_and_stddev(drawn.iter().map(|l| l.1));
+        // Standard error of the mean: 58 / sqrt(20000) = 0.41; 5 of them.
+        assert!((input_mean - 900.0).abs() < 2.1, "{input_mean}");
+        assert!((output_mean - 270.0).abs() < 0.7, "{output_mean}");
+        // A discrete uniform over 201 values: sd = sqrt((201^2 - 1) / 12) = 58.0.
+        assert!((input_sd - 58.02).abs() < 1.5, "{input_sd}");
+        // Input and output are drawn independently of each other.
+        let (n, mi, mo) = (drawn.len() as f64, input_mean, output_mean);
+        let covariance = drawn
+            .iter()
+            .map(|&(i, o)| (i as f64 - mi) * (o as f64 - mo))
+            .sum::<f64>()
+            / n;
+        assert!(covariance.abs() / (input_sd * 17.6) < 0.05, "{covariance}");
+    }
+
+    #[test]
+    fn normal_lengths_have_the_requested_mean_and_stddev() {
+        let lengths = LengthSpread::Normal {
+            input_stddev: 100.0,
+            output_stddev: 30.0,
+            max_input_tokens: 100_000,
+            seed: 3,
+        };
+        let drawn = lengths_of(&generate_all(&spread_spec(lengths, 20_000)).unwrap());
+        let (input_mean, input_sd) = mean_and_stddev(drawn.iter().map(|l| l.0));
+        let (output_mean, output_sd) = mean_and_stddev(drawn.iter().map(|l| l.1));
+        // Rounding up adds half a token to the mean; the standard error is 100 / sqrt(20000)
+        // = 0.71 (input) and 0.21 (output); the bounds are 5 of them.
+        assert!((input_mean - 1000.5).abs() < 3.6, "{input_mean}");
+        assert!((output_mean - 300.5).abs() < 1.1, "{output_mean}");
+        assert!((input_sd - 100.0).abs() < 2.5, "{input_sd}");
+        assert!((output_sd - 30.0).abs() < 0.8, "{output_sd}");
+
+        // Truncation: a spread as wide as the mean resamples the negative draws (AIPerf) and
+        // the ones past the cache; every length is in [1, max].
+        let lengths = LengthSpread::Normal {
+            input_stddev: 1000.0,
+            output_stddev: 300.0,
+            max_input_tokens: 1500,
+            seed: 3,
+        };
+        let drawn = lengths_of(&generate_all(&spread_spec(lengths, 5000)).unwrap());
+        assert!(drawn
+            .iter()
+            .all(|&(i, o)| (1..=1500).contains(&i) && o >= 1));
+        assert!(drawn.iter().any(|&(i, _)| i > 1400) && drawn.iter().any(|&(i, _)| i < 100));
+    }
+
+    #[test]
+    fn no_spread_r_1_and_stddev_0_are_todays_fixed_lengths() {
+        for turns in [1, 3] {
+            let mut fixed = spec(Some(ArrivalProcess::Poisson {
+                rate: 10.0,
+                seed: 42,
+            }));
+            fixed.turns_per_session = turns;
+            fixed.num_prefix_groups = 2;
+            fixed.shared_prefix_ratio = 0.5;
+            let expected = format!("{:?}", generate_all(&fixed).unwrap().sessions);
+            for lengths in [
+                LengthSpread::Uniform {
+                    range_ratio: 1.0,
+                    seed: 5,
+                },
+                LengthSpread::Normal {
+                    input_stddev: 0.0,
+                    output_stddev: 0.0,
+                    max_input_tokens: 1000,
+                    seed: 5,
+                },
+            ] {
+                let mut spread = fixed.clone();
+                spread.lengths = lengths;
+                let got = format!("{:?}", generate_all(&spread).unwrap().sessions);
+                assert_eq!(got, expected, "{lengths:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lengths_depend_on_the_seed_and_the_request_index_only() {
+        let uniform = |seed| LengthSpread::Uniform {
+            range_ratio: 0.5,
+            seed,
+        };
+        let a = lengths_of(&generate_all(&spread_spec(uniform(1), 50)).unwrap());
+        let b = lengths_of(&generate_all(&spread_spec(uniform(1), 50)).unwrap());
+        let c = lengths_of(&generate_all(&spread_spec(uniform(2), 50)).unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        // A longer run starts with the same requests; a run of 2 turns per session has the
+        // same lengths at the same request indices; `request_lengths` gives any one of them.
+        let longer = lengths_of(&generate_all(&spread_spec(uniform(1), 80)).unwrap());
+        assert_eq!(longer[..50], a[..]);
+        let mut sessions = spread_spec(uniform(1), 25);
+        sessions.turns_per_session = 2;
+        assert_eq!(lengths_of(&generate_all(&sessions).unwrap()), a);
+        for (r, lengths) in a.iter().enumerate() {
+            assert_eq!(request_lengths(&sessions, r as u64), *lengths);
+        }
+        // The arrival stream is untouched by the length draws.
+        let mut timed = spread_spec(uniform(1), 8);
+        timed.arrival_process = Some(ArrivalProcess::Poisson {
+            rate: 10.0,
+            seed: 42,
+        });
+        assert_eq!(rounded(&generate_all(&timed).unwrap())[1], 74.772462);
+    }
+
+    #[test]
+    fn drawn_prompts_keep_the_group_prefix() {
+        // 640 tokens at block 64 = 10 blocks, ratio 0.5: a 5-block group prefix. Lengths drawn
+        // uniformly in [64, 640]: a prompt of 5 or more blocks opens with the whole prefix, a
+        // shorter one is that much of it; the rest of each prompt is its own.
+        let mut s = spec(None);
+        s.request_count = 400;
+        s.input_tokens = 640;
+        s.num_prefix_groups = 1;
+        s.shared_prefix_ratio = 0.5;
+        s.lengths = LengthSpread::Uniform {
+            range_ratio: 0.1,
+            seed: 11,
+        };
+        let w = generate_all(&s).unwrap();
+        let longest = w.sessions.iter().map(|s| &s.turns[0]);
+        let longest = longest.max_by_key(|t| t.input_length).unwrap();
+        let prefix = ids(longest)[..5].to_vec();
+        let mut short = 0;
+        let mut seen = std::collections::HashSet::new();
+        for session in &w.sessions {
+            let turn = &session.turns[0];
+            let blocks = turn.input_length.div_ceil(64);
+            let prompt = ids(turn);
+            assert_eq!(prompt.len(), blocks);
+            assert_eq!(
+                turn.prompt.tokens(turn.input_length).len(),
+                turn.input_length
+            );
+            let shared = blocks.min(5);
+            assert_eq!(prompt[..shared], prefix[..shared]);
+            short += usize::from(blocks < 5);
+            for id in &prompt[shared..] {
+                assert!(
+                    seen.insert(*id),
+                    "block {id} of a prompt's own part is reused"
+                );
+            }
+        }
+        assert!(short > 0, "some prompts are drawn shorter than the prefix");
+    }
 }
