@@ -402,3 +402,92 @@ fn the_kv_router_takes_its_prefill_load_estimate_from_the_package() {
         "{stderr}"
     );
 }
+
+#[test]
+fn deepseek_r1_context_attention_falls_back_to_bf16_as_aiconfigurators_cli_does() {
+    let python = python_or_skip!(
+        "deepseek_r1_context_attention_falls_back_to_bf16_as_aiconfigurators_cli_does"
+    );
+    // DeepSeek-R1's checkpoint implies fp8 attention, but aiconfigurator-core 0.12 has no fp8
+    // context-MLA data for SGLang and TRT-LLM on H200; its CLI then times the context phase
+    // with the bfloat16 data, and so does dynosim: the run equals one that asks for bfloat16.
+    let deepseek = |backend: &str, fmha: Option<&str>| {
+        let mut engine = json!({
+            "engine_type": backend, "aic_backend": backend, "aic_system": "h200_sxm",
+            "aic_model_path": "deepseek-ai/DeepSeek-R1", "aic_tp_size": 8,
+            "aic_moe_tp_size": 1, "aic_moe_ep_size": 8, "num_gpu_blocks": 4000,
+            "block_size": 64, "max_num_seqs": 4, "max_num_batched_tokens": 512,
+        });
+        if let Some(fmha) = fmha {
+            engine["aic_fmha_dtype"] = json!(fmha);
+        }
+        engine
+    };
+    let timed = |report: &Value| {
+        ["mean_ttft_ms", "mean_tpot_ms", "duration_ms"].map(|key| number(report, key))
+    };
+    for backend in ["sglang", "trtllm"] {
+        let inferred = replay(&python, &deepseek(backend, None), 400, 8, 4);
+        let bf16 = replay(&python, &deepseek(backend, Some("bfloat16")), 400, 8, 4);
+        assert_eq!(number(&inferred, "completed_requests"), 4.0, "{backend}");
+        assert_eq!(timed(&inferred), timed(&bf16), "{backend}");
+    }
+    // Asking for fp8 attention where there is no data is a usage error naming the setting.
+    let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+        .env("DYNOSIM_PYTHON", &python)
+        .args([
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "2",
+            "--request-count",
+            "1",
+        ])
+        .args(["--replay-concurrency", "1", "--extra-engine-args"])
+        .arg(deepseek("sglang", Some("fp8")).to_string())
+        .output()
+        .expect("run dynosim");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "error: --extra-engine-args: aic_fmha_dtype 'fp8': aiconfigurator-core has no fp8 \
+             context-attention data for sglang 0.5.14 on h200_sxm"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_fp8_kv_cache_halves_the_bytes_per_token_of_the_kv_estimate() {
+    let python = python_or_skip!("an_fp8_kv_cache_halves_the_bytes_per_token_of_the_kv_estimate");
+    // Qwen3-32B's checkpoint keeps its KV cache in bfloat16; aic_kv_cache_dtype fp8 stores it
+    // in half the bytes, so the same memory holds twice the blocks (the estimate floors, so
+    // within one block), and the decode tables are the package's fp8-KV ones.
+    let blocks = |kv: Option<&str>| {
+        let mut json = json!({
+            "aic_backend": "vllm", "aic_model_path": QWEN, "aic_tp_size": 1,
+            "block_size": 64, "max_num_seqs": 8,
+        });
+        if let Some(kv) = kv {
+            json["aic_kv_cache_dtype"] = json!(kv);
+        }
+        let args = engine_args(&json);
+        let estimate: BlockEstimate = args.aic_block_estimate.clone().expect("estimate asked");
+        let config = args.aic.clone().expect("aic");
+        let (tables, _) = build::tables(
+            &python,
+            &config,
+            TableExtent::for_engine(&args),
+            Some(&estimate),
+        )
+        .expect("tables");
+        tables.num_gpu_blocks.expect("an estimate")
+    };
+    let (bf16, fp8) = (blocks(None), blocks(Some("fp8")));
+    assert_eq!(
+        bf16, 3904,
+        "the golden of kv_capacity_is_estimated_per_rank..."
+    );
+    assert!(fp8.abs_diff(2 * bf16) <= 1, "bf16 {bf16}, fp8 {fp8}");
+}

@@ -120,13 +120,17 @@ const REFERENCE_FLAGS: [&str; 51] = [
 ];
 
 /// Flags the reference does not have; each is described in docs/differences.md.
-const DYNOSIM_ONLY_FLAGS: [&str; 6] = [
+const DYNOSIM_ONLY_FLAGS: [&str; 10] = [
     "--router-seed",
     "--online-speed",
     "--aiperf-dir",
     "--html-report",
     "--quiet",
     "--progress",
+    "--input-tokens-stddev",
+    "--output-tokens-stddev",
+    "--random-range-ratio",
+    "--length-seed",
 ];
 
 /// The long flags that `--help` lists as options, one per option line, in order.
@@ -803,4 +807,122 @@ fn a_disaggregated_dead_end_names_the_request_and_its_pool() {
         "{stderr}"
     );
     assert!(!dir.path().join("r.json").exists());
+}
+
+/// Runs the synthetic workload with `extra` flags and returns its report file without the
+/// clock-dependent lines.
+fn synthetic_report(dir: &Path, name: &str, extra: &[&str]) -> String {
+    let json = format!("{name}.json");
+    let mut args = with_args(&SYNTHETIC, extra);
+    args.extend(["--report-json", json.as_str(), "--quiet"]);
+    let out = dynosim(dir, &args);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    without_clock_lines(&fs::read_to_string(dir.join(json)).unwrap())
+}
+
+#[test]
+fn length_spreads_are_seeded_and_vanish_at_their_neutral_values() {
+    let dir = TempDir::new().unwrap();
+    let fixed = synthetic_report(dir.path(), "fixed", &[]);
+    // R = 1 and stddevs of 0 are today's fixed lengths, byte for byte.
+    for (name, extra) in [
+        ("r1", &["--random-range-ratio", "1"][..]),
+        (
+            "sd0",
+            &[
+                "--input-tokens-stddev",
+                "0",
+                "--output-tokens-stddev",
+                "0",
+                "--length-seed",
+                "3",
+            ][..],
+        ),
+    ] {
+        assert_eq!(synthetic_report(dir.path(), name, extra), fixed, "{name}");
+    }
+    let ranged = |name: &str, seed: &str| {
+        synthetic_report(
+            dir.path(),
+            name,
+            &["--random-range-ratio", "0.8", "--length-seed", seed],
+        )
+    };
+    let a = ranged("a", "5");
+    assert_eq!(ranged("b", "5"), a, "same seed, same report");
+    assert_ne!(ranged("c", "6"), a, "another seed, other lengths");
+    // The default seed is fixed too.
+    let default_seed = synthetic_report(dir.path(), "d", &["--random-range-ratio", "0.8"]);
+    assert_eq!(
+        synthetic_report(dir.path(), "e", &["--random-range-ratio", "0.8"]),
+        default_seed
+    );
+    // 50 requests of 1000 input and 100 output tokens, each drawn from [800, 1000] and
+    // [80, 100]: the totals land inside those ranges' sums, away from their ends.
+    let report = read_json(&dir.path().join("a.json"));
+    let total_input = report["total_input_tokens"].as_u64().unwrap();
+    let total_output = report["total_output_tokens"].as_u64().unwrap();
+    assert!((42_000..48_000).contains(&total_input), "{total_input}");
+    assert!((4_200..4_800).contains(&total_output), "{total_output}");
+    synthetic_report(
+        dir.path(),
+        "n",
+        &[
+            "--input-tokens-stddev",
+            "100",
+            "--output-tokens-stddev",
+            "10",
+        ],
+    );
+    let spread = read_json(&dir.path().join("n.json"));
+    let total_input = spread["total_input_tokens"].as_u64().unwrap();
+    assert!(
+        (48_000..52_000).contains(&total_input) && total_input != 50_000,
+        "{total_input}"
+    );
+}
+
+#[test]
+fn length_spread_usage_errors_name_the_flags() {
+    let dir = TempDir::new().unwrap();
+    fs::write(dir.path().join("trace.jsonl"), TINY_TRACE).unwrap();
+    for (args, expected) in [
+        (
+            with_args(
+                &SYNTHETIC,
+                &["--input-tokens-stddev", "10", "--random-range-ratio", "0.8"],
+            ),
+            "dynosim: error: --input-tokens-stddev and --random-range-ratio cannot both be set",
+        ),
+        (
+            vec!["trace.jsonl", "--random-range-ratio", "0.8"],
+            "dynosim: error: --random-range-ratio: length spreads only apply to synthetic \
+             replay (--input-tokens)",
+        ),
+        (
+            with_args(&SYNTHETIC, &["--random-range-ratio", "1.2"]),
+            "dynosim: error: --random-range-ratio: random_range_ratio must be between 0.0 and \
+             1.0, got 1.2",
+        ),
+        (
+            with_args(&SYNTHETIC, &["--output-tokens-stddev", "-3"]),
+            "dynosim: error: --output-tokens-stddev: output_tokens_stddev must be a finite \
+             non-negative number, got -3",
+        ),
+        (
+            with_args(&SYNTHETIC, &["--length-seed", "4"]),
+            "dynosim: error: --length-seed: length_seed needs a length spread",
+        ),
+        (
+            with_args(&SYNTHETIC, &["--input-tokens-stddev", "ten"]),
+            "invalid value 'ten' for '--input-tokens-stddev <FLOAT>'",
+        ),
+    ] {
+        let out = dynosim(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
 }

@@ -331,6 +331,7 @@ fn flag() -> impl Strategy<Value = Vec<String>> {
         "--num-prefix-groups",
         "--arrival-seed",
         "--router-seed",
+        "--length-seed",
     ]);
     let float_flags = prop::sample::select(vec![
         "--request-rate",
@@ -340,6 +341,10 @@ fn flag() -> impl Strategy<Value = Vec<String>> {
         "--inter-turn-delay-ms",
         "--sla-ttft-ms",
         "--max-sim-time-ms",
+        // (Not --output-tokens-stddev: like a huge --output-tokens, a huge spread is a valid
+        // run that takes long to simulate.)
+        "--input-tokens-stddev",
+        "--random-range-ratio",
     ]);
     prop_oneof![
         (count_flags, count).prop_map(|(flag, value)| vec![flag.to_string(), value]),

@@ -259,3 +259,49 @@ def test_requests_that_did_not_complete_give_a_warning_and_counts(tmp_path):
     ]
     assert (report["num_requests"], report["completed_requests"]) == (2, 1)
     assert report["rejected_requests"] == 1 and report["interrupted"] == 0
+
+
+def test_length_spreads_as_keywords(tmp_path):
+    # The keywords spell the CLI's flags; the same seed gives the same report, R = 1 is the
+    # fixed-length run, and R = 0.8 draws each length from [800, 1000] and [80, 100].
+    fixed = without_clock(run_synthetic_trace_replay(1000, 100, 50, replay_concurrency=8))
+    assert without_clock(
+        run_synthetic_trace_replay(1000, 100, 50, replay_concurrency=8, random_range_ratio=1.0)
+    ) == fixed
+    ranged = without_clock(run_synthetic_trace_replay(
+        1000, 100, 50, replay_concurrency=8, random_range_ratio=0.8, length_seed=5))
+    again = without_clock(run_synthetic_trace_replay(
+        1000, 100, 50, replay_concurrency=8, random_range_ratio=0.8, length_seed=5))
+    assert ranged == again
+    assert 40_000 <= ranged["total_input_tokens"] < 50_000
+    assert 4_000 <= ranged["total_output_tokens"] < 5_000
+    # The CLI with the same flags writes the same report.
+    code = dynosim.main([*SYNTHETIC_ARGS, "--random-range-ratio", "0.8", "--length-seed", "5",
+                         "--quiet", "--report-json", str(tmp_path / "r.json")])
+    assert code == 0
+    assert without_clock(json.loads((tmp_path / "r.json").read_text())) == ranged
+    normal = run_synthetic_trace_replay(
+        1000, 100, 50, replay_concurrency=8, input_tokens_stddev=50.0, output_tokens_stddev=5)
+    assert normal["total_input_tokens"] != 50_000
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"input_tokens_stddev": 10.0, "random_range_ratio": 0.8},
+         "input_tokens_stddev and random_range_ratio cannot both be set"),
+        ({"random_range_ratio": 2.0},
+         "random_range_ratio: random_range_ratio must be between 0.0 and 1.0, got 2"),
+        ({"output_tokens_stddev": -1.0},
+         "output_tokens_stddev: output_tokens_stddev must be a finite non-negative number"),
+        ({"length_seed": 3}, "length_seed needs a length spread: input_tokens_stddev"),
+        ({"random_range_ratio": 0.5, "length_seed": -3},
+         "length_seed: must be a non-negative integer, got -3"),
+    ],
+)
+def test_length_spread_keywords_are_checked(kwargs, message):
+    with pytest.raises(ValueError) as raised:
+        run_synthetic_trace_replay(1000, 100, 50, replay_concurrency=8, **kwargs)
+    assert message in str(raised.value)
+    with pytest.raises(TypeError):
+        run_synthetic_trace_replay(1000, 100, 50, replay_concurrency=8, random_range_ratio="0.8")

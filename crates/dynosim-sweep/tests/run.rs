@@ -526,3 +526,57 @@ fn descent_walks_the_axes_to_a_coordinate_optimum() {
     let again = run(&descent_spec, one.path(), &jobs(2)).unwrap();
     assert_eq!((again.evaluated, again.stored), (0, walked.rows.len()));
 }
+
+#[test]
+fn a_sweep_over_the_length_spread() {
+    // The benchmark client's range ratio as a grid axis: R = 1 is the fixed-length run, a
+    // smaller R draws shorter requests (the same draws for every worker count), and each
+    // row's command line carries the flag and seed that reproduce it.
+    let spec = spec(json!({
+        "base": {
+            "input_tokens": 1000, "output_tokens": 100, "request_count": 40,
+            "replay_concurrency": 8, "length_seed": 3,
+            "extra_engine_args": {"num_gpu_blocks": 2000, "block_size": 64},
+        },
+        "grid": {"random_range_ratio": [1.0, 0.8, 0.5], "num_workers": [1, 2]},
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let outcome = run(&spec, dir.path(), &jobs(2)).unwrap();
+    assert_eq!(outcome.rows.len(), 6);
+    let total = |row: &Row, key: &str| row.metric(key).unwrap();
+    for row in &outcome.rows {
+        assert!(row.error.is_empty(), "{}", row.error);
+        let ratio = row
+            .settings
+            .get("random_range_ratio")
+            .unwrap()
+            .as_f64()
+            .unwrap();
+        let input = total(row, "total_input_tokens");
+        let output = total(row, "total_output_tokens");
+        if ratio == 1.0 {
+            assert_eq!((input, output), (40_000.0, 4_000.0));
+        } else {
+            // Means of 1000 (1 + R) / 2 and 100 (1 + R) / 2 per request, within 6 %.
+            let expected = 40.0 * 1000.0 * (1.0 + ratio) / 2.0;
+            assert!((input / expected - 1.0).abs() < 0.06, "{ratio}: {input}");
+            assert!(
+                output < 4_000.0 && output >= 40.0 * 100.0 * ratio,
+                "{output}"
+            );
+        }
+        let command = row.settings.command_line();
+        assert!(
+            command.contains(&format!("--random-range-ratio {ratio}"))
+                && command.contains("--length-seed 3"),
+            "{command}"
+        );
+    }
+    // The lengths do not depend on the deployment: both worker counts see the same requests.
+    for pair in outcome.rows.chunks(2) {
+        assert_eq!(
+            total(&pair[0], "total_input_tokens"),
+            total(&pair[1], "total_input_tokens")
+        );
+    }
+}

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::aic::{AicConfig, AicTables, BlockEstimate};
-use crate::config::{EngineArgs, ReplaySpec};
+use crate::config::{EngineArgs, LengthSpread, ReplaySpec, WorkloadSpec};
 use crate::error::{Error, Result};
 
 /// The builder, as shipped in the Python package.
@@ -367,7 +367,32 @@ pub fn prepare(spec: &mut ReplaySpec, announce: &mut dyn FnMut(&str)) -> Result<
             })?;
         aic.tables = Some(Arc::new(built));
     }
+    cap_drawn_prompts(spec);
     Ok(())
+}
+
+/// A normal spread of synthetic prompt lengths is drawn again above the KV cache, whose size
+/// `into_spec` took before the package estimated it: bring the bound to the estimate.
+fn cap_drawn_prompts(spec: &mut ReplaySpec) {
+    let first_engine = spec
+        .disaggregation
+        .as_ref()
+        .map_or(&spec.engine, |pools| &pools.prefill);
+    let kv_tokens = first_engine
+        .num_gpu_blocks
+        .saturating_mul(first_engine.block_size);
+    if let WorkloadSpec::Synthetic(synthetic) = &mut spec.workload {
+        if let LengthSpread::Normal {
+            max_input_tokens, ..
+        } = &mut synthetic.lengths
+        {
+            // A cache smaller than the mean length itself is the fixed-length run's problem
+            // (its prompts could not be admitted either); the bound stays where it was then.
+            if kv_tokens >= synthetic.input_tokens {
+                *max_input_tokens = kv_tokens;
+            }
+        }
+    }
 }
 
 /// The package's direct answers for a configuration (no tables): `points` is the builder's
@@ -390,4 +415,46 @@ pub fn sample(python: &str, config: &AicConfig, points: Value) -> Result<Value> 
     let out = run_builder(python, &["--sample"], request.to_string().as_bytes())?;
     serde_json::from_slice(&out)
         .map_err(|error| Error::runtime(format!("AIC sample output is unreadable: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ReplayOptions;
+
+    #[test]
+    fn drawn_prompts_are_bounded_by_the_kv_cache_the_run_gets() {
+        let mut spec = ReplayOptions {
+            input_tokens: Some(100),
+            output_tokens: Some(10),
+            request_count: Some(5),
+            replay_concurrency: Some(1),
+            input_tokens_stddev: Some(50.0),
+            ..ReplayOptions::default()
+        }
+        .into_spec()
+        .unwrap();
+        let max_input = |spec: &ReplaySpec| match &spec.workload {
+            WorkloadSpec::Synthetic(synthetic) => match synthetic.lengths {
+                LengthSpread::Normal {
+                    max_input_tokens, ..
+                } => max_input_tokens,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(max_input(&spec), 16384 * 64);
+        // As when the package's estimate replaced the default capacity (no AIC here, so
+        // `prepare` runs no Python).
+        spec.engine.num_gpu_blocks = 3;
+        prepare(&mut spec).unwrap();
+        assert_eq!(max_input(&spec), 3 * 64);
+        spec.engine.num_gpu_blocks = 1;
+        prepare(&mut spec).unwrap();
+        assert_eq!(
+            max_input(&spec),
+            3 * 64,
+            "a cache below the mean leaves the bound"
+        );
+    }
 }

@@ -176,6 +176,41 @@ def check_request(request, common, perf_database):
     return version, quant
 
 
+def resolve_context_fmha(request, quant, version, perf_database):
+    """The attention (FMHA) mode of the context phase, chosen as aiconfigurator's CLI chooses it
+    before building a model: when the checkpoint implies fp8 attention but the perf database has
+    no fp8 context-attention data for this system, backend and version (DeepSeek-R1's MLA on
+    h200/b200 with SGLang or TRT-LLM), it uses the bfloat16 data; an explicit ``fmha_dtype``
+    stays, and fp8 without data is a usage error. Updates ``quant`` in place."""
+    from aiconfigurator_core.sdk.config_builders import build_model_config
+    from aiconfigurator_core.sdk.models import resolve_context_fmha_by_data
+
+    shape = shape_kwargs(request)
+    model_config = build_model_config(
+        tp_size=shape["tp_size"],
+        pp_size=1,
+        attention_dp_size=shape["attention_dp_size"],
+        moe_tp_size=shape["moe_tp_size"] if shape["moe_tp_size"] is not None else 1,
+        moe_ep_size=shape["moe_ep_size"] if shape["moe_ep_size"] is not None else 1,
+        **quant,
+    )
+    database = perf_database.get_database(request["system"], request["backend"], version)
+    if database is None:
+        return
+    try:
+        resolve_context_fmha_by_data(
+            model_config, request["model"], database, request["backend"], is_context_role=True
+        )
+    except ValueError:
+        raise UsageError(
+            f"aic_fmha_dtype {request.get('fmha_dtype')!r}: {PACKAGE} has no fp8 context-attention "
+            f"data for {request['backend']} {version} on {request['system']}; give bfloat16, or "
+            "leave aic_fmha_dtype unset to use the data it has"
+        ) from None
+    if model_config.fmha_quant_mode is not None:
+        quant["fmha_quant_mode"] = model_config.fmha_quant_mode.name
+
+
 def shape_kwargs(request):
     return dict(
         tp_size=int(request.get("tp_size") or 1),
@@ -223,6 +258,7 @@ def build(request):
         raise
 
     version, quant = check_request(request, common, perf_database)
+    resolve_context_fmha(request, quant, version, perf_database)
     model, system, backend = request["model"], request["system"], request["backend"]
     shape = shape_kwargs(request)
     nextn = int(request.get("nextn") or 0)
@@ -321,6 +357,7 @@ def sample(request):
     from aiconfigurator_core.sdk.engine import EngineHandle, compile_engine
 
     version, quant = check_request(request, common, perf_database)
+    resolve_context_fmha(request, quant, version, perf_database)
     spec = compile_engine(
         request["model"], request["system"], request["backend"], version,
         nextn=int(request.get("nextn") or 0), **shape_kwargs(request), **quant,

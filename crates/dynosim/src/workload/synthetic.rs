@@ -11,14 +11,26 @@
 //! under closed-loop concurrency there is none and sessions carry no timestamp.
 //! The random streams are rand 0.9 `StdRng`s seeded exactly as the reference seeds them, so
 //! arrival times and group choices are bit-identical to it.
+//!
+//! Request lengths (dynosim only) are `input_tokens` and `output_tokens`, or, with a
+//! [`LengthSpread`], drawn per request: request `r` (session index x turns per session + turn
+//! index) draws its input and its output length each from a generator keyed by the length
+//! seed, `r` and which length it is, so lengths need no table, do not depend on the order
+//! sessions are generated in, and leave the arrival and group streams untouched. A drawn input
+//! length is the whole prompt: a group's shared prefix keeps the length the ratio gives
+//! `input_tokens`, and a prompt drawn shorter than it is that much of the prefix.
+//!
+//! INTERFACE
+//! - [`generate`]: the workload of a spec, its sessions generated lazily ([`SyntheticSessions`]).
+//! - [`request_lengths`]: the input and output length of request `r` under a spec.
 
 use std::collections::HashMap;
 
-use rand::rngs::StdRng;
+use rand::rngs::{SmallRng, StdRng};
 use rand::{Rng, SeedableRng};
 
 use super::{HashIdArena, Prompt, Session, SessionId, Turn, Turns, Workload};
-use crate::config::{ArrivalProcess, SyntheticSpec};
+use crate::config::{ArrivalProcess, LengthSpread, SyntheticSpec};
 use crate::error::{Error, Result};
 
 /// The fixed seed of the reference's structure RNG (group choice), independent of the arrival seed.
@@ -76,8 +88,7 @@ pub struct SyntheticSessions {
     arrivals: ArrivalClock,
     count: usize,
     next_index: usize,
-    input_tokens: usize,
-    output_tokens: usize,
+    lengths: RequestLengths,
     shape: Shape,
 }
 
@@ -91,7 +102,7 @@ enum Shape {
         turns: usize,
         inter_turn_delay_ms: f64,
         block_size: u32,
-        num_blocks: usize,
+        /// Blocks of a group's shared prefix (a prompt drawn shorter holds fewer).
         prefix_blocks: usize,
         /// `Some(groups)` when sessions draw a prefix group.
         groups: Option<usize>,
@@ -124,8 +135,7 @@ impl SyntheticSessions {
             arrivals,
             count: spec.request_count,
             next_index: 0,
-            input_tokens: spec.input_tokens,
-            output_tokens: spec.output_tokens,
+            lengths: RequestLengths::of(spec),
             shape,
         })
     }
@@ -170,21 +180,24 @@ impl SyntheticSessions {
         let first_timestamp_ms = self.arrivals.next_arrival_ms();
         // One allocation for the ids of all the session's prompts (none without ids).
         let mut arena = None;
+        let lengths = &self.lengths;
         let turns: Turns = match &mut self.shape {
-            Shape::Independent => smallvec::smallvec![Turn {
-                input_length: self.input_tokens,
-                max_output_tokens: self.output_tokens,
-                delay_ms: 0.0,
-                prompt: Prompt::Unique { key: index as u64 },
-                priority: 0,
-                strict_priority: 0,
-                policy_class: None,
-            }],
+            Shape::Independent => {
+                let (input_length, max_output_tokens) = lengths.request(index as u64);
+                smallvec::smallvec![Turn {
+                    input_length,
+                    max_output_tokens,
+                    delay_ms: 0.0,
+                    prompt: Prompt::Unique { key: index as u64 },
+                    priority: 0,
+                    strict_priority: 0,
+                    policy_class: None,
+                }]
+            }
             Shape::Sessions {
                 turns,
                 inter_turn_delay_ms,
                 block_size,
-                num_blocks,
                 prefix_blocks,
                 groups,
                 structure_rng,
@@ -192,24 +205,28 @@ impl SyntheticSessions {
             } => {
                 let group = groups.map(|groups| structure_rng.random_range(0..groups) as u64);
                 let arena = arena.insert(HashIdArena::default());
+                let first_request = index as u64 * *turns as u64;
                 (0..*turns)
                     .map(|turn_idx| {
+                        let (input_length, max_output_tokens) =
+                            lengths.request(first_request + turn_idx as u64);
+                        let num_blocks = input_length.div_ceil(*block_size as usize);
                         // Every turn is a fresh prompt: it shares the group prefix, nothing
                         // with its session's earlier turns.
-                        let mut prompt_ids = Vec::with_capacity(*num_blocks);
+                        let mut prompt_ids = Vec::with_capacity(num_blocks);
                         if let Some(group) = group {
-                            for block_idx in 0..*prefix_blocks {
+                            for block_idx in 0..(*prefix_blocks).min(num_blocks) {
                                 let raw =
                                     (GROUP_PREFIX_TAG << 48) | (group << 32) | block_idx as u64;
                                 prompt_ids.push(ids.group_block(raw));
                             }
                         }
-                        while prompt_ids.len() < *num_blocks {
+                        while prompt_ids.len() < num_blocks {
                             prompt_ids.push(ids.fresh());
                         }
                         Turn {
-                            input_length: self.input_tokens,
-                            max_output_tokens: self.output_tokens,
+                            input_length,
+                            max_output_tokens,
                             delay_ms: if turn_idx == 0 {
                                 0.0
                             } else {
@@ -257,6 +274,10 @@ fn session_shape(spec: &SyntheticSpec) -> Result<Shape> {
     let num_blocks = spec.input_tokens.div_ceil(block_size as usize);
     let prefix_blocks =
         ((num_blocks as f64 * spec.shared_prefix_ratio).round() as usize).min(num_blocks);
+    // The bounds below hold for the longest prompt a length spread can draw.
+    let num_blocks = RequestLengths::of(spec)
+        .longest_input()
+        .div_ceil(block_size as usize);
     if spec.turns_per_session > MAX_TURNS_PER_SESSION {
         return Err(Error::usage(format!(
             "turns_per_session {}: more than the {MAX_TURNS_PER_SESSION} turns one synthetic \
@@ -301,12 +322,141 @@ fn session_shape(spec: &SyntheticSpec) -> Result<Shape> {
         turns: spec.turns_per_session,
         inter_turn_delay_ms: spec.inter_turn_delay_ms,
         block_size,
-        num_blocks,
         prefix_blocks,
         groups,
         structure_rng: Box::new(StdRng::seed_from_u64(STRUCTURE_SEED)),
         ids: DenseIds::default(),
     })
+}
+
+/// The input and output length of request `request` (session index x turns per session +
+/// turn index) of a synthetic spec.
+pub fn request_lengths(spec: &SyntheticSpec, request: u64) -> (usize, usize) {
+    RequestLengths::of(spec).request(request)
+}
+
+/// Draws of a normal length made before giving up on the truncation bounds; with the
+/// stddevs `into_spec` accepts, a draw lands inside them with probability above 1/3, so
+/// this many misses in a row do not happen in practice.
+const MAX_NORMAL_DRAWS: usize = 1000;
+/// Which of a request's two lengths a generator is keyed for.
+const INPUT_LENGTH_STREAM: u64 = 0;
+const OUTPUT_LENGTH_STREAM: u64 = 1;
+
+/// The length of each request, fixed or drawn from a [`LengthSpread`].
+#[derive(Clone, Copy, Debug)]
+struct RequestLengths {
+    input_tokens: usize,
+    output_tokens: usize,
+    spread: LengthSpread,
+}
+
+impl RequestLengths {
+    fn of(spec: &SyntheticSpec) -> Self {
+        Self {
+            input_tokens: spec.input_tokens,
+            output_tokens: spec.output_tokens,
+            spread: spec.lengths,
+        }
+    }
+
+    /// The longest prompt any request can have.
+    fn longest_input(&self) -> usize {
+        match self.spread {
+            LengthSpread::Normal {
+                input_stddev,
+                max_input_tokens,
+                ..
+            } if input_stddev > 0.0 => max_input_tokens.max(self.input_tokens),
+            _ => self.input_tokens,
+        }
+    }
+
+    /// (input length, output length) of request `request`.
+    fn request(&self, request: u64) -> (usize, usize) {
+        match self.spread {
+            LengthSpread::Fixed => (self.input_tokens, self.output_tokens),
+            LengthSpread::Normal {
+                input_stddev,
+                output_stddev,
+                max_input_tokens,
+                seed,
+            } => (
+                normal_length(
+                    self.input_tokens,
+                    input_stddev,
+                    max_input_tokens as f64,
+                    || length_rng(seed, request, INPUT_LENGTH_STREAM),
+                ),
+                normal_length(self.output_tokens, output_stddev, f64::INFINITY, || {
+                    length_rng(seed, request, OUTPUT_LENGTH_STREAM)
+                }),
+            ),
+            LengthSpread::Uniform { range_ratio, seed } => (
+                uniform_length(
+                    self.input_tokens,
+                    range_ratio,
+                    &mut length_rng(seed, request, INPUT_LENGTH_STREAM),
+                ),
+                uniform_length(
+                    self.output_tokens,
+                    range_ratio,
+                    &mut length_rng(seed, request, OUTPUT_LENGTH_STREAM),
+                ),
+            ),
+        }
+    }
+}
+
+/// The generator of one length of one request. SplitMix64's finalizer spreads the seed and the
+/// request index over the key, so neighbouring seeds or requests give unrelated streams; the
+/// generator is rand's small one (xoshiro256++ on 64-bit targets), cheap to key per request.
+fn length_rng(seed: u64, request: u64, stream: u64) -> SmallRng {
+    let key = splitmix64(splitmix64(seed) ^ request.wrapping_mul(2).wrapping_add(stream));
+    SmallRng::seed_from_u64(key)
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// AIPerf's positive normal integer: with no spread the length itself; otherwise a normal
+/// draw around it, drawn again while outside `[0, max]`, rounded up, at least 1 (after
+/// [`MAX_NORMAL_DRAWS`] misses, the length clamped into the bounds, as AIPerf falls back).
+fn normal_length(mean: usize, stddev: f64, max: f64, rng: impl FnOnce() -> SmallRng) -> usize {
+    if stddev <= 0.0 {
+        return mean.max(1);
+    }
+    let mut rng = rng();
+    let mean = mean as f64;
+    for _ in 0..MAX_NORMAL_DRAWS {
+        let draw = mean + stddev * standard_normal(&mut rng);
+        if (0.0..=max).contains(&draw) {
+            // `as` saturates: an output drawn past usize::MAX (a huge stddev) is the most there is.
+            return (draw.ceil() as usize).max(1);
+        }
+    }
+    (mean.clamp(0.0, max).ceil() as usize).max(1)
+}
+
+/// One standard normal draw (Box-Muller; the uniform in (0, 1] keeps the logarithm finite).
+fn standard_normal(rng: &mut SmallRng) -> f64 {
+    let radius_uniform = 1.0 - rng.random::<f64>();
+    let angle_uniform = rng.random::<f64>();
+    (-2.0 * radius_uniform.ln()).sqrt() * (std::f64::consts::TAU * angle_uniform).cos()
+}
+
+/// vLLM's random-dataset length: uniform over the integers in `[floor(R * L), L]` (at least 1:
+/// a request of no tokens is not one the simulator can serve).
+fn uniform_length(length: usize, range_ratio: f64, rng: &mut SmallRng) -> usize {
+    let lowest = ((range_ratio * length as f64).floor() as usize).clamp(1, length.max(1));
+    if lowest >= length {
+        return length.max(1);
+    }
+    rng.random_range(lowest..=length)
 }
 
 /// Dense prompt ids in first-use order: group-prefix blocks are remembered (they recur), every
@@ -452,6 +602,7 @@ mod tests {
             num_prefix_groups: 0,
             inter_turn_delay_ms: 0.0,
             engine_block_size: 64,
+            lengths: Default::default(),
         }
     }
 
@@ -714,5 +865,237 @@ mod tests {
         assert!(usage_error(&s).contains("more than the 67108864 it can hold"));
         s.turns_per_session = 1000;
         assert!(generate(&s).is_ok());
+    }
+
+    /// The (input, output) lengths of every request of a workload, in request order.
+    fn lengths_of(w: &Workload) -> Vec<(usize, usize)> {
+        w.sessions
+            .iter()
+            .flat_map(|s| &s.turns)
+            .map(|t| (t.input_length, t.max_output_tokens))
+            .collect()
+    }
+
+    fn spread_spec(lengths: LengthSpread, request_count: usize) -> SyntheticSpec {
+        let mut s = spec(None);
+        s.input_tokens = 1000;
+        s.output_tokens = 300;
+        s.request_count = request_count;
+        s.lengths = lengths;
+        s
+    }
+
+    fn mean_and_stddev(values: impl Iterator<Item = usize>) -> (f64, f64) {
+        let values: Vec<f64> = values.map(|v| v as f64).collect();
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+        (mean, var.sqrt())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn uniform_lengths_stay_in_vllms_range(
+            input in 1usize..5000,
+            output in 1usize..5000,
+            range_ratio in 0.0f64..=1.0,
+            seed in 0u64..1000,
+        ) {
+            let mut s = spread_spec(LengthSpread::Uniform { range_ratio, seed }, 200);
+            s.input_tokens = input;
+            s.output_tokens = output;
+            let w = generate_all(&s).unwrap();
+            for (i, o) in lengths_of(&w) {
+                let floor = |l: usize| ((range_ratio * l as f64).floor() as usize).max(1);
+                proptest::prop_assert!((floor(input)..=input).contains(&i), "{i}");
+                proptest::prop_assert!((floor(output)..=output).contains(&o), "{o}");
+            }
+        }
+
+        #[test]
+        fn normal_lengths_are_positive_and_fit_the_cache(
+            input in 1usize..3000,
+            stddev in 0.0f64..3000.0,
+            seed in 0u64..1000,
+        ) {
+            let lengths = LengthSpread::Normal {
+                input_stddev: stddev,
+                output_stddev: stddev,
+                max_input_tokens: 3000,
+                seed,
+            };
+            let mut s = spread_spec(lengths, 100);
+            s.input_tokens = input;
+            for (i, o) in lengths_of(&generate_all(&s).unwrap()) {
+                proptest::prop_assert!((1..=3000).contains(&i), "{i}");
+                proptest::prop_assert!(o >= 1);
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_lengths_cover_the_range_evenly() {
+        // 20,000 requests, R = 0.8 of 1000 and of 300: every length in [800, 1000] and
+        // [240, 300] is drawn, both ends included, and the means are the range's middles.
+        let lengths = LengthSpread::Uniform {
+            range_ratio: 0.8,
+            seed: 7,
+        };
+        let drawn = lengths_of(&generate_all(&spread_spec(lengths, 20_000)).unwrap());
+        let inputs: std::collections::BTreeSet<usize> = drawn.iter().map(|l| l.0).collect();
+        let outputs: std::collections::BTreeSet<usize> = drawn.iter().map(|l| l.1).collect();
+        assert_eq!(inputs, (800..=1000).collect());
+        assert_eq!(outputs, (240..=300).collect());
+        let (input_mean, input_sd) = mean_and_stddev(drawn.iter().map(|l| l.0));
+        let (output_mean, _) = mean_and_stddev(drawn.iter().map(|l| l.1));
+        // Standard error of the mean: 58 / sqrt(20000) = 0.41; 5 of them.
+        assert!((input_mean - 900.0).abs() < 2.1, "{input_mean}");
+        assert!((output_mean - 270.0).abs() < 0.7, "{output_mean}");
+        // A discrete uniform over 201 values: sd = sqrt((201^2 - 1) / 12) = 58.0.
+        assert!((input_sd - 58.02).abs() < 1.5, "{input_sd}");
+        // Input and output are drawn independently of each other.
+        let (n, mi, mo) = (drawn.len() as f64, input_mean, output_mean);
+        let covariance = drawn
+            .iter()
+            .map(|&(i, o)| (i as f64 - mi) * (o as f64 - mo))
+            .sum::<f64>()
+            / n;
+        assert!(covariance.abs() / (input_sd * 17.6) < 0.05, "{covariance}");
+    }
+
+    #[test]
+    fn normal_lengths_have_the_requested_mean_and_stddev() {
+        let lengths = LengthSpread::Normal {
+            input_stddev: 100.0,
+            output_stddev: 30.0,
+            max_input_tokens: 100_000,
+            seed: 3,
+        };
+        let drawn = lengths_of(&generate_all(&spread_spec(lengths, 20_000)).unwrap());
+        let (input_mean, input_sd) = mean_and_stddev(drawn.iter().map(|l| l.0));
+        let (output_mean, output_sd) = mean_and_stddev(drawn.iter().map(|l| l.1));
+        // Rounding up adds half a token to the mean; the standard error is 100 / sqrt(20000)
+        // = 0.71 (input) and 0.21 (output); the bounds are 5 of them.
+        assert!((input_mean - 1000.5).abs() < 3.6, "{input_mean}");
+        assert!((output_mean - 300.5).abs() < 1.1, "{output_mean}");
+        assert!((input_sd - 100.0).abs() < 2.5, "{input_sd}");
+        assert!((output_sd - 30.0).abs() < 0.8, "{output_sd}");
+
+        // Truncation: a spread as wide as the mean resamples the negative draws (AIPerf) and
+        // the ones past the cache; every length is in [1, max].
+        let lengths = LengthSpread::Normal {
+            input_stddev: 1000.0,
+            output_stddev: 300.0,
+            max_input_tokens: 1500,
+            seed: 3,
+        };
+        let drawn = lengths_of(&generate_all(&spread_spec(lengths, 5000)).unwrap());
+        assert!(drawn
+            .iter()
+            .all(|&(i, o)| (1..=1500).contains(&i) && o >= 1));
+        assert!(drawn.iter().any(|&(i, _)| i > 1400) && drawn.iter().any(|&(i, _)| i < 100));
+    }
+
+    #[test]
+    fn no_spread_r_1_and_stddev_0_are_todays_fixed_lengths() {
+        for turns in [1, 3] {
+            let mut fixed = spec(Some(ArrivalProcess::Poisson {
+                rate: 10.0,
+                seed: 42,
+            }));
+            fixed.turns_per_session = turns;
+            fixed.num_prefix_groups = 2;
+            fixed.shared_prefix_ratio = 0.5;
+            let expected = format!("{:?}", generate_all(&fixed).unwrap().sessions);
+            for lengths in [
+                LengthSpread::Uniform {
+                    range_ratio: 1.0,
+                    seed: 5,
+                },
+                LengthSpread::Normal {
+                    input_stddev: 0.0,
+                    output_stddev: 0.0,
+                    max_input_tokens: 1000,
+                    seed: 5,
+                },
+            ] {
+                let mut spread = fixed.clone();
+                spread.lengths = lengths;
+                let got = format!("{:?}", generate_all(&spread).unwrap().sessions);
+                assert_eq!(got, expected, "{lengths:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lengths_depend_on_the_seed_and_the_request_index_only() {
+        let uniform = |seed| LengthSpread::Uniform {
+            range_ratio: 0.5,
+            seed,
+        };
+        let a = lengths_of(&generate_all(&spread_spec(uniform(1), 50)).unwrap());
+        let b = lengths_of(&generate_all(&spread_spec(uniform(1), 50)).unwrap());
+        let c = lengths_of(&generate_all(&spread_spec(uniform(2), 50)).unwrap());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        // A longer run starts with the same requests; a run of 2 turns per session has the
+        // same lengths at the same request indices; `request_lengths` gives any one of them.
+        let longer = lengths_of(&generate_all(&spread_spec(uniform(1), 80)).unwrap());
+        assert_eq!(longer[..50], a[..]);
+        let mut sessions = spread_spec(uniform(1), 25);
+        sessions.turns_per_session = 2;
+        assert_eq!(lengths_of(&generate_all(&sessions).unwrap()), a);
+        for (r, lengths) in a.iter().enumerate() {
+            assert_eq!(request_lengths(&sessions, r as u64), *lengths);
+        }
+        // The arrival stream is untouched by the length draws.
+        let mut timed = spread_spec(uniform(1), 8);
+        timed.arrival_process = Some(ArrivalProcess::Poisson {
+            rate: 10.0,
+            seed: 42,
+        });
+        assert_eq!(rounded(&generate_all(&timed).unwrap())[1], 74.772462);
+    }
+
+    #[test]
+    fn drawn_prompts_keep_the_group_prefix() {
+        // 640 tokens at block 64 = 10 blocks, ratio 0.5: a 5-block group prefix. Lengths drawn
+        // uniformly in [64, 640]: a prompt of 5 or more blocks opens with the whole prefix, a
+        // shorter one is that much of it; the rest of each prompt is its own.
+        let mut s = spec(None);
+        s.request_count = 400;
+        s.input_tokens = 640;
+        s.num_prefix_groups = 1;
+        s.shared_prefix_ratio = 0.5;
+        s.lengths = LengthSpread::Uniform {
+            range_ratio: 0.1,
+            seed: 11,
+        };
+        let w = generate_all(&s).unwrap();
+        let longest = w.sessions.iter().map(|s| &s.turns[0]);
+        let longest = longest.max_by_key(|t| t.input_length).unwrap();
+        let prefix = ids(longest)[..5].to_vec();
+        let mut short = 0;
+        let mut seen = std::collections::HashSet::new();
+        for session in &w.sessions {
+            let turn = &session.turns[0];
+            let blocks = turn.input_length.div_ceil(64);
+            let prompt = ids(turn);
+            assert_eq!(prompt.len(), blocks);
+            assert_eq!(
+                turn.prompt.tokens(turn.input_length).len(),
+                turn.input_length
+            );
+            let shared = blocks.min(5);
+            assert_eq!(prompt[..shared], prefix[..shared]);
+            short += usize::from(blocks < 5);
+            for id in &prompt[shared..] {
+                assert!(
+                    seen.insert(*id),
+                    "block {id} of a prompt's own part is reused"
+                );
+            }
+        }
+        assert!(short > 0, "some prompts are drawn shorter than the prefix");
     }
 }
