@@ -371,7 +371,7 @@ fn parse_engine_args(text: &str) -> Result<EngineArgs, String> {
         }
         // Read once here, before any simulation; every rank built from these arguments shares
         // the table. The reference logs a failure and falls back to the polynomial instead.
-        let table = ProfileTable::from_npz(path)
+        let table = ProfileTable::load(path)
             .map_err(|message| format!("planner_profile_data: {message}"))?;
         args.timing = TimingSource::ProfileTable(Arc::new(table));
     }
