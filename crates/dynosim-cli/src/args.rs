@@ -231,7 +231,8 @@ pub struct Cli {
     pub trace_num_prefix_groups: i64,
 
     /// Path of the full report JSON; an existing directory gets a timestamped file inside it
-    /// (default: dynamo_replay_report_<YYYYmmdd_HHMMSS>.json in the current directory)
+    /// (default: dynamo_replay_report_<YYYYmmdd_HHMMSS>.json in the current directory,
+    /// with _2, _3, ... after the time when that name is taken)
     #[arg(long, value_name = "PATH")]
     pub report_json: Option<PathBuf>,
 

@@ -259,8 +259,12 @@ fn prefill_table(prefill: &Prefill) -> Result<(Vec<f64>, Vec<f64>), String> {
     Ok((grid, values))
 }
 
+/// A decode table: the active-KV-token axis, the context-length axis, and the ITL values in
+/// rows over the first axis.
+type DecodeGrid = (Vec<f64>, Vec<f64>, Vec<f64>);
+
 /// The decode table on the reference's grid (see the module docs), rows over KV tokens.
-fn decode_table(decode: &Decode) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>), String> {
+fn decode_table(decode: &Decode) -> Result<DecodeGrid, String> {
     // Measurements grouped by context length, each group sorted along KV use.
     let mut order: Vec<usize> = (0..decode.kv_usage.len()).collect();
     order.sort_by(|&a, &b| {
@@ -384,8 +388,10 @@ fn solve(mut matrix: Vec<Vec<f64>>, mut rhs: Vec<f64>) -> Vec<f64> {
         for row in column + 1..n {
             let factor = matrix[row][column] / matrix[column][column];
             if factor != 0.0 {
-                for k in column..n {
-                    matrix[row][k] -= factor * matrix[column][k];
+                let pivot_row = matrix[column].clone();
+                for (cell, pivot_cell) in matrix[row][column..].iter_mut().zip(&pivot_row[column..])
+                {
+                    *cell -= factor * pivot_cell;
                 }
                 rhs[row] -= factor * rhs[column];
             }
