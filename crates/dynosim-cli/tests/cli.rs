@@ -817,6 +817,19 @@ fn version_prints_the_package_version() {
         format!("dynosim {}\n", env!("CARGO_PKG_VERSION"))
     );
     assert!(fs::read_dir(dir.path()).unwrap().next().is_none());
+    // Under the reference's name too (`python -m dynamo.replay` runs this same front).
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = dynosim_cli::run(
+        "python -m dynamo.replay",
+        ["--version"],
+        &mut stdout,
+        &mut stderr,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        text(&stdout),
+        format!("dynosim {}\n", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
