@@ -18,7 +18,7 @@ use dynosim::config::ReplayOptions;
     args_override_self = true,
     allow_negative_numbers = true,
     infer_long_args = true,
-    disable_version_flag = true,
+    version,
     color = clap::ColorChoice::Never,
     after_help = "Compare two runs: dynosim compare A B [--json] (each a report JSON or an AIPerf \
                   run directory; see dynosim compare --help). Sweep many runs: dynosim sweep SPEC.yaml \
@@ -32,21 +32,23 @@ pub struct Cli {
     pub trace_files: Vec<PathBuf>,
 
     /// Engine arguments of the workers as an inline JSON object, e.g.
-    /// '{"num_gpu_blocks": 4096, "block_size": 64}' (default: the vLLM mock engine's defaults)
+    /// '{"num_gpu_blocks": 4096, "block_size": 64}', or the path of a JSON file holding one
+    /// (default: the vLLM mock engine's defaults)
     #[arg(long, value_name = "JSON")]
     pub extra_engine_args: Option<String>,
 
     /// Disaggregated replay: engine arguments of the prefill workers, an inline JSON object
-    /// with "worker_type": "prefill" (given together with --decode-engine-args)
+    /// (or a JSON file) with "worker_type": "prefill" (given together with --decode-engine-args)
     #[arg(long, value_name = "JSON")]
     pub prefill_engine_args: Option<String>,
 
     /// Disaggregated replay: engine arguments of the decode workers, an inline JSON object
-    /// with "worker_type": "decode" (given together with --prefill-engine-args)
+    /// (or a JSON file) with "worker_type": "decode" (given together with --prefill-engine-args)
     #[arg(long, value_name = "JSON")]
     pub decode_engine_args: Option<String>,
 
-    /// KV-router configuration as an inline JSON object (default: none; ignored by round_robin)
+    /// KV-router configuration as an inline JSON object or the path of a JSON file (default:
+    /// none; ignored by round_robin)
     #[arg(long, value_name = "JSON")]
     pub router_config: Option<String>,
 
@@ -249,7 +251,8 @@ pub struct Cli {
     pub trace_num_prefix_groups: i64,
 
     /// Path of the full report JSON; an existing directory gets a timestamped file inside it
-    /// (default: dynamo_replay_report_<YYYYmmdd_HHMMSS>.json in the current directory)
+    /// (default: dynamo_replay_report_<YYYYmmdd_HHMMSS>.json in the current directory,
+    /// with _2, _3, ... after the time when that name is taken)
     #[arg(long, value_name = "PATH")]
     pub report_json: Option<PathBuf>,
 

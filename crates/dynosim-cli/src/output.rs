@@ -46,12 +46,13 @@ pub fn resolve_report_path(requested: Option<&Path>) -> Result<PathBuf> {
                     describe(&err)
                 ))
             })?;
-            Ok(cwd.join(default_report_file_name()))
+            Ok(cwd.join(unused_default_name(&cwd)))
         }
         Some(path) => {
             let path = normalize_like_pathlib(path);
             if path.is_dir() {
-                Ok(join_like_pathlib(&path, &default_report_file_name()))
+                let name = unused_default_name(&path);
+                Ok(join_like_pathlib(&path, &name))
             } else {
                 Ok(path)
             }
@@ -62,6 +63,23 @@ pub fn resolve_report_path(requested: Option<&Path>) -> Result<PathBuf> {
 /// `dynamo_replay_report_%Y%m%d_%H%M%S.json` in local time.
 pub fn default_report_file_name() -> String {
     format!("{DEFAULT_REPORT_STEM}{}.json", local_timestamp())
+}
+
+/// The default report name for a file in `dir`, made unique: when a report of the same second
+/// is already there, `_2`, `_3`, ... follows the time (the reference overwrites it, so of quick
+/// successive runs only the last report would remain).
+fn unused_default_name(dir: &Path) -> String {
+    let stamp = local_timestamp();
+    let name = format!("{DEFAULT_REPORT_STEM}{stamp}.json");
+    // A dangling link counts as taken: writing the report would follow it.
+    let free = |name: &str| dir.join(name).symlink_metadata().is_err();
+    if free(&name) {
+        return name;
+    }
+    (2u64..)
+        .map(|n| format!("{DEFAULT_REPORT_STEM}{stamp}_{n}.json"))
+        .find(|name| free(name))
+        .unwrap_or(name)
 }
 
 /// Rejects a per-request JSONL path that can never be written (an existing directory) before

@@ -168,6 +168,21 @@ fn run_sweep(spec: &SweepSpec, cli: &SweepCli, options: &RunOptions) -> Result<S
                         entry["value"]
                     );
                 }
+                None if objective == "goodput"
+                    && outcome
+                        .rows
+                        .iter()
+                        .all(|row| row.metric("goodput_output_throughput_tok_s").is_none()) =>
+                {
+                    // The report has goodput keys only when the run itself has a per-request
+                    // SLA; the sweep's `sla:` section only judges the rows afterwards.
+                    let _ = writeln!(
+                        text,
+                        "best goodput: none: no run measured goodput, which needs a per-request \
+                         SLA in the runs' settings (sla_ttft_ms, sla_itl_ms or sla_e2e_ms in \
+                         base: or grid:); the spec's sla: section only marks rows feasible"
+                    );
+                }
                 None => {
                     let _ = writeln!(text, "best {objective}: no feasible candidate");
                 }

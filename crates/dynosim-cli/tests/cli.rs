@@ -120,7 +120,8 @@ const REFERENCE_FLAGS: [&str; 51] = [
 ];
 
 /// Flags the reference does not have; each is described in docs/differences.md.
-const DYNOSIM_ONLY_FLAGS: [&str; 10] = [
+const DYNOSIM_ONLY_FLAGS: [&str; 11] = [
+    "--version",
     "--router-seed",
     "--online-speed",
     "--aiperf-dir",
@@ -176,7 +177,9 @@ fn help_exits_zero_and_lists_every_flag() {
         .get_arguments()
         .filter_map(|arg| arg.get_long().map(|long| format!("--{long}")))
         .collect();
+    // clap generates these two.
     defined.push("--help".to_string());
+    defined.push("--version".to_string());
     let listed_set: std::collections::BTreeSet<&String> = listed.iter().collect();
     let defined_set: std::collections::BTreeSet<&String> = defined.iter().collect();
     assert_eq!(
@@ -879,6 +882,28 @@ fn length_spreads_are_seeded_and_vanish_at_their_neutral_values() {
     assert!(
         (48_000..52_000).contains(&total_input) && total_input != 50_000,
         "{total_input}"
+#[test]
+fn version_prints_the_package_version() {
+    let dir = TempDir::new().unwrap();
+    let output = dynosim(dir.path(), &["--version"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        text(&output.stdout),
+        format!("dynosim {}\n", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(fs::read_dir(dir.path()).unwrap().next().is_none());
+    // Under the reference's name too (`python -m dynamo.replay` runs this same front).
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let code = dynosim_cli::run(
+        "python -m dynamo.replay",
+        ["--version"],
+        &mut stdout,
+        &mut stderr,
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        text(&stdout),
+        format!("dynosim {}\n", env!("CARGO_PKG_VERSION"))
     );
 }
 
@@ -925,4 +950,163 @@ fn length_spread_usage_errors_name_the_flags() {
         assert!(!stderr.contains("panicked"), "{stderr}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+fn quick_successive_runs_keep_every_default_report() {
+    let dir = TempDir::new().unwrap();
+    let args = [
+        "--input-tokens",
+        "50",
+        "--output-tokens",
+        "2",
+        "--request-count",
+        "2",
+        "--replay-concurrency",
+        "1",
+        "--quiet",
+    ];
+    for _ in 0..3 {
+        let output = dynosim(dir.path(), &args);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+    }
+    // Three runs, three reports: a run in the same second as the last gets `_2`, `_3`.
+    let names: Vec<String> = report_files(dir.path())
+        .iter()
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    for name in &names {
+        let stem = name.strip_suffix(".json").unwrap();
+        let base = match stem.rsplit_once('_') {
+            Some((base, n)) if n.len() < 3 && n.parse::<u32>().is_ok_and(|n| n >= 2) => {
+                format!("{base}.json")
+            }
+            _ => name.clone(),
+        };
+        assert!(is_timestamped_report_name(&base), "{name}");
+    }
+}
+
+fn engine_args_run(dir: &Path, flag: &str, value: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "--input-tokens",
+        "500",
+        "--output-tokens",
+        "8",
+        "--request-count",
+        "6",
+        "--replay-concurrency",
+        "3",
+        "--report-json",
+        "r.json",
+        flag,
+        value,
+    ];
+    args.extend_from_slice(extra);
+    dynosim(dir, &args)
+}
+
+#[test]
+fn json_flags_take_a_file_path_like_the_mockers() {
+    let dir = TempDir::new().unwrap();
+    let engine = r#"{"engine_type": "trtllm", "num_gpu_blocks": 64, "max_num_seqs": 2}"#;
+    fs::write(dir.path().join("engine.json"), format!("{engine}\n")).unwrap();
+    let inline = engine_args_run(dir.path(), "--extra-engine-args", engine, &[]);
+    assert!(inline.status.success(), "{}", text(&inline.stderr));
+    let from_inline = fs::read_to_string(dir.path().join("r.json")).unwrap();
+    let from_file = engine_args_run(dir.path(), "--extra-engine-args", "engine.json", &[]);
+    assert!(from_file.status.success(), "{}", text(&from_file.stderr));
+    let strip = |report: &str| {
+        let mut map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(report).unwrap();
+        for key in [
+            "wall_time_ms",
+            "processed_tokens_per_s",
+            "processed_output_tokens_per_s",
+        ] {
+            map.remove(key);
+        }
+        map
+    };
+    assert_eq!(
+        strip(&from_inline),
+        strip(&fs::read_to_string(dir.path().join("r.json")).unwrap())
+    );
+
+    // A fault in the file names the file and the line.
+    fs::write(
+        dir.path().join("bad.json"),
+        "{\n  \"num_gpu_blocks\": 64,\n  \"max_num_seqs\": ,\n}\n",
+    )
+    .unwrap();
+    let output = engine_args_run(dir.path(), "--extra-engine-args", "bad.json", &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--extra-engine-args: bad.json: invalid JSON: expected value at line 3"),
+        "{stderr}"
+    );
+    fs::write(dir.path().join("unknown.json"), r#"{"num_gpu_blockz": 1}"#).unwrap();
+    let output = engine_args_run(dir.path(), "--extra-engine-args", "unknown.json", &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--extra-engine-args: unknown.json: unknown field `num_gpu_blockz`"),
+        "{stderr}"
+    );
+    // Neither JSON nor a file: the message says both were tried.
+    let output = engine_args_run(dir.path(), "--extra-engine-args", "missing.json", &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("neither inline JSON nor the path of an existing JSON file"),
+        "{stderr}"
+    );
+
+    // The router config and the disaggregated pools' engine args take files too.
+    fs::write(
+        dir.path().join("router.json"),
+        r#"{"overlap_score_credit": 2.0}"#,
+    )
+    .unwrap();
+    let output = engine_args_run(
+        dir.path(),
+        "--router-config",
+        "router.json",
+        &["--router-mode", "kv_router", "--num-workers", "2"],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    fs::write(
+        dir.path().join("router.json"),
+        r#"{"overlap_score_credit": "x"}"#,
+    )
+    .unwrap();
+    let output = engine_args_run(
+        dir.path(),
+        "--router-config",
+        "router.json",
+        &["--router-mode", "kv_router", "--num-workers", "2"],
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--router-config: router.json: "),
+        "{stderr}"
+    );
+    fs::write(
+        dir.path().join("prefill.json"),
+        r#"{"worker_type": "prefill"}"#,
+    )
+    .unwrap();
+    fs::write(
+        dir.path().join("decode.json"),
+        r#"{"worker_type": "decode"}"#,
+    )
+    .unwrap();
+    let output = engine_args_run(
+        dir.path(),
+        "--prefill-engine-args",
+        "prefill.json",
+        &["--decode-engine-args", "decode.json"],
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
 }

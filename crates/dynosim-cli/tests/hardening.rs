@@ -726,3 +726,42 @@ fn dev_zero_as_the_policy_config_is_refused_without_growing_memory() {
         "{line}"
     );
 }
+
+#[test]
+fn a_csv_trace_is_refused_saying_which_formats_are_read() {
+    let dir = TempDir::new().unwrap();
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "timestamp,input_length,output_length\n0,100,10\n",
+    )
+    .unwrap();
+    let output = dynosim(dir.path(), &["trace.csv"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("failed to parse line 1 from trace.csv as JSON: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("a trace is JSON Lines, one JSON object per line"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("CSV and other tabular files are not read"),
+        "{stderr}"
+    );
+    // A JSON trace with a bad later line gets no such hint: it is in the right format.
+    std::fs::write(
+        dir.path().join("bad.jsonl"),
+        "{\"timestamp\":0,\"input_length\":10,\"output_length\":1,\"hash_ids\":[1]}\nnot json\n",
+    )
+    .unwrap();
+    let output = dynosim(dir.path(), &["bad.jsonl"]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("failed to parse line 2 from bad.jsonl"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("JSON Lines"), "{stderr}");
+}

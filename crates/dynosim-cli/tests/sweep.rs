@@ -300,3 +300,39 @@ fn ray_without_a_python_that_has_it_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_goodput_objective_without_per_request_slas_says_why_it_has_no_winner() {
+    let dir = TempDir::new().unwrap();
+    let spec = |base_sla: &str| {
+        format!(
+            "base: {{input_tokens: 200, output_tokens: 8, request_count: 8, \
+             replay_concurrency: 4{base_sla}}}\n\
+             grid: {{num_workers: [1, 2]}}\n\
+             sla: {{p95_ttft_ms: 100000}}\n\
+             objectives: [throughput, goodput]\n"
+        )
+    };
+    fs::write(dir.path().join("no-sla.yaml"), spec("")).unwrap();
+    let output = dynosim(dir.path(), &["sweep", "no-sla.yaml", "--out", "a"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(stdout.contains("best throughput: "), "{stdout}");
+    assert!(
+        stdout
+            .contains("best goodput: none: no run measured goodput, which needs a per-request SLA"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("no feasible candidate"), "{stdout}");
+
+    // With an SLA in base: every run measures goodput, and a best one is named.
+    fs::write(dir.path().join("sla.yaml"), spec(", sla_ttft_ms: 100000")).unwrap();
+    let output = dynosim(dir.path(), &["sweep", "sla.yaml", "--out", "b"]);
+    let stdout = text(&output.stdout);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let line = stdout
+        .lines()
+        .find(|line| line.starts_with("best goodput: "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(!line.contains("none"), "{line}");
+}

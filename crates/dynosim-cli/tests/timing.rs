@@ -158,26 +158,94 @@ fn faulty_tables_are_usage_errors_naming_file_and_key() {
     );
 }
 
-#[test]
-fn a_directory_is_refused_with_the_expected_keys() {
-    let dir = TempDir::new().unwrap();
-    let args = serde_json::json!({ "planner_profile_data": dir.path() }).to_string();
-    let output = dynosim(
-        dir.path(),
+fn profile_run(dir: &Path, profile: &Path) -> std::process::Output {
+    let args = serde_json::json!({ "planner_profile_data": profile }).to_string();
+    dynosim(
+        dir,
         &[
             "--input-tokens",
-            "100",
+            "3000",
             "--output-tokens",
-            "2",
+            "40",
             "--request-count",
-            "1",
+            "12",
             "--replay-concurrency",
             "1",
             "--extra-engine-args",
             &args,
+            "--report-json",
+            "r.json",
         ],
-    );
+    )
+}
+
+#[test]
+fn a_directory_that_is_not_a_profilers_is_refused_naming_the_expected_files() {
+    let dir = TempDir::new().unwrap();
+    let output = profile_run(dir.path(), dir.path());
     let stderr = text(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("is a directory"), "{stderr}");
+    assert!(
+        stderr.contains("is a directory but not a profiler results directory"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("selected_prefill_interpolation/raw_data.npz"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("r.json").exists());
+}
+
+/// The directory the reference's profiler writes (here its JSON form): prefill TTFT 20 ms +
+/// 0.01 ms per token, decode ITL 8 ms + 4 ms per unit of KV use, at two context lengths.
+fn write_profiler_results(dir: &Path, prefill_ms_per_token: f64) {
+    let isl = [256.0, 1024.0, 2048.0, 4096.0, 8192.0];
+    let ttft: Vec<f64> = isl
+        .iter()
+        .map(|x| 20.0 + prefill_ms_per_token * x)
+        .collect();
+    std::fs::write(
+        dir.join("prefill_raw_data.json"),
+        serde_json::json!({"prefill_isl": isl, "prefill_ttft": ttft,
+                           "prefill_thpt_per_gpu": [1.0, 1.0, 1.0, 1.0, 1.0]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("decode_raw_data.json"),
+        serde_json::json!({"x_kv_usage": [0.05, 0.5, 1.0, 0.05, 0.5, 1.0],
+                           "y_context_length": [1000, 1000, 1000, 8000, 8000, 8000],
+                           "z_itl": [8.2, 10.0, 12.0, 8.2, 10.0, 12.0],
+                           "z_thpt_per_gpu": [1, 1, 1, 1, 1, 1],
+                           "max_kv_tokens": 200000})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_profiler_results_directory_drives_the_timing() {
+    let dir = TempDir::new().unwrap();
+    let slow = dir.path().join("slow");
+    let fast = dir.path().join("fast");
+    std::fs::create_dir_all(&slow).unwrap();
+    std::fs::create_dir_all(&fast).unwrap();
+    write_profiler_results(&slow, 0.02);
+    write_profiler_results(&fast, 0.01);
+    let mut ttft = Vec::new();
+    for profile in [&fast, &slow] {
+        let output = profile_run(dir.path(), profile);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap())
+                .unwrap();
+        ttft.push(report["min_ttft_ms"].as_f64().unwrap());
+        // Decode steps come from the table (8..12 ms), not the polynomial's.
+        let itl = report["mean_itl_ms"].as_f64().unwrap();
+        assert!((8.0..=12.5).contains(&itl), "mean ITL {itl}");
+    }
+    // One 3000-token prompt at a time: its prefill pass takes 20 + 0.01 * 3000 = 50 ms, or
+    // 80 ms with the slow profile (plus the same decode share in both).
+    assert!((ttft[1] - ttft[0] - 30.0).abs() < 0.5, "{ttft:?}");
+    assert!((50.0..60.0).contains(&ttft[0]), "{ttft:?}");
 }

@@ -102,6 +102,15 @@ def test_cli_errors_name_the_program_and_exit_2(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("module", ["dynosim", "dynamo.replay"])
+def test_version_names_dynosim_and_its_version(tmp_path, module):
+    # The reference's `python -m dynamo.replay` has no --version; ours says which one answers.
+    result = run_module(module, ["--version"], tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"dynosim {dynosim.__version__}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_help_exits_0(tmp_path):
     result = run_module("dynosim", ["--help"], tmp_path)
     assert result.returncode == 0

@@ -41,7 +41,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::json_fields::{read_object, show_f64, unknown_field_message, ObjectError, Slot};
+use super::json_fields::{
+    about_source, inline_or_file, read_object, show_f64, unknown_field_message, ObjectError, Slot,
+};
 use super::profile_table::ProfileTable;
 use super::router_config::RouterQueuePolicy;
 use crate::aic::BlockEstimate;
@@ -197,6 +199,16 @@ impl EngineArgs {
     /// every validation rule. Errors are usage errors naming the flag and the field.
     pub fn from_json(flag: &str, text: &str) -> Result<Self> {
         parse_engine_args(text).map_err(|message| Error::usage_about(flag, message))
+    }
+
+    /// [`EngineArgs::from_json`] for a flag's value: one that is not JSON but names an existing
+    /// file is read as a JSON file (as the reference's mocker reads `--extra-engine-args`), and
+    /// messages then name the file. Inline JSON is read exactly as by `from_json`.
+    pub fn from_json_or_file(flag: &str, value: &str) -> Result<Self> {
+        let (json, file) =
+            inline_or_file(value).map_err(|message| Error::usage_about(flag, message))?;
+        parse_engine_args(&json)
+            .map_err(|message| Error::usage_about(flag, about_source(value, file, message)))
     }
 
     /// GPUs one worker occupies (`aic_tp_size × dp_size`), for the GPU-hours figures.
@@ -371,7 +383,7 @@ fn parse_engine_args(text: &str) -> Result<EngineArgs, String> {
         }
         // Read once here, before any simulation; every rank built from these arguments shares
         // the table. The reference logs a failure and falls back to the polynomial instead.
-        let table = ProfileTable::from_npz(path)
+        let table = ProfileTable::load(path)
             .map_err(|message| format!("planner_profile_data: {message}"))?;
         args.timing = TimingSource::ProfileTable(Arc::new(table));
     }

@@ -2,6 +2,7 @@
 //! a tri-state field slot that keeps "omitted" apart from an explicit `null`, serde-style
 //! messages for unknown and duplicate keys, and a top-level object reader.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{DeserializeOwned, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
@@ -141,4 +142,38 @@ impl<'de> Visitor<'de> for DuplicateKeyVisitor {
 /// `inf`, `NaN`).
 pub(crate) fn show_f64(value: f64) -> String {
     format!("{value}")
+}
+
+/// The JSON text a JSON flag's value stands for: the value itself when it parses as JSON
+/// (inline JSON behaves exactly as before), else the contents of the file it names when one
+/// exists (the reference's mocker takes `--extra-engine-args` as a file path). Returns the text
+/// and the file it came from.
+pub(crate) fn inline_or_file(value: &str) -> Result<(Cow<'_, str>, Option<&str>), String> {
+    if serde_json::from_str::<IgnoredAny>(value).is_ok() {
+        return Ok((Cow::Borrowed(value), None));
+    }
+    let path = std::path::Path::new(value);
+    if !value.is_empty() && path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| format!("{value}: cannot read the file: {error}"))?;
+        return Ok((Cow::Owned(text), Some(value)));
+    }
+    Ok((Cow::Borrowed(value), None))
+}
+
+/// A message about JSON read by [`inline_or_file`]: prefixed with the file's name when it came
+/// from one; for a value that is neither JSON nor a file, says that both were tried.
+pub(crate) fn about_source(value: &str, file: Option<&str>, message: String) -> String {
+    match file {
+        Some(file) => format!("{file}: {message}"),
+        None if message.starts_with("invalid JSON")
+            && !value.trim_start().starts_with(['{', '[', '"']) =>
+        {
+            format!(
+                "{message} (the value is neither inline JSON nor the path of an existing JSON \
+                 file)"
+            )
+        }
+        None => message,
+    }
 }

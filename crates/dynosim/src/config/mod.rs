@@ -10,6 +10,7 @@ mod json_fields;
 pub mod options;
 pub mod planner;
 pub mod profile_table;
+mod profiler_results;
 pub mod router_config;
 pub mod router_policy;
 pub mod spelling;

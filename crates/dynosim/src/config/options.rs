@@ -608,7 +608,7 @@ impl ReplayOptions {
     fn parse_engines(&self) -> Result<ParsedEngines> {
         let parse = |flag: &str, text: &Option<String>| {
             text.as_deref()
-                .map(|text| EngineArgs::from_json(flag, text))
+                .map(|text| EngineArgs::from_json_or_file(flag, text))
                 .transpose()
         };
         Ok(ParsedEngines {
@@ -623,10 +623,15 @@ impl ReplayOptions {
             // The front injects the policy path into the router config, which must then be an
             // object; the path replaces any `router_policy_config` the object names.
             let mut object = match &self.router_config {
-                Some(text) => {
-                    let value: serde_json::Value = serde_json::from_str(text).map_err(|error| {
-                        flag_error("--router-config", format!("invalid JSON: {error}"))
-                    })?;
+                Some(value) => {
+                    let (text, file) = super::json_fields::inline_or_file(value)
+                        .map_err(|message| flag_error("--router-config", message))?;
+                    let value: serde_json::Value =
+                        serde_json::from_str(&text).map_err(|error| {
+                            let message = format!("invalid JSON: {error}");
+                            let message = super::json_fields::about_source(value, file, message);
+                            flag_error("--router-config", message)
+                        })?;
                     match value {
                         serde_json::Value::Object(object) => object,
                         _ => return Err(usage("--router-config must contain a JSON object")),
@@ -656,7 +661,7 @@ impl ReplayOptions {
         }
         self.router_config
             .as_deref()
-            .map(|text| RouterConfig::from_json("--router-config", text))
+            .map(|text| RouterConfig::from_json_or_file("--router-config", text))
             .transpose()
     }
 

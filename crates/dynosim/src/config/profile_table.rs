@@ -3,8 +3,9 @@
 //! mean context length). Read and checked once, when the engine arguments are parsed; the
 //! engine's timing model interpolates them (see `engine::timing`).
 //!
-//! INTERFACE: [`ProfileTable::from_npz`] reads and validates a file (every fault names the
-//! file and the key); [`ProfileTable::from_arrays`] checks tables given directly; [`ProfileTable::prefill_ms_at`] and [`ProfileTable::decode_ms_at`]
+//! INTERFACE: [`ProfileTable::load`] reads what `planner_profile_data` names (an NPZ file, or
+//! a profiler results directory converted by `profiler_results`); [`ProfileTable::from_npz`]
+//! reads and validates a file (every fault names the file and the key); [`ProfileTable::from_arrays`] checks tables given directly; [`ProfileTable::prefill_ms_at`] and [`ProfileTable::decode_ms_at`]
 //! evaluate the tables with linear / bilinear interpolation that extends the outermost
 //! segments beyond the axes (extrapolation), without floors (the timing model applies them).
 
@@ -47,26 +48,26 @@ impl fmt::Debug for ProfileTable {
 }
 
 /// One array read from the archive: its shape and its values as f64.
-struct NpyArray {
-    shape: Vec<u64>,
-    values: Vec<f64>,
+pub(super) struct NpyArray {
+    pub(super) shape: Vec<u64>,
+    pub(super) values: Vec<f64>,
 }
 
 impl ProfileTable {
+    /// Reads and checks what `planner_profile_data` names: a profiler results directory
+    /// (see [`super::profiler_results`]) or else an NPZ file of the tables themselves.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        if path.is_dir() {
+            super::profiler_results::table_from_directory(path)
+        } else {
+            Self::from_npz(path)
+        }
+    }
+
     /// Reads and checks `path`. The message names the file and, where one is at fault, the key.
     pub fn from_npz(path: &Path) -> Result<Self, String> {
         let at = |message: String| format!("{}: {message}", path.display());
-        if path.is_dir() {
-            return Err(at(
-                "is a directory; dynosim reads profile tables from an .npz file \
-                 (keys prefill_isl, prefill_ttft_ms, decode_active_kv_tokens, \
-                 decode_context_length, decode_itl)"
-                    .into(),
-            ));
-        }
-        let file = File::open(path).map_err(|error| at(format!("cannot open: {error}")))?;
-        let mut archive = zip::ZipArchive::new(BufReader::new(file))
-            .map_err(|error| at(format!("not a readable NPZ (zip) archive: {error}")))?;
+        let mut archive = open_npz(path).map_err(&at)?;
         let mut read = |key: &str| read_array(&mut archive, key).map_err(&at);
 
         let prefill_tokens = read(PREFILL_ISL)?;
@@ -131,8 +132,8 @@ impl ProfileTable {
         )
     }
 
-    /// The checks shared by both constructors (shapes already agree for the decode grid).
-    fn checked(
+    /// The checks shared by every constructor (shapes already agree for the decode grid).
+    pub(super) fn checked(
         path: &Path,
         prefill_tokens: Vec<f64>,
         prefill_ms: Vec<f64>,
@@ -251,8 +252,15 @@ fn check_axis(key: &str, values: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
+/// Opens an NPZ (zip) archive for [`read_array`]; the message does not name the file.
+pub(super) fn open_npz(path: &Path) -> Result<zip::ZipArchive<BufReader<File>>, String> {
+    let file = File::open(path).map_err(|error| format!("cannot open: {error}"))?;
+    zip::ZipArchive::new(BufReader::new(file))
+        .map_err(|error| format!("not a readable NPZ (zip) archive: {error}"))
+}
+
 /// Reads `key` (stored as `key.npy`) as f64 values. Floating and integer arrays are accepted.
-fn read_array<R: Read + Seek>(
+pub(super) fn read_array<R: Read + Seek>(
     archive: &mut zip::ZipArchive<R>,
     key: &str,
 ) -> Result<NpyArray, String> {

@@ -21,7 +21,9 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::json_fields::{read_object, show_f64, unknown_field_message, ObjectError};
+use super::json_fields::{
+    about_source, inline_or_file, read_object, show_f64, unknown_field_message, ObjectError,
+};
 use super::router_policy::{PolicyProfile, RouterPolicyConfig};
 use crate::error::{Error, Result};
 
@@ -147,6 +149,16 @@ impl RouterConfig {
     /// `--router-config`). Errors are usage errors naming the flag and the field.
     pub fn from_json(flag: &str, text: &str) -> Result<Self> {
         parse_router_config(text).map_err(|message| Error::usage_about(flag, message))
+    }
+
+    /// [`RouterConfig::from_json`] for a flag's value: one that is not JSON but names an existing
+    /// file is read as a JSON file (as the reference's mocker reads `--extra-engine-args`), and
+    /// messages then name the file. Inline JSON is read exactly as by `from_json`.
+    pub fn from_json_or_file(flag: &str, value: &str) -> Result<Self> {
+        let (json, file) =
+            inline_or_file(value).map_err(|message| Error::usage_about(flag, message))?;
+        parse_router_config(&json)
+            .map_err(|message| Error::usage_about(flag, about_source(value, file, message)))
     }
 
     /// The router queue's classes: the policy file's profile for the model name, else the

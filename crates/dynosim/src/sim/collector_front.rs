@@ -372,13 +372,17 @@ impl Threaded {
     /// Passes that ended at `ends_ms`, each a token for each request of `ids` (all within
     /// `u32`), as one call.
     fn push_one_token_each_pass(&mut self, ends_ms: &[f64], ids: &[RequestId]) {
-        self.push(Call::OneTokenEachPass {
+        // The call and its ids and pass ends go into the same batch: sending between them
+        // (when the call fills the batch's calls) would leave the call without its data.
+        self.close_group();
+        self.batch.calls.push(Call::OneTokenEachPass {
             passes: ends_ms.len(),
             requests: ids.len(),
         });
         self.batch.ids.extend(ids.iter().map(|&id| id as u32));
         self.batch.pass_end_times.extend_from_slice(ends_ms);
-        if self.batch.ids.len() >= self.batch_ids
+        if self.batch.calls.len() >= self.batch_calls
+            || self.batch.ids.len() >= self.batch_ids
             || self.batch.pass_end_times.len() >= self.batch_ids
         {
             self.send();
@@ -818,6 +822,17 @@ mod tests {
                 }
             }
         }
+        // Decode passes run ahead of the loop: several pass ends, one token each for the same
+        // requests, as one call, between other calls (so that, whatever the batch size, some
+        // such call fills a batch's calls).
+        for round in 0..9 {
+            let at = 360.0 + 4.0 * round as f64;
+            // From 1 request (within even the smallest batch's room) to 20.
+            let ids: Vec<RequestId> = (60..61 + [0, 2, 19][round % 3]).collect();
+            let ends: Vec<f64> = (0..1 + round % 3).map(|k| at + k as f64).collect();
+            front.on_one_token_each_pass(&ends, &ids);
+            front.on_tokens(61, at + 3.5, 1 + round % 2);
+        }
         for id in 60..90 {
             front.on_completed(id, 400.0);
         }
@@ -848,7 +863,7 @@ mod tests {
         let inline = outputs(CollectorThread::SameThread, 0);
         assert_eq!(inline.1.len(), 90);
         assert!(inline.1.iter().any(|r| r.source_released_ms.is_some()));
-        for batch_calls in [1, 2, 7, 64, BATCH_CALLS] {
+        for batch_calls in [1, 2, 3, 5, 7, 64, BATCH_CALLS] {
             assert_eq!(
                 outputs(CollectorThread::OwnThread, batch_calls),
                 inline,

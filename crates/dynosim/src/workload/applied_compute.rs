@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::lines::{describe_json_error, TraceLines};
+use super::lines::{describe_json_error, format_hint, TraceLines};
 use super::{HashIdArena, HashIdInterner, Session, Turn, Turns, Workload};
 use crate::error::{Error, Result};
 
@@ -70,8 +70,9 @@ pub fn read_applied_compute(
         };
         let row: SessionRow = serde_json::from_str(text).map_err(|e| {
             Error::usage(format!(
-                "failed to parse line {line_no} from {shown} as JSON: {}",
-                describe_json_error::<SessionRow>(text, &e)
+                "failed to parse line {line_no} from {shown} as JSON: {}{}",
+                describe_json_error::<SessionRow>(text, &e),
+                format_hint(line_no, text)
             ))
         })?;
         for (name, len) in [

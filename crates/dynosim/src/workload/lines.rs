@@ -108,6 +108,23 @@ pub(super) fn strip_line_ending(text: &str) -> &str {
     }
 }
 
+/// What to add to a parse failure when the file's first line is not JSON at all (a CSV header,
+/// a table): which formats a trace may be in. Empty otherwise.
+pub(super) fn format_hint(line_no: usize, line: &str) -> &'static str {
+    let start = line.trim_start();
+    if line_no == 1
+        && !start.starts_with(['{', '['])
+        && serde_json::from_str::<serde::de::IgnoredAny>(line).is_err()
+    {
+        "; a trace is JSON Lines, one JSON object per line, in one of the trace formats \
+         mooncake (the default: timestamp, input_length, output_length, hash_ids), \
+         mooncake-delta, agentic_mooncake, applied_compute_agentic or dynamo (see \
+         --trace-format); CSV and other tabular files are not read"
+    } else {
+        ""
+    }
+}
+
 /// serde's reason for rejecting `line` as a `T`, with the column instead of "line 1 column C"
 /// (the trace line is named already) and, for a wrongly typed value, the top-level field that
 /// holds it.

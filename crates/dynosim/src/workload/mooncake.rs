@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 
-use super::lines::{describe_json_error, TraceLines, U32Count};
+use super::lines::{describe_json_error, format_hint, TraceLines, U32Count};
 use super::{HashIdArena, HashIdInterner, Session, SessionId, Turn, Turns, Workload};
 use crate::error::{Error, Result};
 
@@ -45,8 +45,9 @@ pub fn read_mooncake(path: &Path, trace_block_size: u32) -> Result<Workload> {
             Some(row) => row,
             None => serde_json::from_str::<Row>(text).map_err(|e| {
                 Error::usage(format!(
-                    "failed to parse line {line_no} from {shown} as JSON: {}",
-                    describe_json_error::<Row>(text, &e)
+                    "failed to parse line {line_no} from {shown} as JSON: {}{}",
+                    describe_json_error::<Row>(text, &e),
+                    format_hint(line_no, text)
                 ))
             })?,
         };
