@@ -12,6 +12,7 @@ pub mod output;
 pub mod progress;
 pub mod replay;
 pub mod sweep;
+pub mod validate;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -90,6 +91,9 @@ where
     }
     if args.first().is_some_and(|first| first == "sweep") {
         return run_sweep(prog, &args[1..], stdout, stderr);
+    }
+    if args.first().is_some_and(|first| first == "validate") {
+        return run_validate(prog, &args[1..], stdout, stderr);
     }
     let mut command = Cli::command().bin_name(prog).no_binary_name(true);
     let parsed = command
@@ -240,6 +244,24 @@ fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut
         };
     }
     match sweep::run(&cli) {
+        Ok(text) => print_text(&text, stdout),
+        Err(err) => report_error(prog, &err, &mut command, stderr),
+    }
+}
+
+/// `<prog> validate --out DIR [...]`: validates against measured runs and prints the table.
+fn run_validate(
+    prog: &str,
+    args: &[OsString],
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let (mut command, parsed) = parse_subcommand::<validate::ValidateCli>(prog, "validate", args);
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+    match validate::run(&cli) {
         Ok(text) => print_text(&text, stdout),
         Err(err) => report_error(prog, &err, &mut command, stderr),
     }
