@@ -282,6 +282,10 @@ struct Finished {
 fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
+    let settings = cli
+        .aiperf_dir
+        .is_some()
+        .then(|| aiperf::recorded_settings(&options));
     let mut spec = options.into_spec()?;
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
     let outputs = replay::Outputs::prepare(
@@ -291,6 +295,7 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
             jsonl: jsonl_path.as_deref(),
             aiperf_dir: cli.aiperf_dir.as_deref(),
             html: cli.html_report.as_deref(),
+            aiperf_settings: settings.as_ref(),
         },
         invocation.to_string(),
     )?;
