@@ -111,7 +111,7 @@ fn input_config(spec: &ReplaySpec) -> Option<Value> {
             });
             let phase = match spec.arrivals {
                 ArrivalMode::Concurrency { limit } => concurrency_phase(None, limit),
-                ArrivalMode::Timestamps { speedup } if speedup == 1.0 => json!({
+                ArrivalMode::Timestamps { speedup: 1.0 } => json!({
                     "name": "profiling", "kind": "profiling", "type": "fixed_schedule",
                 }),
                 ArrivalMode::Timestamps { .. } => return None,

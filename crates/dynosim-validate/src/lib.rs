@@ -152,11 +152,11 @@ impl Filters {
         let listed = |list: &[String], value: &str| {
             list.is_empty() || list.iter().any(|item| item.eq_ignore_ascii_case(value))
         };
-        self.split.map_or(true, |split| split_of(&run.id) == split)
+        self.split.is_none_or(|split| split_of(&run.id) == split)
             && listed(&self.systems, &run.system)
             && listed(&self.backends, &run.backend)
             && listed(&self.models, &run.model)
-            && self.mode.map_or(true, |mode| run.mode == Some(mode))
+            && self.mode.is_none_or(|mode| run.mode == Some(mode))
             && (self.families.is_empty() || self.families.contains(&run.family))
     }
 }
