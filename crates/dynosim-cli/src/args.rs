@@ -167,6 +167,26 @@ pub struct Cli {
     #[arg(long, value_name = "FLOAT", value_parser = parse_float, default_value = "0.0")]
     pub inter_turn_delay_ms: f64,
 
+    /// Synthetic workload: spread input lengths around --input-tokens as AIPerf does (normal,
+    /// drawn again while negative, rounded up, at least 1; dynosim only; default: none)
+    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
+    pub input_tokens_stddev: Option<f64>,
+
+    /// Synthetic workload: spread output lengths around --output-tokens as AIPerf does (dynosim
+    /// only; default: none)
+    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
+    pub output_tokens_stddev: Option<f64>,
+
+    /// Synthetic workload: input and output lengths uniform in [floor(R x L), L], as vLLM's
+    /// benchmark client draws them (R in [0, 1]; not with the stddevs; dynosim only; default:
+    /// none)
+    #[arg(long, value_name = "R", value_parser = parse_float)]
+    pub random_range_ratio: Option<f64>,
+
+    /// Seed of the synthetic length draws (with a spread above; dynosim only; default: 42)
+    #[arg(long, value_name = "INT", value_parser = parse_int)]
+    pub length_seed: Option<i64>,
+
     /// Number of aggregated workers
     #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "1")]
     pub num_workers: i64,
@@ -324,6 +344,10 @@ impl Cli {
             shared_prefix_ratio: self.shared_prefix_ratio,
             num_prefix_groups: self.num_prefix_groups,
             inter_turn_delay_ms: self.inter_turn_delay_ms,
+            input_tokens_stddev: self.input_tokens_stddev,
+            output_tokens_stddev: self.output_tokens_stddev,
+            random_range_ratio: self.random_range_ratio,
+            length_seed: self.length_seed,
             num_workers: self.num_workers,
             num_prefill_workers: self.num_prefill_workers,
             num_decode_workers: self.num_decode_workers,

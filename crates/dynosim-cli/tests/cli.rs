@@ -120,12 +120,16 @@ const REFERENCE_FLAGS: [&str; 51] = [
 ];
 
 /// Flags the reference does not have; each is described in docs/differences.md.
-const DYNOSIM_ONLY_FLAGS: [&str; 5] = [
+const DYNOSIM_ONLY_FLAGS: [&str; 9] = [
     "--router-seed",
     "--online-speed",
     "--aiperf-dir",
     "--html-report",
     "--quiet",
+    "--input-tokens-stddev",
+    "--output-tokens-stddev",
+    "--random-range-ratio",
+    "--length-seed",
 ];
 
 /// The long flags that `--help` lists as options, one per option line, in order.

@@ -417,7 +417,8 @@ fn run_trace_replay<'py>(
     replay_with_kwargs(py, options, kw)
 }
 
-/// Replays a generated workload of identical requests and returns the report dict.
+/// Replays a generated workload (identical requests, or lengths drawn from a spread) and
+/// returns the report dict.
 #[pyfunction]
 #[pyo3(signature = (input_tokens, output_tokens, request_count, **kwargs))]
 #[pyo3(text_signature = "(input_tokens, output_tokens, request_count, *, \
@@ -426,7 +427,9 @@ fn run_trace_replay<'py>(
     num_decode_workers=1, replay_concurrency=None, replay_mode='offline', \
     router_mode='round_robin', arrival_speedup_ratio=1.0, request_rate=None, \
     arrival_interval_ms=None, arrival_seed=42, turns_per_session=1, shared_prefix_ratio=0.0, \
-    num_prefix_groups=0, inter_turn_delay_ms=0.0, model_name=None, sla_ttft_ms=None, \
+    num_prefix_groups=0, inter_turn_delay_ms=0.0, input_tokens_stddev=None, \
+    output_tokens_stddev=None, random_range_ratio=None, length_seed=None, model_name=None, \
+    sla_ttft_ms=None, \
     sla_itl_ms=None, sla_e2e_ms=None, planner_config=None, benchmark_granularity=8, router_seed=0, aiperf_dir=None, html_report=None, scaling_policy=None)")]
 fn run_synthetic_trace_replay<'py>(
     py: Python<'py>,
@@ -447,6 +450,10 @@ fn run_synthetic_trace_replay<'py>(
         shared_prefix_ratio: kw.float("shared_prefix_ratio", 0.0)?,
         num_prefix_groups: kw.int("num_prefix_groups", 0)?,
         inter_turn_delay_ms: kw.float("inter_turn_delay_ms", 0.0)?,
+        input_tokens_stddev: kw.opt_float("input_tokens_stddev")?,
+        output_tokens_stddev: kw.opt_float("output_tokens_stddev")?,
+        random_range_ratio: kw.opt_float("random_range_ratio")?,
+        length_seed: kw.opt_int("length_seed")?,
         ..ReplayOptions::default()
     };
     replay_with_kwargs(py, options, kw)

@@ -129,6 +129,33 @@ pub struct SyntheticSpec {
     pub inter_turn_delay_ms: f64,
     /// Engine block size, used as the hash-id block size on the multi-turn/shared-prefix path.
     pub engine_block_size: u32,
+    /// How each request's input and output lengths spread around `input_tokens` and
+    /// `output_tokens` (`Fixed`: every request has exactly those).
+    pub lengths: LengthSpread,
+}
+
+/// The length distribution of synthetic requests. Each request's lengths are drawn from
+/// `seed` and the request's index alone (see `workload::synthetic`), so a run is
+/// deterministic and no table of lengths is kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum LengthSpread {
+    /// Every request asks for exactly `input_tokens` and `output_tokens`.
+    #[default]
+    Fixed,
+    /// AIPerf's synthetic lengths (`--input-tokens-stddev`, `--output-tokens-stddev`): a
+    /// normal around the length, drawn again while negative, rounded up, at least 1; a
+    /// stddev of 0 keeps the length fixed. Input draws above `max_input_tokens` (the KV
+    /// cache's size, a prompt no engine could hold) are drawn again too.
+    Normal {
+        input_stddev: f64,
+        output_stddev: f64,
+        max_input_tokens: usize,
+        seed: u64,
+    },
+    /// vLLM's benchmark client's random dataset as InferenceX runs it (`--random-range-ratio
+    /// R`): input and output lengths each uniform over the integers in
+    /// `[max(1, floor(R * L)), L]`.
+    Uniform { range_ratio: f64, seed: u64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -20,15 +20,20 @@ use std::path::PathBuf;
 use super::json_fields::show_f64;
 use super::planner::{PlannerMode, PlannerSpec};
 use super::{
-    compact_f64, ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, ReplayMode,
-    ReplaySpec, RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec, WorkerType,
-    WorkloadSpec, MAX_VIRTUAL_TIME_MS,
+    compact_f64, ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, LengthSpread,
+    ReplayMode, ReplaySpec, RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec,
+    WorkerType, WorkloadSpec, MAX_VIRTUAL_TIME_MS,
 };
 use crate::aic::{normalize_dtype, AicConfig};
 use crate::error::{Error, Result};
 
 /// Tokens per trace `hash_id` when `--trace-block-size` is not given.
 const DEFAULT_TRACE_BLOCK_SIZE: u32 = 512;
+
+/// Seed of the synthetic length draws when `--length-seed` is not given: fixed, so that a
+/// run with a length spread is as deterministic as one without (the same default as
+/// `--arrival-seed`, though the two streams are independent).
+pub const DEFAULT_LENGTH_SEED: u64 = 42;
 
 /// One field per flag of `python -m dynamo.replay`, holding the raw value. Defaults equal the
 /// flag defaults. Filled by the CLI (clap) and by the Python API (kwargs).
@@ -80,6 +85,17 @@ pub struct ReplayOptions {
     pub shared_prefix_ratio: f64,
     pub num_prefix_groups: i64,
     pub inter_turn_delay_ms: f64,
+    /// Synthetic workload: AIPerf's normal spread of the input lengths around
+    /// `input_tokens` (dynosim only; not with `random_range_ratio`).
+    pub input_tokens_stddev: Option<f64>,
+    /// Synthetic workload: the same around `output_tokens`.
+    pub output_tokens_stddev: Option<f64>,
+    /// Synthetic workload: vLLM's benchmark-client range, input and output lengths uniform in
+    /// `[floor(R * L), L]` (dynosim only; not with the stddevs).
+    pub random_range_ratio: Option<f64>,
+    /// Seed of the synthetic length draws (default [`DEFAULT_LENGTH_SEED`]); only with a
+    /// spread above.
+    pub length_seed: Option<i64>,
     pub num_workers: i64,
     /// Disaggregated pool sizes; must stay 1 for aggregated replay.
     pub num_prefill_workers: i64,
@@ -150,6 +166,10 @@ impl Default for ReplayOptions {
             shared_prefix_ratio: 0.0,
             num_prefix_groups: 0,
             inter_turn_delay_ms: 0.0,
+            input_tokens_stddev: None,
+            output_tokens_stddev: None,
+            random_range_ratio: None,
+            length_seed: None,
             num_workers: 1,
             num_prefill_workers: 1,
             num_decode_workers: 1,
@@ -493,6 +513,7 @@ impl ReplayOptions {
                 "--request-rate and --arrival-interval-ms only apply to synthetic replay",
             ));
         }
+        self.check_length_spread_flags(using_synthetic)?;
         if using_trace_file
             && choices.trace_format_is(TraceDialect::AppliedComputeAgentic)
             && self.replay_concurrency.is_none()
@@ -532,6 +553,59 @@ impl ReplayOptions {
         if self.max_sim_time_seconds.is_some() && self.max_sim_time_ms.is_some() {
             return Err(usage(
                 "--max-sim-time-seconds and max_sim_time_ms cannot both be set; give one cap",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Which length-spread flags go together: the stddevs and the range ratio exclude each
+    /// other, all need a synthetic workload, and the seed needs one of them.
+    fn check_length_spread_flags(&self, using_synthetic: bool) -> Result<()> {
+        let stddev_flag = if self.input_tokens_stddev.is_some() {
+            Some("--input-tokens-stddev")
+        } else if self.output_tokens_stddev.is_some() {
+            Some("--output-tokens-stddev")
+        } else {
+            None
+        };
+        let given: Vec<&str> = [
+            stddev_flag,
+            self.random_range_ratio.map(|_| "--random-range-ratio"),
+            self.length_seed.map(|_| "--length-seed"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let Some(&first) = given.first() else {
+            return Ok(());
+        };
+        if !using_synthetic {
+            return Err(flag_error(
+                first,
+                "length spreads only apply to synthetic replay (--input-tokens)",
+            ));
+        }
+        if let (Some(stddev_flag), Some(_)) = (stddev_flag, self.random_range_ratio) {
+            let python = |flag: &str| flag.trim_start_matches("--").replace('-', "_");
+            return Err(usage(format!(
+                "{stddev_flag} and --random-range-ratio cannot both be set: give AIPerf's \
+                 normal spread or vLLM's uniform range, not both"
+            ))
+            .with_api_message(format!(
+                "{} and random_range_ratio cannot both be set: give AIPerf's normal spread or \
+                 vLLM's uniform range, not both",
+                python(stddev_flag)
+            )));
+        }
+        if stddev_flag.is_none() && self.random_range_ratio.is_none() {
+            return Err(flag_error(
+                "--length-seed",
+                "length_seed needs a length spread: --input-tokens-stddev, \
+                 --output-tokens-stddev or --random-range-ratio",
+            )
+            .with_api_message(
+                "length_seed needs a length spread: input_tokens_stddev, output_tokens_stddev \
+                 or random_range_ratio",
             ));
         }
         Ok(())
@@ -1480,6 +1554,7 @@ impl ReplayOptions {
                 ),
             ));
         }
+        let lengths = self.length_spread(kv_tokens)?;
         let router_config = self.finish_router_config(router_mode, router_config)?;
 
         let (shared_prefix_ratio, inter_turn_delay_ms) = if uses_sessions {
@@ -1499,6 +1574,7 @@ impl ReplayOptions {
                 num_prefix_groups,
                 inter_turn_delay_ms,
                 engine_block_size,
+                lengths,
             }),
             engine: topology.engine,
             num_workers: topology.num_workers,
@@ -1517,6 +1593,74 @@ impl ReplayOptions {
 }
 
 impl ReplayOptions {
+    /// The synthetic length distribution (the front has checked which flags go together).
+    /// `kv_tokens` is the first engine's KV cache in tokens: the most a drawn prompt may be.
+    fn length_spread(&self, kv_tokens: usize) -> Result<LengthSpread> {
+        let seed = match self.length_seed {
+            Some(seed) => non_negative("--length-seed", seed)? as u64,
+            None => DEFAULT_LENGTH_SEED,
+        };
+        if let Some(range_ratio) = self.random_range_ratio {
+            if !(0.0..=1.0).contains(&range_ratio) {
+                return Err(flag_error(
+                    "--random-range-ratio",
+                    format!(
+                        "random_range_ratio must be between 0.0 and 1.0, got {}",
+                        show_f64(range_ratio)
+                    ),
+                ));
+            }
+            return Ok(LengthSpread::Uniform { range_ratio, seed });
+        }
+        if self.input_tokens_stddev.is_none() && self.output_tokens_stddev.is_none() {
+            return Ok(LengthSpread::Fixed);
+        }
+        let stddev = |flag: &str, name: &str, value: Option<f64>| {
+            let value = value.unwrap_or(0.0);
+            if value.is_finite() && value >= 0.0 {
+                Ok(value)
+            } else {
+                Err(flag_error(
+                    flag,
+                    format!(
+                        "{name} must be a finite non-negative number, got {}",
+                        show_f64(value)
+                    ),
+                ))
+            }
+        };
+        let stddevs = [
+            stddev(
+                "--input-tokens-stddev",
+                "input_tokens_stddev",
+                self.input_tokens_stddev,
+            )?,
+            stddev(
+                "--output-tokens-stddev",
+                "output_tokens_stddev",
+                self.output_tokens_stddev,
+            )?,
+        ];
+        // Draws outside [0, KV cache] are drawn again: with a spread wider than the cache most
+        // draws would be, and the spread asked for could not be what the run gets.
+        if stddevs[0] > kv_tokens as f64 {
+            return Err(flag_error(
+                "--input-tokens-stddev",
+                format!(
+                    "input_tokens_stddev {} is wider than the KV cache ({kv_tokens} tokens): \
+                     most prompts drawn could never be admitted",
+                    show_f64(stddevs[0])
+                ),
+            ));
+        }
+        Ok(LengthSpread::Normal {
+            input_stddev: stddevs[0],
+            output_stddev: stddevs[1],
+            max_input_tokens: kv_tokens,
+            seed,
+        })
+    }
+
     /// The last router checks: the model name, the router seed, and for the KV router a
     /// config (defaults when none was given) carrying the seed and the model name.
     fn finish_router_config(
@@ -3101,6 +3245,7 @@ mod tests {
                 num_prefix_groups: 3,
                 inter_turn_delay_ms: 10.0,
                 engine_block_size: 16,
+                lengths: Default::default(),
             }
         );
         assert_eq!(spec.arrivals, ArrivalMode::Timestamps { speedup: 4.0 });

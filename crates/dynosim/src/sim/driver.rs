@@ -1055,6 +1055,7 @@ mod tests {
                 num_prefix_groups: if turns > 1 { 3 } else { 0 },
                 inter_turn_delay_ms: if turns > 1 { 7.0 } else { 0.0 },
                 engine_block_size: 16,
+                lengths: Default::default(),
             };
             let lazy = crate::workload::synthetic::generate(&spec).unwrap();
             let mut source = lazy.synthetic.clone().unwrap();
@@ -1083,6 +1084,7 @@ mod tests {
             num_prefix_groups: 0,
             inter_turn_delay_ms: 0.0,
             engine_block_size: 16,
+            lengths: Default::default(),
         };
         let w = crate::workload::synthetic::generate(&spec).unwrap();
         let e = Driver::new(w, ArrivalMode::Timestamps { speedup: 1.0 }).unwrap_err();

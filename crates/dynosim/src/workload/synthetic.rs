@@ -11,14 +11,26 @@
 //! under closed-loop concurrency there is none and sessions carry no timestamp.
 //! The random streams are rand 0.9 `StdRng`s seeded exactly as the reference seeds them, so
 //! arrival times and group choices are bit-identical to it.
+//!
+//! Request lengths (dynosim only) are `input_tokens` and `output_tokens`, or, with a
+//! [`LengthSpread`], drawn per request: request `r` (session index x turns per session + turn
+//! index) draws its input and its output length each from a generator keyed by the length
+//! seed, `r` and which length it is, so lengths need no table, do not depend on the order
+//! sessions are generated in, and leave the arrival and group streams untouched. A drawn input
+//! length is the whole prompt: a group's shared prefix keeps the length the ratio gives
+//! `input_tokens`, and a prompt drawn shorter than it is that much of the prefix.
+//!
+//! INTERFACE
+//! - [`generate`]: the workload of a spec, its sessions generated lazily ([`SyntheticSessions`]).
+//! - [`request_lengths`]: the input and output length of request `r` under a spec.
 
 use std::collections::HashMap;
 
-use rand::rngs::StdRng;
+use rand::rngs::{SmallRng, StdRng};
 use rand::{Rng, SeedableRng};
 
 use super::{HashIdArena, Prompt, Session, SessionId, Turn, Turns, Workload};
-use crate::config::{ArrivalProcess, SyntheticSpec};
+use crate::config::{ArrivalProcess, LengthSpread, SyntheticSpec};
 use crate::error::{Error, Result};
 
 /// The fixed seed of the reference's structure RNG (group choice), independent of the arrival seed.
@@ -76,8 +88,7 @@ pub struct SyntheticSessions {
     arrivals: ArrivalClock,
     count: usize,
     next_index: usize,
-    input_tokens: usize,
-    output_tokens: usize,
+    lengths: RequestLengths,
     shape: Shape,
 }
 
@@ -91,7 +102,7 @@ enum Shape {
         turns: usize,
         inter_turn_delay_ms: f64,
         block_size: u32,
-        num_blocks: usize,
+        /// Blocks of a group's shared prefix (a prompt drawn shorter holds fewer).
         prefix_blocks: usize,
         /// `Some(groups)` when sessions draw a prefix group.
         groups: Option<usize>,
@@ -124,8 +135,7 @@ impl SyntheticSessions {
             arrivals,
             count: spec.request_count,
             next_index: 0,
-            input_tokens: spec.input_tokens,
-            output_tokens: spec.output_tokens,
+            lengths: RequestLengths::of(spec),
             shape,
         })
     }
@@ -170,21 +180,24 @@ impl SyntheticSessions {
         let first_timestamp_ms = self.arrivals.next_arrival_ms();
         // One allocation for the ids of all the session's prompts (none without ids).
         let mut arena = None;
+        let lengths = &self.lengths;
         let turns: Turns = match &mut self.shape {
-            Shape::Independent => smallvec::smallvec![Turn {
-                input_length: self.input_tokens,
-                max_output_tokens: self.output_tokens,
-                delay_ms: 0.0,
-                prompt: Prompt::Unique { key: index as u64 },
-                priority: 0,
-                strict_priority: 0,
-                policy_class: None,
-            }],
+            Shape::Independent => {
+                let (input_length, max_output_tokens) = lengths.request(index as u64);
+                smallvec::smallvec![Turn {
+                    input_length,
+                    max_output_tokens,
+                    delay_ms: 0.0,
+                    prompt: Prompt::Unique { key: index as u64 },
+                    priority: 0,
+                    strict_priority: 0,
+                    policy_class: None,
+                }]
+            }
             Shape::Sessions {
                 turns,
                 inter_turn_delay_ms,
                 block_size,
-                num_blocks,
                 prefix_blocks,
                 groups,
                 structure_rng,
@@ -192,24 +205,28 @@ impl SyntheticSessions {
             } => {
                 let group = groups.map(|groups| structure_rng.random_range(0..groups) as u64);
                 let arena = arena.insert(HashIdArena::default());
+                let first_request = index as u64 * *turns as u64;
                 (0..*turns)
                     .map(|turn_idx| {
+                        let (input_length, max_output_tokens) =
+                            lengths.request(first_request + turn_idx as u64);
+                        let num_blocks = input_length.div_ceil(*block_size as usize);
                         // Every turn is a fresh prompt: it shares the group prefix, nothing
                         // with its session's earlier turns.
-                        let mut prompt_ids = Vec::with_capacity(*num_blocks);
+                        let mut prompt_ids = Vec::with_capacity(num_blocks);
                         if let Some(group) = group {
-                            for block_idx in 0..*prefix_blocks {
+                            for block_idx in 0..(*prefix_blocks).min(num_blocks) {
                                 let raw =
                                     (GROUP_PREFIX_TAG << 48) | (group << 32) | block_idx as u64;
                                 prompt_ids.push(ids.group_block(raw));
                             }
                         }
-                        while prompt_ids.len() < *num_blocks {
+                        while prompt_ids.len() < num_blocks {
                             prompt_ids.push(ids.fresh());
                         }
                         Turn {
-                            input_length: self.input_tokens,
-                            max_output_tokens: self.output_tokens,
+                            input_length,
+                            max_output_tokens,
                             delay_ms: if turn_idx == 0 {
                                 0.0
                             } else {
@@ -257,6 +274,10 @@ fn session_shape(spec: &SyntheticSpec) -> Result<Shape> {
     let num_blocks = spec.input_tokens.div_ceil(block_size as usize);
     let prefix_blocks =
         ((num_blocks as f64 * spec.shared_prefix_ratio).round() as usize).min(num_blocks);
+    // The bounds below hold for the longest prompt a length spread can draw.
+    let num_blocks = RequestLengths::of(spec)
+        .longest_input()
+        .div_ceil(block_size as usize);
     if spec.turns_per_session > MAX_TURNS_PER_SESSION {
         return Err(Error::usage(format!(
             "turns_per_session {}: more than the {MAX_TURNS_PER_SESSION} turns one synthetic \
@@ -301,12 +322,141 @@ fn session_shape(spec: &SyntheticSpec) -> Result<Shape> {
         turns: spec.turns_per_session,
         inter_turn_delay_ms: spec.inter_turn_delay_ms,
         block_size,
-        num_blocks,
         prefix_blocks,
         groups,
         structure_rng: Box::new(StdRng::seed_from_u64(STRUCTURE_SEED)),
         ids: DenseIds::default(),
     })
+}
+
+/// The input and output length of request `request` (session index x turns per session +
+/// turn index) of a synthetic spec.
+pub fn request_lengths(spec: &SyntheticSpec, request: u64) -> (usize, usize) {
+    RequestLengths::of(spec).request(request)
+}
+
+/// Draws of a normal length made before giving up on the truncation bounds; with the
+/// stddevs `into_spec` accepts, a draw lands inside them with probability above 1/3, so
+/// this many misses in a row do not happen in practice.
+const MAX_NORMAL_DRAWS: usize = 1000;
+/// Which of a request's two lengths a generator is keyed for.
+const INPUT_LENGTH_STREAM: u64 = 0;
+const OUTPUT_LENGTH_STREAM: u64 = 1;
+
+/// The length of each request, fixed or drawn from a [`LengthSpread`].
+#[derive(Clone, Copy, Debug)]
+struct RequestLengths {
+    input_tokens: usize,
+    output_tokens: usize,
+    spread: LengthSpread,
+}
+
+impl RequestLengths {
+    fn of(spec: &SyntheticSpec) -> Self {
+        Self {
+            input_tokens: spec.input_tokens,
+            output_tokens: spec.output_tokens,
+            spread: spec.lengths,
+        }
+    }
+
+    /// The longest prompt any request can have.
+    fn longest_input(&self) -> usize {
+        match self.spread {
+            LengthSpread::Normal {
+                input_stddev,
+                max_input_tokens,
+                ..
+            } if input_stddev > 0.0 => max_input_tokens.max(self.input_tokens),
+            _ => self.input_tokens,
+        }
+    }
+
+    /// (input length, output length) of request `request`.
+    fn request(&self, request: u64) -> (usize, usize) {
+        match self.spread {
+            LengthSpread::Fixed => (self.input_tokens, self.output_tokens),
+            LengthSpread::Normal {
+                input_stddev,
+                output_stddev,
+                max_input_tokens,
+                seed,
+            } => (
+                normal_length(
+                    self.input_tokens,
+                    input_stddev,
+                    max_input_tokens as f64,
+                    || length_rng(seed, request, INPUT_LENGTH_STREAM),
+                ),
+                normal_length(self.output_tokens, output_stddev, f64::INFINITY, || {
+                    length_rng(seed, request, OUTPUT_LENGTH_STREAM)
+                }),
+            ),
+            LengthSpread::Uniform { range_ratio, seed } => (
+                uniform_length(
+                    self.input_tokens,
+                    range_ratio,
+                    &mut length_rng(seed, request, INPUT_LENGTH_STREAM),
+                ),
+                uniform_length(
+                    self.output_tokens,
+                    range_ratio,
+                    &mut length_rng(seed, request, OUTPUT_LENGTH_STREAM),
+                ),
+            ),
+        }
+    }
+}
+
+/// The generator of one length of one request. SplitMix64's finalizer spreads the seed and the
+/// request index over the key, so neighbouring seeds or requests give unrelated streams; the
+/// generator is rand's small one (xoshiro256++ on 64-bit targets), cheap to key per request.
+fn length_rng(seed: u64, request: u64, stream: u64) -> SmallRng {
+    let key = splitmix64(splitmix64(seed) ^ request.wrapping_mul(2).wrapping_add(stream));
+    SmallRng::seed_from_u64(key)
+}
+
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// AIPerf's positive normal integer: with no spread the length itself; otherwise a normal
+/// draw around it, drawn again while outside `[0, max]`, rounded up, at least 1 (after
+/// [`MAX_NORMAL_DRAWS`] misses, the length clamped into the bounds, as AIPerf falls back).
+fn normal_length(mean: usize, stddev: f64, max: f64, rng: impl FnOnce() -> SmallRng) -> usize {
+    if stddev <= 0.0 {
+        return mean.max(1);
+    }
+    let mut rng = rng();
+    let mean = mean as f64;
+    for _ in 0..MAX_NORMAL_DRAWS {
+        let draw = mean + stddev * standard_normal(&mut rng);
+        if (0.0..=max).contains(&draw) {
+            // `as` saturates: an output drawn past usize::MAX (a huge stddev) is the most there is.
+            return (draw.ceil() as usize).max(1);
+        }
+    }
+    (mean.clamp(0.0, max).ceil() as usize).max(1)
+}
+
+/// One standard normal draw (Box-Muller; the uniform in (0, 1] keeps the logarithm finite).
+fn standard_normal(rng: &mut SmallRng) -> f64 {
+    let radius_uniform = 1.0 - rng.random::<f64>();
+    let angle_uniform = rng.random::<f64>();
+    (-2.0 * radius_uniform.ln()).sqrt() * (std::f64::consts::TAU * angle_uniform).cos()
+}
+
+/// vLLM's random-dataset length: uniform over the integers in `[floor(R * L), L]` (at least 1:
+/// a request of no tokens is not one the simulator can serve).
+fn uniform_length(length: usize, range_ratio: f64, rng: &mut SmallRng) -> usize {
+    let lowest = ((range_ratio * length as f64).floor() as usize).clamp(1, length.max(1));
+    if lowest >= length {
+        return length.max(1);
+    }
+    rng.random_range(lowest..=length)
 }
 
 /// Dense prompt ids in first-use order: group-prefix blocks are remembered (they recur), every
@@ -452,6 +602,7 @@ mod tests {
             num_prefix_groups: 0,
             inter_turn_delay_ms: 0.0,
             engine_block_size: 64,
+            lengths: Default::default(),
         }
     }
 
