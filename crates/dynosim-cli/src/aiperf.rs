@@ -5,14 +5,15 @@
 //! a measured one, in `input_config` (its schema: the model, the endpoint, the dataset and the
 //! profiling phase), when the load is one AIPerf can express (a single-turn synthetic load
 //! without shared prefixes, or one mooncake trace; closed loop, Poisson, constant rate or the
-//! trace's timestamps); and, under `dynosim.settings`, the run's own settings, named like the
-//! Python API's arguments. `dynosim validate --aiperf-dir` rebuilds the load from the first
-//! and the deployment from the second.
+//! trace's timestamps; fixed lengths or AIPerf's normal spread); and, under `dynosim.settings`,
+//! the run's own settings, named like the Python API's arguments. `dynosim validate
+//! --aiperf-dir` rebuilds the load from the first and the deployment from the second, or the
+//! whole run from the second when AIPerf's config cannot express the load.
 
 use std::path::Path;
 
 use dynosim::config::{
-    ArrivalMode, ArrivalProcess, ReplayOptions, ReplaySpec, TraceFormat, WorkloadSpec,
+    ArrivalMode, ArrivalProcess, LengthSpread, ReplayOptions, ReplaySpec, TraceFormat, WorkloadSpec,
 };
 use dynosim::report::aiperf::{
     AiperfExport, RECORDS_JSONL_FILE, SUMMARY_CSV_FILE, SUMMARY_JSON_FILE,
@@ -72,14 +73,32 @@ fn input_config(spec: &ReplaySpec) -> Option<Value> {
                 return None;
             }
             let requests = synthetic.request_count;
+            let mut isl = json!({"mean": synthetic.input_tokens});
+            let mut osl = json!({"mean": synthetic.output_tokens});
+            match synthetic.lengths {
+                LengthSpread::Fixed => {}
+                // AIPerf draws its normal spread as dynosim does.
+                LengthSpread::Normal {
+                    input_stddev,
+                    output_stddev,
+                    ..
+                } => {
+                    if input_stddev > 0.0 {
+                        isl["stddev"] = json!(input_stddev);
+                    }
+                    if output_stddev > 0.0 {
+                        osl["stddev"] = json!(output_stddev);
+                    }
+                }
+                // AIPerf's range ratio is symmetric around the mean; vLLM's older [R·L, L]
+                // has no exact spelling in its config.
+                LengthSpread::Uniform { .. } => return None,
+            }
             let dataset = json!({
                 "name": "main",
                 "type": "synthetic",
                 "entries": requests,
-                "prompts": {
-                    "isl": {"mean": synthetic.input_tokens},
-                    "osl": {"mean": synthetic.output_tokens},
-                },
+                "prompts": {"isl": isl, "osl": osl},
             });
             let phase = match (spec.arrivals, synthetic.arrival_process) {
                 (ArrivalMode::Concurrency { limit }, _) => concurrency_phase(Some(requests), limit),

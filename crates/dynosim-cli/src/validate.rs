@@ -84,6 +84,10 @@ pub struct ValidateCli {
     /// aic_calibration); for an AIPerf directory not written by dynosim, the engine itself
     #[arg(long, value_name = "JSON")]
     pub extra_engine_args: Option<String>,
+    /// Rebuild every prompt with exactly the row's ISL and OSL instead of the client's
+    /// lengths (uniform in [0.8·L, L] for InferenceX rows): an ablation
+    #[arg(long)]
+    pub fixed_lengths: bool,
     /// Rows simulated at once (default: one per core)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
@@ -120,7 +124,12 @@ pub fn run(cli: &ValidateCli) -> Result<String> {
         None => None,
     };
     if let Some(csv) = &csv {
-        runs.extend(dynosim_validate::silicon::read_csv(csv, &extra)?);
+        let lengths = if cli.fixed_lengths {
+            dynosim_validate::silicon::Lengths::Fixed
+        } else {
+            dynosim_validate::silicon::Lengths::Client
+        };
+        runs.extend(dynosim_validate::silicon::read_csv(csv, &extra, lengths)?);
         inputs.push(csv.display().to_string());
     }
     for dir in &cli.aiperf_dirs {
@@ -185,6 +194,7 @@ pub fn run(cli: &ValidateCli) -> Result<String> {
             "mode": cli.mode.map(|mode| format!("{mode:?}").to_lowercase()),
             "family": format!("{:?}", cli.family).to_lowercase(),
             "extra_engine_args": extra,
+            "fixed_lengths": cli.fixed_lengths,
         }),
     );
     context.insert("wall_time_s".into(), json!(started.elapsed().as_secs_f64()));

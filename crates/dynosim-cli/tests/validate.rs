@@ -344,6 +344,66 @@ fn an_aiperf_dir_dynosim_wrote_rebuilds_to_zero_error_and_perturbations_show_exa
 }
 
 #[test]
+fn aiperf_dirs_of_runs_with_length_spreads_rebuild_to_zero_error() {
+    let tmp = TempDir::new().unwrap();
+    let spreads: [(&str, &[&str]); 2] = [
+        // AIPerf's own spread: recorded in its input config.
+        (
+            "normal",
+            &["--input-tokens-stddev", "60", "--output-tokens-stddev", "8"],
+        ),
+        // vLLM's [R·L, L]: AIPerf's config has no spelling for it, dynosim's settings do.
+        (
+            "uniform",
+            &["--random-range-ratio", "0.8", "--length-seed", "7"],
+        ),
+    ];
+    for (name, flags) in spreads {
+        let mut args = vec![
+            "--input-tokens",
+            "300",
+            "--output-tokens",
+            "40",
+            "--request-count",
+            "60",
+            "--replay-concurrency",
+            "8",
+            "--aiperf-dir",
+            name,
+        ];
+        args.extend(flags);
+        let out = dynosim(tmp.path(), &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let summary: Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("normal/profile_export_aiperf.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        summary["input_config"]["datasets"][0]["prompts"]["isl"],
+        serde_json::json!({"mean": 300, "stddev": 60.0})
+    );
+    let out = validate(
+        tmp.path(),
+        &[
+            "--aiperf-dir",
+            "normal",
+            "--aiperf-dir",
+            "uniform",
+            "--out",
+            "v",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for row in read_rows(&tmp.path().join("v/rows.csv")) {
+        assert_eq!(row["status"], "ok", "{row:?}");
+        assert!(number(&row["ttft_error_pct"]).abs() < 1e-9, "{row:?}");
+        assert!(number(&row["tpot_error_pct"]).abs() < 1e-9, "{row:?}");
+    }
+}
+
+#[test]
 fn an_aiperf_dir_without_its_deployment_needs_engine_args() {
     let tmp = TempDir::new().unwrap();
     simulated_aiperf_dir(tmp.path(), "run");
@@ -495,6 +555,12 @@ fn silicon_rows_run_with_aic_timing_and_resume_from_the_journal() {
     }
     assert!(
         rows[1]["command"].contains("--request-count 40"),
+        "{:?}",
+        rows[1]
+    );
+    // The client's lengths, uniform in [0.8·L, L].
+    assert!(
+        rows[1]["command"].contains("--random-range-ratio 0.8"),
         "{:?}",
         rows[1]
     );

@@ -28,17 +28,18 @@ use crate::{Family, MeasuredRun, Mode};
 
 /// Settings that describe the load; in a dynosim-written directory they are rebuilt from the
 /// input config, the rest (the deployment) is taken as recorded.
-const LOAD_SETTINGS: [&str; 14] = [
+const LOAD_SETTINGS: [&str; 15] = [
     "trace_files",
     "trace_format",
-    "trace_block_size",
     "arrival_speedup_ratio",
     "input_tokens",
     "output_tokens",
+    "input_tokens_stddev",
+    "output_tokens_stddev",
+    "random_range_ratio",
     "request_count",
     "request_rate",
     "arrival_interval_ms",
-    "arrival_seed",
     "turns_per_session",
     "shared_prefix_ratio",
     "num_prefix_groups",
@@ -112,13 +113,41 @@ pub fn read(dir: &Path, extra: &Map<String, Value>) -> Result<MeasuredRun> {
         measured_tpot_ms: Some(measured_tpot_ms),
         plan: Err(String::new()),
     };
-    run.plan = match config {
-        None => Err(format!(
+    run.plan = match (config, recorded) {
+        (Some(config), recorded) => plan(dir, config, recorded, extra, &mut run),
+        // A dynosim run whose load AIPerf's config cannot express: its own settings.
+        (None, Some(recorded)) => Ok(as_recorded(recorded, extra, &mut run)),
+        (None, None) => Err(format!(
             "{file} records no input_config (AIPerf 0.13 writes one): the load cannot be rebuilt"
         )),
-        Some(config) => plan(dir, config, recorded, extra, &mut run),
     };
     Ok(run)
+}
+
+/// A dynosim run's recorded settings as they are, with the user's engine args merged in.
+fn as_recorded(
+    recorded: Map<String, Value>,
+    extra: &Map<String, Value>,
+    run: &mut MeasuredRun,
+) -> Settings {
+    let mut settings = Settings { values: recorded };
+    merge_engine_args(&mut settings, extra);
+    describe_deployment(&settings, run);
+    let count = |key: &str| settings.get(key).and_then(Value::as_u64);
+    run.isl = count("input_tokens");
+    run.osl = count("output_tokens");
+    run.concurrency = count("replay_concurrency");
+    settings
+}
+
+fn merge_engine_args(settings: &mut Settings, extra: &Map<String, Value>) {
+    for key in ENGINE_SETTINGS {
+        if let Some(Value::Object(args)) = settings.values.get_mut(key) {
+            for (name, value) in extra {
+                args.insert(name.clone(), value.clone());
+            }
+        }
+    }
 }
 
 /// The settings that rebuild the run (filling the run's descriptive fields on the way).
@@ -150,13 +179,7 @@ fn plan(
             )
         }
     }
-    for key in ENGINE_SETTINGS {
-        if let Some(Value::Object(args)) = settings.values.get_mut(key) {
-            for (name, value) in extra {
-                args.insert(name.clone(), value.clone());
-            }
-        }
-    }
+    merge_engine_args(&mut settings, extra);
     describe_deployment(&settings, run);
 
     // The load.
@@ -199,13 +222,23 @@ fn plan(
             let osl = mean("osl").ok_or(
                 "the synthetic dataset has no prompts.osl.mean (the server chose output lengths)",
             )?;
-            // LOAD SHAPE: AIPerf's normal length spread maps to the synthetic run's
-            // `input_tokens_stddev` / `output_tokens_stddev` once synthetic runs take them
-            // (issue 29, item 1); until then only fixed lengths are rebuilt.
-            if spread("isl") > 0.0 || spread("osl") > 0.0 {
+            if dataset.pointer("/prompts/random_range_ratio").is_some() {
                 return Err(
-                    "the dataset's length spread (prompts.*.stddev) is not modelled yet".into(),
+                    "prompts.random_range_ratio (AIPerf's range, symmetric around the \
+                            mean) is not modelled; dynosim's --random-range-ratio is vLLM's \
+                            older [R·L, L]"
+                        .into(),
                 );
+            }
+            if dataset.pointer("/prompts/sequence_distribution").is_some() {
+                return Err("prompts.sequence_distribution is not modelled".into());
+            }
+            // AIPerf's normal spreads are the synthetic run's own.
+            if spread("isl") > 0.0 {
+                settings.set("input_tokens_stddev", json!(spread("isl")));
+            }
+            if spread("osl") > 0.0 {
+                settings.set("output_tokens_stddev", json!(spread("osl")));
             }
             let count = requests
                 .or_else(|| dataset.get("entries").and_then(Value::as_u64))

@@ -71,6 +71,15 @@ pub const PROMPTS_PER_CONCURRENCY: u64 = 10;
 /// The InferenceX client's length range: lengths uniform in `[RANGE_RATIO·L, L]`.
 pub const RANGE_RATIO: f64 = 0.8;
 
+/// The prompt lengths a row is rebuilt with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lengths {
+    /// As the client drew them: uniform in `[⌊0.8·L⌋, L]` (InferenceX).
+    Client,
+    /// Exactly `L` and `O` tokens each (an ablation: requests finish in lock step).
+    Fixed,
+}
+
 /// The engine's own `max_num_seqs` default; raised to the client's concurrency when that is
 /// higher, so the engine admits every request the client keeps in flight.
 const DEFAULT_MAX_NUM_SEQS: u64 = 256;
@@ -295,8 +304,12 @@ fn concurrency(cells: &Cells<'_>) -> Result<Option<u64>> {
 }
 
 /// Reads every row of a silicon CSV. `extra` (the `--extra-engine-args` object) is merged over
-/// each pool's engine arguments.
-pub fn read_csv(path: &Path, extra: &Map<String, Value>) -> Result<Vec<MeasuredRun>> {
+/// each pool's engine arguments; `lengths` says how prompt lengths are drawn.
+pub fn read_csv(
+    path: &Path,
+    extra: &Map<String, Value>,
+    lengths: Lengths,
+) -> Result<Vec<MeasuredRun>> {
     let file = path.display().to_string();
     let mut reader = csv::ReaderBuilder::new()
         .flexible(false)
@@ -330,12 +343,16 @@ pub fn read_csv(path: &Path, extra: &Map<String, Value>) -> Result<Vec<MeasuredR
             header: &header,
             record: &record,
         };
-        runs.push(read_row(&cells, extra)?);
+        runs.push(read_row(&cells, extra, lengths)?);
     }
     Ok(runs)
 }
 
-fn read_row(cells: &Cells<'_>, extra: &Map<String, Value>) -> Result<MeasuredRun> {
+fn read_row(
+    cells: &Cells<'_>,
+    extra: &Map<String, Value>,
+    lengths: Lengths,
+) -> Result<MeasuredRun> {
     let id = cells.text("id").to_owned();
     if id.is_empty() {
         return Err(Error::usage(format!(
@@ -399,6 +416,7 @@ fn read_row(cells: &Cells<'_>, extra: &Map<String, Value>) -> Result<MeasuredRun
         &run,
         [&agg_shape, &prefill_shape, &decode_shape],
         extra,
+        lengths,
     );
     Ok(run)
 }
@@ -409,6 +427,7 @@ fn plan(
     run: &MeasuredRun,
     [agg, prefill, decode]: [&Shape; 3],
     extra: &Map<String, Value>,
+    lengths: Lengths,
 ) -> std::result::Result<Settings, String> {
     if !["vllm", "sglang", "trtllm"].contains(&run.backend.as_str()) {
         return Err(format!(
@@ -458,9 +477,10 @@ fn plan(
         json!(PROMPTS_PER_CONCURRENCY.saturating_mul(concurrency)),
     );
     settings.set("replay_concurrency", json!(concurrency));
-    // LOAD SHAPE: the client's length jitter (uniform in [RANGE_RATIO·L, L]) joins the
-    // settings here, as `random_range_ratio: RANGE_RATIO`, once synthetic runs take it
-    // (issue 29, item 1); until then every prompt has exactly L tokens.
+    // The client's length jitter: uniform in [⌊0.8·L⌋, L], seeded (the default length seed).
+    if lengths == Lengths::Client {
+        settings.set("random_range_ratio", json!(RANGE_RATIO));
+    }
     match mode {
         Mode::Agg => {
             settings.set("extra_engine_args", engine_args(&base, agg, extra));
