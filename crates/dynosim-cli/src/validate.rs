@@ -180,6 +180,7 @@ pub fn run(cli: &ValidateCli) -> Result<String> {
         &cli.out,
         &dynosim_validate::RunOptions {
             jobs: cli.jobs.map(usize::from),
+            progress: true,
         },
     )?;
     let mut context = Map::new();

@@ -199,6 +199,22 @@ impl RowResult {
 pub struct RunOptions {
     /// Threads (default: one per core).
     pub jobs: Option<usize>,
+    /// Draw progress bars on stderr (only when stderr is a terminal): engine configurations
+    /// prepared, then rows simulated.
+    pub progress: bool,
+}
+
+fn progress_bar(wanted: bool, total: usize, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !wanted || total == 0 || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    let template = format!("validate {{bar:40}} {{pos}}/{{len}} {what}, {{elapsed}} elapsed");
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar
 }
 
 /// What a run did.
@@ -336,19 +352,28 @@ pub fn run(
     }
 
     // The tables of each engine configuration, once (the first build of one takes seconds).
+    let bar = progress_bar(
+        options.progress,
+        representatives.len(),
+        "engine configurations prepared (AIC tables)",
+    );
     let prepared: Vec<std::result::Result<Arc<ReplaySpec>, String>> = pool.install(|| {
         representatives
             .par_iter()
             .with_max_len(1)
-            .map(
-                |spec| match catch_unwind(AssertUnwindSafe(|| dynosim::prepare(spec))) {
+            .map(|spec| {
+                let prepared = match catch_unwind(AssertUnwindSafe(|| dynosim::prepare(spec))) {
                     Ok(Ok(prepared)) => Ok(Arc::new(prepared.into_owned())),
                     Ok(Err(err)) => Err(python_message(&err)),
                     Err(_) => Err("internal error while preparing the AIC tables".to_owned()),
-                },
-            )
+                };
+                bar.inc(1);
+                prepared
+            })
             .collect()
     });
+    bar.finish_and_clear();
+    let bar = progress_bar(options.progress, pending.len(), "rows simulated");
 
     let finished: Vec<(usize, Entry)> = pool.install(|| {
         pending
@@ -359,12 +384,14 @@ pub fn run(
                     Err(reason) => Entry::unmodelable(format!("AIC tables: {reason}")),
                     Ok(tables) => simulate(&job.spec, tables),
                 };
+                bar.inc(1);
                 journal
                     .append(&job.key, &entry)
                     .map(|()| (job.index, entry))
             })
             .collect::<Result<Vec<_>>>()
     })?;
+    bar.finish_and_clear();
     let simulated = finished.len();
     for (index, entry) in finished {
         entry.apply(&mut results[index]);
