@@ -257,10 +257,19 @@ struct EngineBase<'a> {
     concurrency: u64,
 }
 
-/// One pool's engine arguments, with the user's `extra` keys merged over them.
-fn engine_args(base: &EngineBase<'_>, shape: &Shape, extra: &Map<String, Value>) -> Value {
+/// One pool's engine arguments (`worker_type` for a disaggregated pool's role), with the
+/// user's `extra` keys merged over them.
+fn engine_args(
+    base: &EngineBase<'_>,
+    shape: &Shape,
+    worker_type: Option<&str>,
+    extra: &Map<String, Value>,
+) -> Value {
     let mut args = Map::new();
     args.insert("engine_type".into(), json!(base.backend));
+    if let Some(worker_type) = worker_type {
+        args.insert("worker_type".into(), json!(worker_type));
+    }
     args.insert("aic_backend".into(), json!(base.backend));
     args.insert("aic_system".into(), json!(base.system));
     args.insert("aic_model_path".into(), json!(aic_model(base.model)));
@@ -483,11 +492,17 @@ fn plan(
     }
     match mode {
         Mode::Agg => {
-            settings.set("extra_engine_args", engine_args(&base, agg, extra));
+            settings.set("extra_engine_args", engine_args(&base, agg, None, extra));
         }
         Mode::Disagg => {
-            settings.set("prefill_engine_args", engine_args(&base, prefill, extra));
-            settings.set("decode_engine_args", engine_args(&base, decode, extra));
+            settings.set(
+                "prefill_engine_args",
+                engine_args(&base, prefill, Some("prefill"), extra),
+            );
+            settings.set(
+                "decode_engine_args",
+                engine_args(&base, decode, Some("decode"), extra),
+            );
             settings.set("num_prefill_workers", json!(prefill.workers));
             settings.set("num_decode_workers", json!(decode.workers));
         }
