@@ -564,6 +564,9 @@ fn silicon_rows_run_with_aic_timing_and_resume_from_the_journal() {
         "{:?}",
         rows[1]
     );
+    // The failed table build is remembered under its configuration.
+    let journal = fs::read_to_string(tmp.path().join("v/journal.jsonl")).unwrap();
+    assert_eq!(journal.matches(r#""key":"tables-"#).count(), 1, "{journal}");
     let html = fs::read_to_string(tmp.path().join("v/report.html")).unwrap();
     assert!(html.contains("logarithmic") && html.contains("row-5"));
 
@@ -600,5 +603,25 @@ fn silicon_rows_run_with_aic_timing_and_resume_from_the_journal() {
     assert!(calibrated.status.success(), "{}", text(&calibrated.stderr));
     let faster = read_rows(&tmp.path().join("v/rows.csv"));
     assert_eq!(faster.len(), 1);
+    // New settings for the unknown model: its failed build is not run again.
+    let relisted = validate(
+        tmp.path(),
+        &[
+            "--csv",
+            "small.csv",
+            "--out",
+            "v",
+            "--model",
+            "nobody/none",
+            "--fixed-lengths",
+        ],
+        Some(&python),
+    );
+    assert!(relisted.status.success(), "{}", text(&relisted.stderr));
+    let relisted = read_rows(&tmp.path().join("v/rows.csv"));
+    assert_eq!(relisted[0]["status"], "unmodelable");
+    assert!(relisted[0]["reason"].contains("nobody/none"));
+    let journal = fs::read_to_string(tmp.path().join("v/journal.jsonl")).unwrap();
+    assert_eq!(journal.matches(r#""key":"tables-"#).count(), 1, "{journal}");
     assert!(number(&faster[0]["predicted_tpot_ms"]) < number(&rows[0]["predicted_tpot_ms"]));
 }

@@ -1,6 +1,8 @@
 //! The validation journal: `journal.jsonl` in the output directory, one line per simulated
 //! row (or row whose tables could not be built), appended as rows finish and keyed by the hash
-//! of the row's settings. A rerun reads it and simulates only the rows it lacks.
+//! of the row's settings, and one per engine configuration whose tables could not be built
+//! (keyed `tables-<hash>` of the configuration and the package's and dynosim's versions). A
+//! rerun reads it and simulates only the rows it lacks, and runs no failing build again.
 //!
 //! INTERFACE
 //! - [`Journal::open`]: reads the stored entries (a last line cut short by an interrupted run is

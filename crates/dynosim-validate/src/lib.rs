@@ -357,16 +357,42 @@ pub fn run(
         representatives.len(),
         "engine configurations prepared (AIC tables)",
     );
+    // A configuration whose tables cannot be built fails the same way every time for one
+    // aiconfigurator-core: the journal keeps the failure under the configuration, the
+    // package's version and dynosim's, so a rerun does not run the builder again to see it.
+    let package = representatives
+        .iter()
+        .any(dynosim::aic_build::needs_prepare)
+        .then(|| dynosim::aic_build::package_version(&dynosim::aic_build::python()).ok())
+        .flatten();
+    let failure_key = |configuration: &str| {
+        package.as_ref().map(|package| {
+            let text = format!("{configuration}\0{package}\0{}", env!("CARGO_PKG_VERSION"));
+            let digest = Sha256::digest(text.as_bytes());
+            let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+            format!("tables-{hex}")
+        })
+    };
     let prepared: Vec<std::result::Result<Arc<ReplaySpec>, String>> = pool.install(|| {
         representatives
             .par_iter()
+            .zip(&configurations)
             .with_max_len(1)
-            .map(|spec| {
+            .map(|(spec, configuration)| {
+                let memo = failure_key(configuration);
+                if let Some(entry) = memo.as_deref().and_then(|key| journal.stored(key)) {
+                    bar.inc(1);
+                    return Err(entry.reason.clone());
+                }
                 let prepared = match catch_unwind(AssertUnwindSafe(|| dynosim::prepare(spec))) {
                     Ok(Ok(prepared)) => Ok(Arc::new(prepared.into_owned())),
                     Ok(Err(err)) => Err(python_message(&err)),
                     Err(_) => Err("internal error while preparing the AIC tables".to_owned()),
                 };
+                if let (Err(reason), Some(key)) = (&prepared, &memo) {
+                    // Losing the memo only costs a rebuild later.
+                    let _ = journal.append(key, &Entry::unmodelable(reason.clone()));
+                }
                 bar.inc(1);
                 prepared
             })
