@@ -526,4 +526,28 @@ mod tests {
         assert!(check_value("router_config.overlap_score_credit", &json!(1)).is_ok());
         assert!(check_value("router_config.overlap_score_weight", &json!(null)).is_ok());
     }
+
+    #[test]
+    fn from_options_is_the_inverse_of_to_options() {
+        let values = json!({
+            "trace_files": ["a.jsonl"],
+            "input_tokens": 300,
+            "request_rate": 2.5,
+            "random_range_ratio": 0.8,
+            "replay_concurrency": 8,
+            "router_mode": "kv_router",
+            "extra_engine_args": {"block_size": 16, "aic_backend": "vllm"},
+            "num_workers": 3,
+            "aic_system": "h200_sxm",
+        });
+        let settings = Settings {
+            values: values.as_object().unwrap().clone(),
+        };
+        let round_trip = Settings::from_options(&settings.to_options().unwrap());
+        // Defaults are left out; everything set comes back with its value.
+        assert_eq!(round_trip.values, settings.values);
+        assert!(Settings::from_options(&ReplayOptions::default())
+            .values
+            .is_empty());
+    }
 }
