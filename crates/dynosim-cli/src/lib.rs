@@ -13,6 +13,7 @@ pub mod output;
 pub mod progress;
 pub mod replay;
 pub mod sweep;
+pub mod validate;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -92,6 +93,9 @@ where
     }
     if args.first().is_some_and(|first| first == "sweep") {
         return run_sweep(prog, &args[1..], stdout, stderr);
+    }
+    if args.first().is_some_and(|first| first == "validate") {
+        return run_validate(prog, &args[1..], stdout, stderr);
     }
     let mut command = Cli::command().bin_name(prog).no_binary_name(true);
     let parsed = command
@@ -252,6 +256,24 @@ fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut
     }
 }
 
+/// `<prog> validate --out DIR [...]`: validates against measured runs and prints the table.
+fn run_validate(
+    prog: &str,
+    args: &[OsString],
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let (mut command, parsed) = parse_subcommand::<validate::ValidateCli>(prog, "validate", args);
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+    match validate::run(&cli) {
+        Ok(text) => print_text(&text, stdout),
+        Err(err) => report_error(prog, &err, &mut command, stderr),
+    }
+}
+
 /// What a finished command prints.
 struct Finished {
     table: String,
@@ -269,6 +291,10 @@ struct Finished {
 fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
     let jsonl_path = options.report_jsonl.clone();
+    let settings = cli
+        .aiperf_dir
+        .is_some()
+        .then(|| aiperf::recorded_settings(&options));
     let mut spec = options.into_spec()?;
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
     let outputs = replay::Outputs::prepare(
@@ -278,6 +304,7 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
             jsonl: jsonl_path.as_deref(),
             aiperf_dir: cli.aiperf_dir.as_deref(),
             html: cli.html_report.as_deref(),
+            aiperf_settings: settings.as_ref(),
         },
         invocation.to_string(),
     )?;

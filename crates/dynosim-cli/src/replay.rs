@@ -42,6 +42,10 @@ pub struct OutputPaths<'a> {
     pub aiperf_dir: Option<&'a Path>,
     /// The HTML report (`--html-report`).
     pub html: Option<&'a Path>,
+    /// The run's own settings (named like the Python API's arguments), recorded in the AIPerf
+    /// directory so that `dynosim validate` can rebuild its deployment; `None` records only
+    /// AIPerf's input config.
+    pub aiperf_settings: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// Where the per-request records go.
@@ -58,6 +62,8 @@ pub struct Outputs {
     report_json: Option<PreparedOutput>,
     records: RecordsOutput,
     aiperf_dir: Option<PathBuf>,
+    /// What the AIPerf directory records of the run (its input config, the settings).
+    aiperf_run: serde_json::Map<String, serde_json::Value>,
     html: Option<PreparedOutput>,
     /// The command as the user gave it, shown first in the HTML report's configuration.
     invocation: String,
@@ -99,6 +105,7 @@ impl Outputs {
             report_json,
             records,
             aiperf_dir: paths.aiperf_dir.map(Path::to_path_buf),
+            aiperf_run: aiperf::run_record(spec, paths.aiperf_settings),
             html,
             invocation,
         })
@@ -141,6 +148,7 @@ pub fn replay(
         mut report_json,
         records,
         aiperf_dir,
+        aiperf_run,
         mut html,
         invocation,
     } = outputs;
@@ -171,7 +179,7 @@ pub fn replay(
     if let Some(dir) = &aiperf_dir {
         // AIPerf's summary reads the records twice (statistics, then lines): built once here.
         let built: Vec<_> = lazy_records.iter().collect();
-        aiperf::write_dir(dir, &report, &built)?;
+        aiperf::write_dir(dir, &report, &built, &aiperf_run)?;
     }
     drop(lazy_records);
     if let (Some(html), Some(series)) = (&mut html, &series) {

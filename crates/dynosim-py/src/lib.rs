@@ -148,6 +148,7 @@ fn replay_to_dict<'py>(
             jsonl: jsonl_path.as_deref(),
             aiperf_dir: outputs.aiperf_dir.as_deref(),
             html: outputs.html_report.as_deref(),
+            aiperf_settings: None,
         },
         format!("{}(...) (Python API)", outputs.function),
     )

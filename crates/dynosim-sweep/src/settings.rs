@@ -50,6 +50,20 @@ macro_rules! settings_table {
             }
             Ok(())
         }
+
+        /// The settings of `options` that differ from their defaults (the inverse of
+        /// [`Settings::to_options`]).
+        fn written(options: &ReplayOptions) -> Map<String, Value> {
+            let defaults = ReplayOptions::default();
+            let mut values = Map::new();
+            $(
+                let value = write::$kind(&options.$name);
+                if value != write::$kind(&defaults.$name) {
+                    values.insert(stringify!($name).to_owned(), value);
+                }
+            )*
+            values
+        }
     };
 }
 
@@ -205,6 +219,54 @@ mod read {
     }
 }
 
+/// Writers from an option field to its JSON value, one per [`Kind`] (the inverse of [`read`]).
+#[allow(non_snake_case)]
+mod write {
+    use super::*;
+
+    pub fn Int(value: &i64) -> Value {
+        Value::from(*value)
+    }
+
+    pub fn OptInt(value: &Option<i64>) -> Value {
+        value.map_or(Value::Null, Value::from)
+    }
+
+    pub fn Float(value: &f64) -> Value {
+        Value::from(*value)
+    }
+
+    pub fn OptFloat(value: &Option<f64>) -> Value {
+        value.map_or(Value::Null, Value::from)
+    }
+
+    pub fn Text(value: &str) -> Value {
+        Value::from(value)
+    }
+
+    pub fn OptText(value: &Option<String>) -> Value {
+        value.as_deref().map_or(Value::Null, Value::from)
+    }
+
+    /// An object setting's JSON text as the object (text that is not JSON stays text, and
+    /// fails where the settings are read, as it would have as an option).
+    pub fn Object(value: &Option<String>) -> Value {
+        match value {
+            None => Value::Null,
+            Some(text) => serde_json::from_str(text).unwrap_or_else(|_| Value::from(text.as_str())),
+        }
+    }
+
+    pub fn Paths(value: &[PathBuf]) -> Value {
+        Value::Array(
+            value
+                .iter()
+                .map(|path| Value::from(path.display().to_string()))
+                .collect(),
+        )
+    }
+}
+
 /// Checks that `key` names a setting (or a key of an object setting) and that `value` has its
 /// type. Messages name what is wrong, not where: the caller prefixes the spec file and key.
 pub fn check_value(key: &str, value: &Value) -> Result<(), String> {
@@ -305,6 +367,13 @@ impl Settings {
         match key.split_once('.') {
             Some((object, field)) => self.values.get(object)?.get(field),
             None => self.values.get(key),
+        }
+    }
+
+    /// The settings of a run given as options: every option that differs from its default.
+    pub fn from_options(options: &ReplayOptions) -> Settings {
+        Settings {
+            values: written(options),
         }
     }
 
@@ -456,5 +525,29 @@ mod tests {
         );
         assert!(check_value("router_config.overlap_score_credit", &json!(1)).is_ok());
         assert!(check_value("router_config.overlap_score_weight", &json!(null)).is_ok());
+    }
+
+    #[test]
+    fn from_options_is_the_inverse_of_to_options() {
+        let values = json!({
+            "trace_files": ["a.jsonl"],
+            "input_tokens": 300,
+            "request_rate": 2.5,
+            "random_range_ratio": 0.8,
+            "replay_concurrency": 8,
+            "router_mode": "kv_router",
+            "extra_engine_args": {"block_size": 16, "aic_backend": "vllm"},
+            "num_workers": 3,
+            "aic_system": "h200_sxm",
+        });
+        let settings = Settings {
+            values: values.as_object().unwrap().clone(),
+        };
+        let round_trip = Settings::from_options(&settings.to_options().unwrap());
+        // Defaults are left out; everything set comes back with its value.
+        assert_eq!(round_trip.values, settings.values);
+        assert!(Settings::from_options(&ReplayOptions::default())
+            .values
+            .is_empty());
     }
 }

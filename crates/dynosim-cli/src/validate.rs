@@ -1,0 +1,236 @@
+//! `dynosim validate --out DIR`: measured runs (the silicon CSV aiconfigurator-core ships, any
+//! CSV with its columns, AIPerf run directories) rebuilt, simulated and compared (see the
+//! `dynosim-validate` crate); writes `rows.csv`, `summary.json` and `report.html` into DIR
+//! together, and prints the error table.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use dynosim::{Error, Result};
+use dynosim_validate::{Family, Filters, Mode, Split};
+use serde_json::{json, Map, Value};
+
+use crate::output::{commit, PreparedOutput};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SplitArg {
+    Train,
+    Test,
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Agg,
+    Disagg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FamilyArg {
+    /// Silicon rows from the InferenceX benchmarks (client protocol known)
+    Inferencex,
+    /// Silicon rows from aiconfigurator's gap analysis (client protocol unknown)
+    #[value(name = "aic-gap-analysis")]
+    GapAnalysis,
+    /// AIPerf run directories
+    Aiperf,
+    All,
+}
+
+/// Validates dynosim against measured runs: each run is rebuilt as its benchmark client ran
+/// it, simulated with AIC timing, and its predicted mean TTFT and TPOT compared with the
+/// measured ones. Without --csv or --aiperf-dir, the measured runs are aiconfigurator-core's
+/// systems/silicon_sample.csv (found through $DYNOSIM_PYTHON, else python3). Rows run in
+/// parallel; DIR keeps a journal, so a rerun simulates only what it lacks.
+#[derive(Parser, Debug)]
+#[command(
+    name = "validate",
+    disable_version_flag = true,
+    color = clap::ColorChoice::Never
+)]
+pub struct ValidateCli {
+    /// Output directory: rows.csv, summary.json, report.html and the journal (created if
+    /// missing)
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// A CSV with the columns of aiconfigurator-core's silicon_sample.csv (instead of the
+    /// packaged one)
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// An AIPerf run directory (profile_export_aiperf.json with its input_config); repeatable
+    #[arg(long = "aiperf-dir", value_name = "DIR")]
+    pub aiperf_dirs: Vec<PathBuf>,
+    /// Rows of the fixed split: TEST when int(sha256(id)[:8], 16) % 4 == 0, TRAIN otherwise
+    #[arg(long, value_enum, default_value = "all")]
+    pub split: SplitArg,
+    /// Only rows of this system (repeatable, e.g. h200_sxm)
+    #[arg(long = "system", value_name = "SYSTEM")]
+    pub systems: Vec<String>,
+    /// Only rows of this backend (repeatable: vllm, sglang, trtllm)
+    #[arg(long = "backend", value_name = "BACKEND")]
+    pub backends: Vec<String>,
+    /// Only rows of this model, as the CSV names it (repeatable)
+    #[arg(long = "model", value_name = "MODEL")]
+    pub models: Vec<String>,
+    /// Only aggregated or disaggregated rows
+    #[arg(long, value_enum)]
+    pub mode: Option<ModeArg>,
+    /// Only rows of this family
+    #[arg(long, value_enum, default_value = "all")]
+    pub family: FamilyArg,
+    /// Engine arguments (JSON object) merged over every row's own, in every pool (e.g. an
+    /// aic_calibration); for an AIPerf directory not written by dynosim, the engine itself
+    #[arg(long, value_name = "JSON")]
+    pub extra_engine_args: Option<String>,
+    /// Rebuild every prompt with exactly the row's ISL and OSL instead of the client's
+    /// lengths (uniform in [0.8·L, L] for InferenceX rows): an ablation
+    #[arg(long)]
+    pub fixed_lengths: bool,
+    /// Rows simulated at once (default: one per core)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+}
+
+fn extra_object(cli: &ValidateCli) -> Result<Map<String, Value>> {
+    let Some(text) = &cli.extra_engine_args else {
+        return Ok(Map::new());
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(Error::usage_about(
+            "--extra-engine-args",
+            format!("expected a JSON object, got {other}"),
+        )),
+        Err(err) => Err(Error::usage_about(
+            "--extra-engine-args",
+            format!("invalid JSON: {err}"),
+        )),
+    }
+}
+
+/// Runs the validation, publishes its files and returns the text to print.
+pub fn run(cli: &ValidateCli) -> Result<String> {
+    let started = Instant::now();
+    let extra = extra_object(cli)?;
+    let mut runs = Vec::new();
+    let mut inputs = Vec::new();
+    let csv = match &cli.csv {
+        Some(path) => Some(path.clone()),
+        None if cli.aiperf_dirs.is_empty() => Some(dynosim_validate::silicon::packaged_csv(
+            &dynosim::aic_build::python(),
+        )?),
+        None => None,
+    };
+    if let Some(csv) = &csv {
+        let lengths = if cli.fixed_lengths {
+            dynosim_validate::silicon::Lengths::Fixed
+        } else {
+            dynosim_validate::silicon::Lengths::Client
+        };
+        runs.extend(dynosim_validate::silicon::read_csv(csv, &extra, lengths)?);
+        inputs.push(csv.display().to_string());
+    }
+    for dir in &cli.aiperf_dirs {
+        runs.push(dynosim_validate::aiperf_dir::read(dir, &extra)?);
+        inputs.push(dir.display().to_string());
+    }
+    let filters = Filters {
+        split: match cli.split {
+            SplitArg::Train => Some(Split::Train),
+            SplitArg::Test => Some(Split::Test),
+            SplitArg::All => None,
+        },
+        systems: cli.systems.clone(),
+        backends: cli.backends.clone(),
+        models: cli.models.clone(),
+        mode: cli.mode.map(|mode| match mode {
+            ModeArg::Agg => Mode::Agg,
+            ModeArg::Disagg => Mode::Disagg,
+        }),
+        families: match cli.family {
+            FamilyArg::Inferencex => vec![Family::InferenceX],
+            FamilyArg::GapAnalysis => vec![Family::GapAnalysis],
+            FamilyArg::Aiperf => vec![Family::Aiperf],
+            FamilyArg::All => Vec::new(),
+        },
+    };
+    // Every output is checked writable before any simulation.
+    std::fs::create_dir_all(&cli.out).map_err(|err| {
+        Error::runtime(format!(
+            "cannot create the output directory {}: {err}",
+            cli.out.display()
+        ))
+    })?;
+    let files = ["rows.csv", "summary.json", "report.html"];
+    let mut prepared = files
+        .iter()
+        .zip([
+            "validation rows CSV",
+            "validation summary",
+            "validation HTML report",
+        ])
+        .map(|(name, what)| PreparedOutput::prepare(what, &cli.out.join(name)))
+        .collect::<Result<Vec<_>>>()?;
+
+    let outcome = dynosim_validate::run(
+        runs,
+        &filters,
+        &cli.out,
+        &dynosim_validate::RunOptions {
+            jobs: cli.jobs.map(usize::from),
+            progress: true,
+        },
+    )?;
+    let mut context = Map::new();
+    context.insert("inputs".into(), json!(inputs));
+    context.insert(
+        "filters".into(),
+        json!({
+            "split": format!("{:?}", cli.split).to_lowercase(),
+            "system": cli.systems,
+            "backend": cli.backends,
+            "model": cli.models,
+            "mode": cli.mode.map(|mode| format!("{mode:?}").to_lowercase()),
+            "family": format!("{:?}", cli.family).to_lowercase(),
+            "extra_engine_args": extra,
+            "fixed_lengths": cli.fixed_lengths,
+        }),
+    );
+    context.insert("wall_time_s".into(), json!(started.elapsed().as_secs_f64()));
+    let summary = dynosim_validate::outputs::summary(&outcome.rows, context);
+    let mut summary_text = serde_json::to_string_pretty(&summary)
+        .map_err(|err| Error::runtime(format!("cannot format summary.json: {err}")))?;
+    summary_text.push('\n');
+    let contents = [
+        dynosim_validate::outputs::rows_csv(&outcome.rows)?,
+        summary_text.into_bytes(),
+        dynosim_validate::outputs::report_html(&outcome.rows, &summary).into_bytes(),
+    ];
+    for (output, bytes) in prepared.iter_mut().zip(&contents) {
+        output.write_all(bytes)?;
+    }
+    commit(prepared)?;
+
+    let mut text = String::new();
+    let counts = dynosim_validate::counts(&outcome.rows);
+    let _ = writeln!(
+        text,
+        "{} rows selected: {} ok, {} unmodelable, {} error ({} simulated now over {} engine \
+         configurations, {} from the journal) in {:.1} s",
+        outcome.rows.len(),
+        counts.get("ok").unwrap_or(&0),
+        counts.get("unmodelable").unwrap_or(&0),
+        counts.get("error").unwrap_or(&0),
+        outcome.simulated,
+        outcome.configurations,
+        outcome.from_journal,
+        started.elapsed().as_secs_f64()
+    );
+    text.push_str(&dynosim_validate::outputs::summary_table(&summary));
+    for name in files {
+        let _ = writeln!(text, "Wrote {}", cli.out.join(name).display());
+    }
+    Ok(text)
+}

@@ -1,0 +1,627 @@
+//! `dynosim validate`, run as a user types it: silicon CSV rows (with AIC timing when
+//! aiconfigurator-core is installed), the rows it cannot model, the split and filters, resume
+//! from the journal, AIPerf run directories written by dynosim (self-consistency), bad input.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+mod common;
+use common::{aic_python, dynosim, text};
+
+const COLUMNS: &str = "id,silicon_data_source,backend,backend_version,model_path,system,precision,\
+mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,\
+moe_tp_size,moe_ep_size,prefill_batch_size,prefill_num_workers,prefill_tp_size,prefill_pp_size,\
+prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,\
+decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,decode_moe_tp_size,\
+decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms";
+
+/// One aggregated silicon row: id, source, backend, model, system, isl, osl, concurrency,
+/// tp, pp, measured TTFT and TPOT.
+#[allow(clippy::too_many_arguments)]
+fn row(
+    id: &str,
+    source: &str,
+    backend: &str,
+    model: &str,
+    (isl, osl, concurrency): (u32, u32, u32),
+    (tp, pp): (u32, u32),
+    (ttft, tpot): (f64, f64),
+) -> String {
+    format!(
+        "{id},{source},{backend},0.19.0,{model},h200_sxm,bf16,agg,{isl},{osl},,,{concurrency},\
+         {tp},{pp},1,,,,,,,,,,,,,,,,,{ttft},{tpot}"
+    )
+}
+
+fn write_csv(dir: &Path, name: &str, rows: &[String]) {
+    let mut body = String::from(COLUMNS);
+    body.push('\n');
+    for line in rows {
+        body.push_str(line);
+        body.push('\n');
+    }
+    fs::write(dir.join(name), body).unwrap();
+}
+
+/// rows.csv as maps of column to cell, in order.
+fn read_rows(path: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut reader = csv::Reader::from_path(path).unwrap();
+    let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
+    reader
+        .records()
+        .map(|record| {
+            header
+                .iter()
+                .cloned()
+                .zip(record.unwrap().iter().map(String::from))
+                .collect()
+        })
+        .collect()
+}
+
+fn validate(dir: &Path, args: &[&str], python: Option<&str>) -> std::process::Output {
+    let mut command = common::command(dir, &[&["validate"][..], args].concat());
+    if let Some(python) = python {
+        command.env("DYNOSIM_PYTHON", python);
+    }
+    command.output().expect("dynosim runs")
+}
+
+fn number(cell: &str) -> f64 {
+    cell.parse()
+        .unwrap_or_else(|_| panic!("{cell:?} is a number"))
+}
+
+/// Rows that need no AIC: an unknown backend is listed as unmodelable before any table.
+fn unmodelable_rows() -> Vec<String> {
+    vec![
+        row("row-4", "x", "tgi", "m/a", (128, 8, 2), (1, 1), (10.0, 2.0)),
+        row("row-5", "x", "tgi", "m/b", (128, 8, 2), (1, 1), (10.0, 2.0)),
+        row(
+            "row-8",
+            "aic-auto-gap-analysis/y",
+            "tgi",
+            "m/a",
+            (128, 8, 2),
+            (1, 1),
+            (10.0, 2.0),
+        ),
+    ]
+}
+
+#[test]
+fn every_row_is_listed_with_its_split_and_filters_select_rows() {
+    let tmp = TempDir::new().unwrap();
+    write_csv(tmp.path(), "rows.csv", &unmodelable_rows());
+    let out = validate(tmp.path(), &["--csv", "rows.csv", "--out", "all"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = read_rows(&tmp.path().join("all/rows.csv"));
+    let listed: Vec<(&str, &str, &str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str(),
+                r["split"].as_str(),
+                r["family"].as_str(),
+                r["status"].as_str(),
+            )
+        })
+        .collect();
+    // sha256 prefixes: row-4 06a20948, row-5 5a9dd7f3, row-8 85228170.
+    assert_eq!(
+        listed,
+        [
+            ("row-4", "test", "inferencex", "unmodelable"),
+            ("row-5", "train", "inferencex", "unmodelable"),
+            ("row-8", "test", "aic-gap-analysis", "unmodelable"),
+        ]
+    );
+    assert!(
+        rows[0]["reason"].contains("backend \"tgi\""),
+        "{:?}",
+        rows[0]
+    );
+    assert_eq!(rows[2]["protocol"], "unknown");
+    let summary: Value =
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("all/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["status"]["unmodelable"], 3);
+    assert_eq!(summary["not_modelled"][0]["rows"], 3);
+    assert!(text(&out.stdout).contains("3 rows selected: 0 ok, 3 unmodelable"));
+
+    let ids = |args: &[&str], out_dir: &str| -> Vec<String> {
+        let out = validate(
+            tmp.path(),
+            &[&["--csv", "rows.csv", "--out", out_dir][..], args].concat(),
+            None,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        read_rows(&tmp.path().join(out_dir).join("rows.csv"))
+            .into_iter()
+            .map(|r| r["id"].clone())
+            .collect()
+    };
+    assert_eq!(ids(&["--split", "test"], "test"), ["row-4", "row-8"]);
+    assert_eq!(ids(&["--split", "train"], "train"), ["row-5"]);
+    assert_eq!(ids(&["--model", "m/a"], "model"), ["row-4", "row-8"]);
+    assert_eq!(
+        ids(&["--family", "inferencex"], "family"),
+        ["row-4", "row-5"]
+    );
+    assert_eq!(
+        ids(&["--family", "inferencex", "--split", "test"], "both"),
+        ["row-4"]
+    );
+    assert!(ids(&["--backend", "vllm"], "backend").is_empty());
+    assert!(ids(&["--system", "b200_sxm"], "system").is_empty());
+    assert!(ids(&["--mode", "disagg"], "mode").is_empty());
+}
+
+#[test]
+fn bad_csv_input_is_a_usage_error_naming_file_line_and_column() {
+    let tmp = TempDir::new().unwrap();
+    let rows = unmodelable_rows();
+    // A missing column.
+    let header_without_isl = COLUMNS.replace(",isl,", ",length,");
+    fs::write(
+        tmp.path().join("missing.csv"),
+        format!("{header_without_isl}\n{}\n", rows[0]),
+    )
+    .unwrap();
+    let out = validate(tmp.path(), &["--csv", "missing.csv", "--out", "o"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("missing.csv:1: missing column `isl`"),
+        "{stderr}"
+    );
+    // A value that is not a number, on the second data line.
+    let bad = rows[1].replace(",128,8,", ",12x8,8,");
+    write_csv(tmp.path(), "bad.csv", &[rows[0].clone(), bad]);
+    let out = validate(tmp.path(), &["--csv", "bad.csv", "--out", "o"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("bad.csv:3: column `isl`: \"12x8\" is not a number"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!tmp.path().join("o/rows.csv").exists());
+    // Bad flags.
+    let out = validate(
+        tmp.path(),
+        &[
+            "--csv",
+            "bad.csv",
+            "--out",
+            "o",
+            "--extra-engine-args",
+            "[1]",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--extra-engine-args"));
+    let out = validate(tmp.path(), &["--out", "o", "--aiperf-dir", "nowhere"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("nowhere"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A polynomial-timed dynosim run written as an AIPerf directory.
+fn simulated_aiperf_dir(dir: &Path, name: &str) {
+    let out = dynosim(
+        dir,
+        &[
+            "--input-tokens",
+            "300",
+            "--output-tokens",
+            "40",
+            "--request-count",
+            "60",
+            "--replay-concurrency",
+            "8",
+            "--extra-engine-args",
+            r#"{"num_gpu_blocks": 2000, "max_num_seqs": 6}"#,
+            "--aiperf-dir",
+            name,
+            "--report-json",
+            &format!("{name}.json"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// Scales a measured average in an AIPerf summary.
+fn perturb(dir: &Path, tag: &str, factor: f64) {
+    let path = dir.join("profile_export_aiperf.json");
+    let mut summary: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    let avg = summary[tag]["avg"].as_f64().unwrap();
+    summary[tag]["avg"] = Value::from(avg * factor);
+    fs::write(&path, serde_json::to_string_pretty(&summary).unwrap()).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn an_aiperf_dir_dynosim_wrote_rebuilds_to_zero_error_and_perturbations_show_exactly() {
+    let tmp = TempDir::new().unwrap();
+    simulated_aiperf_dir(tmp.path(), "run");
+    copy_dir(&tmp.path().join("run"), &tmp.path().join("slower"));
+    // Measured TTFT 25% higher and TPOT 20% lower than the simulation.
+    perturb(&tmp.path().join("slower"), "time_to_first_token", 1.25);
+    perturb(&tmp.path().join("slower"), "inter_token_latency", 0.8);
+    let out = validate(
+        tmp.path(),
+        &[
+            "--aiperf-dir",
+            "run",
+            "--aiperf-dir",
+            "slower",
+            "--out",
+            "v",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = read_rows(&tmp.path().join("v/rows.csv"));
+    assert_eq!(rows.len(), 2);
+    let report: Value =
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("run.json")).unwrap()).unwrap();
+    for row in &rows {
+        assert_eq!(row["status"], "ok", "{row:?}");
+        assert_eq!(row["family"], "aiperf");
+        assert_eq!((row["isl"].as_str(), row["osl"].as_str()), ("300", "40"));
+        assert_eq!(row["concurrency"], "8");
+        // The rebuilt run is the run: its predictions are the report's means.
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs();
+        assert!(close(
+            number(&row["predicted_ttft_ms"]),
+            report["mean_ttft_ms"].as_f64().unwrap()
+        ));
+        assert!(close(
+            number(&row["predicted_tpot_ms"]),
+            report["mean_tpot_ms"].as_f64().unwrap()
+        ));
+    }
+    assert!(
+        number(&rows[0]["ttft_error_pct"]).abs() < 1e-9,
+        "{:?}",
+        rows[0]
+    );
+    assert!(
+        number(&rows[0]["tpot_error_pct"]).abs() < 1e-9,
+        "{:?}",
+        rows[0]
+    );
+    // predicted / (1.25 measured) - 1 = -20%; predicted / (0.8 measured) - 1 = +25%.
+    assert!(
+        (number(&rows[1]["ttft_error_pct"]) + 20.0).abs() < 1e-9,
+        "{:?}",
+        rows[1]
+    );
+    assert!(
+        (number(&rows[1]["tpot_error_pct"]) - 25.0).abs() < 1e-9,
+        "{:?}",
+        rows[1]
+    );
+
+    // A second run takes every row from the journal and writes the same rows.
+    let before = fs::read(tmp.path().join("v/rows.csv")).unwrap();
+    let again = validate(
+        tmp.path(),
+        &[
+            "--aiperf-dir",
+            "run",
+            "--aiperf-dir",
+            "slower",
+            "--out",
+            "v",
+        ],
+        None,
+    );
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stdout)
+            .contains("(0 simulated now over 0 engine configurations, 2 from the journal)"),
+        "{}",
+        text(&again.stdout)
+    );
+    assert_eq!(fs::read(tmp.path().join("v/rows.csv")).unwrap(), before);
+}
+
+#[test]
+fn aiperf_dirs_of_runs_with_length_spreads_rebuild_to_zero_error() {
+    let tmp = TempDir::new().unwrap();
+    let spreads: [(&str, &[&str]); 2] = [
+        // AIPerf's own spread: recorded in its input config.
+        (
+            "normal",
+            &["--input-tokens-stddev", "60", "--output-tokens-stddev", "8"],
+        ),
+        // vLLM's [R·L, L]: AIPerf's config has no spelling for it, dynosim's settings do.
+        (
+            "uniform",
+            &["--random-range-ratio", "0.8", "--length-seed", "7"],
+        ),
+    ];
+    for (name, flags) in spreads {
+        let mut args = vec![
+            "--input-tokens",
+            "300",
+            "--output-tokens",
+            "40",
+            "--request-count",
+            "60",
+            "--replay-concurrency",
+            "8",
+            "--aiperf-dir",
+            name,
+        ];
+        args.extend(flags);
+        let out = dynosim(tmp.path(), &args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let summary: Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("normal/profile_export_aiperf.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        summary["input_config"]["datasets"][0]["prompts"]["isl"],
+        serde_json::json!({"mean": 300, "stddev": 60.0})
+    );
+    let out = validate(
+        tmp.path(),
+        &[
+            "--aiperf-dir",
+            "normal",
+            "--aiperf-dir",
+            "uniform",
+            "--out",
+            "v",
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for row in read_rows(&tmp.path().join("v/rows.csv")) {
+        assert_eq!(row["status"], "ok", "{row:?}");
+        assert!(number(&row["ttft_error_pct"]).abs() < 1e-9, "{row:?}");
+        assert!(number(&row["tpot_error_pct"]).abs() < 1e-9, "{row:?}");
+    }
+}
+
+#[test]
+fn an_aiperf_dir_without_its_deployment_needs_engine_args() {
+    let tmp = TempDir::new().unwrap();
+    simulated_aiperf_dir(tmp.path(), "run");
+    // What AIPerf itself writes: metrics and the input config, nothing about the server.
+    let path = tmp.path().join("run/profile_export_aiperf.json");
+    let mut summary: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    summary.as_object_mut().unwrap().remove("dynosim");
+    fs::write(&path, summary.to_string()).unwrap();
+    let out = validate(tmp.path(), &["--aiperf-dir", "run", "--out", "v"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = read_rows(&tmp.path().join("v/rows.csv"));
+    assert_eq!(rows[0]["status"], "unmodelable");
+    assert!(
+        rows[0]["reason"].contains("--extra-engine-args"),
+        "{:?}",
+        rows[0]
+    );
+    // Given the engine, the row runs: the same engine gives the same run (0% error).
+    let out = validate(
+        tmp.path(),
+        &[
+            "--aiperf-dir",
+            "run",
+            "--out",
+            "w",
+            "--extra-engine-args",
+            r#"{"num_gpu_blocks": 2000, "max_num_seqs": 6}"#,
+        ],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = read_rows(&tmp.path().join("w/rows.csv"));
+    assert_eq!(rows[0]["status"], "ok", "{:?}", rows[0]);
+    assert!(number(&rows[0]["ttft_error_pct"]).abs() < 1e-9);
+}
+
+#[test]
+fn aiperf_accepts_the_input_config_dynosim_records() {
+    let Some(python) = std::env::var_os("DYNOSIM_AIPERF_PYTHON") else {
+        eprintln!(
+            "SKIPPED aiperf_accepts_the_input_config_dynosim_records: set DYNOSIM_AIPERF_PYTHON \
+             to a Python with aiperf 0.13"
+        );
+        return;
+    };
+    let tmp = TempDir::new().unwrap();
+    simulated_aiperf_dir(tmp.path(), "run");
+    let script = r#"
+import json, sys
+from aiperf.config.config import BenchmarkConfig
+summary = json.load(open(sys.argv[1]))
+config = BenchmarkConfig.model_validate(summary["input_config"])
+phase = config.phases[-1]
+print(json.dumps({"type": str(phase.type.value), "concurrency": phase.concurrency,
+                  "requests": phase.requests, "entries": config.datasets[0].entries}))
+"#;
+    let out = Command::new(python)
+        .args(["-c", script, "run/profile_export_aiperf.json"])
+        .current_dir(tmp.path())
+        .output()
+        .expect("the aiperf Python runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let parsed: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(
+        parsed,
+        serde_json::json!({"type": "concurrency", "concurrency": 8, "requests": 60, "entries": 60})
+    );
+}
+
+#[test]
+fn silicon_rows_run_with_aic_timing_and_resume_from_the_journal() {
+    let Some(python) = aic_python() else {
+        eprintln!(
+            "SKIPPED silicon_rows_run_with_aic_timing_and_resume_from_the_journal: no Python \
+             with aiconfigurator-core (set DYNOSIM_PYTHON or pip install 'dynosim[aic]')"
+        );
+        return;
+    };
+    let tmp = TempDir::new().unwrap();
+    let qwen = "Qwen/Qwen3-32B";
+    write_csv(
+        tmp.path(),
+        "small.csv",
+        &[
+            row(
+                "row-4",
+                "x",
+                "vllm",
+                qwen,
+                (256, 16, 2),
+                (1, 1),
+                (40.0, 20.0),
+            ),
+            row(
+                "row-5",
+                "x",
+                "vllm",
+                qwen,
+                (512, 24, 4),
+                (1, 1),
+                (80.0, 22.0),
+            ),
+            row(
+                "row-6",
+                "x",
+                "vllm",
+                "nobody/none",
+                (256, 16, 2),
+                (1, 1),
+                (40.0, 20.0),
+            ),
+            row(
+                "row-7",
+                "x",
+                "vllm",
+                qwen,
+                (256, 16, 2),
+                (1, 2),
+                (40.0, 20.0),
+            ),
+        ],
+    );
+    let out = validate(
+        tmp.path(),
+        &["--csv", "small.csv", "--out", "v", "--jobs", "2"],
+        Some(&python),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = read_rows(&tmp.path().join("v/rows.csv"));
+    let status: Vec<&str> = rows.iter().map(|r| r["status"].as_str()).collect();
+    assert_eq!(status, ["ok", "ok", "unmodelable", "unmodelable"]);
+    assert!(rows[2]["reason"].contains("nobody/none"), "{:?}", rows[2]);
+    assert!(
+        rows[3]["reason"].contains("pipeline parallelism (pp 2)"),
+        "{:?}",
+        rows[3]
+    );
+    for row in &rows[..2] {
+        assert_eq!(row["backend_version"], "0.19.0");
+        assert!(!row["aic_version"].is_empty(), "{row:?}");
+        let predicted = number(&row["predicted_ttft_ms"]);
+        let measured = number(&row["measured_ttft_ms"]);
+        assert!(predicted > 0.0 && predicted.is_finite());
+        let error = number(&row["ttft_error_pct"]);
+        assert!((error - (predicted - measured) / measured * 100.0).abs() < 1e-9);
+        assert!(number(&row["predicted_tpot_ms"]) > 0.0);
+        // The command line reruns the row: 10 x C prompts under concurrency C.
+        assert!(row["command"].contains("--replay-concurrency"), "{row:?}");
+    }
+    assert!(
+        rows[1]["command"].contains("--request-count 40"),
+        "{:?}",
+        rows[1]
+    );
+    // The client's lengths, uniform in [0.8·L, L].
+    assert!(
+        rows[1]["command"].contains("--random-range-ratio 0.8"),
+        "{:?}",
+        rows[1]
+    );
+    // The failed table build is remembered under its configuration.
+    let journal = fs::read_to_string(tmp.path().join("v/journal.jsonl")).unwrap();
+    assert_eq!(journal.matches(r#""key":"tables-"#).count(), 1, "{journal}");
+    let html = fs::read_to_string(tmp.path().join("v/report.html")).unwrap();
+    assert!(html.contains("logarithmic") && html.contains("row-5"));
+
+    // A second run simulates nothing and builds no table.
+    let again = validate(
+        tmp.path(),
+        &["--csv", "small.csv", "--out", "v"],
+        Some(&python),
+    );
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(
+        text(&again.stdout)
+            .contains("(0 simulated now over 0 engine configurations, 3 from the journal)"),
+        "{}",
+        text(&again.stdout)
+    );
+    // Engine args given to every row change the rows, so they run again.
+    let calibrated = validate(
+        tmp.path(),
+        &[
+            "--csv",
+            "small.csv",
+            "--out",
+            "v",
+            "--model",
+            qwen,
+            "--split",
+            "test",
+            "--extra-engine-args",
+            r#"{"speedup_ratio": 2.0}"#,
+        ],
+        Some(&python),
+    );
+    assert!(calibrated.status.success(), "{}", text(&calibrated.stderr));
+    let faster = read_rows(&tmp.path().join("v/rows.csv"));
+    assert_eq!(faster.len(), 1);
+    // New settings for the unknown model: its failed build is not run again.
+    let relisted = validate(
+        tmp.path(),
+        &[
+            "--csv",
+            "small.csv",
+            "--out",
+            "v",
+            "--model",
+            "nobody/none",
+            "--fixed-lengths",
+        ],
+        Some(&python),
+    );
+    assert!(relisted.status.success(), "{}", text(&relisted.stderr));
+    let relisted = read_rows(&tmp.path().join("v/rows.csv"));
+    assert_eq!(relisted[0]["status"], "unmodelable");
+    assert!(relisted[0]["reason"].contains("nobody/none"));
+    let journal = fs::read_to_string(tmp.path().join("v/journal.jsonl")).unwrap();
+    assert_eq!(journal.matches(r#""key":"tables-"#).count(), 1, "{journal}");
+    assert!(number(&faster[0]["predicted_tpot_ms"]) < number(&rows[0]["predicted_tpot_ms"]));
+}
