@@ -265,6 +265,12 @@ fn run_serve(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut
     if let Err(err) = serve::refuse_replay_only(&matches) {
         return report_error(prog, &err, &mut command, stderr);
     }
+    if let Some(dir) = &cli.export_tokenizer {
+        return match serve::export_tokenizer(dir) {
+            Ok(text) => print_text(&text, stdout),
+            Err(err) => report_error(prog, &err, &mut command, stderr),
+        };
+    }
     match serve::run(&cli, &invocation(prog, args)) {
         Ok(served) => {
             let text = if cli.replay.quiet {

@@ -64,6 +64,13 @@ pub struct ServeCli {
     #[arg(long, value_name = "FILE")]
     pub record_trace: Option<PathBuf>,
 
+    /// Write the server's tokenizer (cl100k_base, as the server has it built in) into DIR for
+    /// clients that count tokens, then exit: DIR/cl100k_base.tiktoken, and the same file
+    /// under tiktoken's cache name, so that `TIKTOKEN_CACHE_DIR=DIR` lets tiktoken and
+    /// `aiperf profile --tokenizer cl100k_base` load it without a download
+    #[arg(long, value_name = "DIR")]
+    pub export_tokenizer: Option<PathBuf>,
+
     /// Output tokens of a request that sets no max_tokens / max_completion_tokens
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub default_max_tokens: usize,
@@ -160,6 +167,35 @@ impl std::io::Write for TraceWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// `--export-tokenizer DIR`: writes the vocabulary files; returns the message to print.
+pub fn export_tokenizer(dir: &std::path::Path) -> Result<String> {
+    use dynosim_serve::tokens::{Tokenizer, TIKTOKEN_CACHE_NAME, VOCABULARY};
+    if !dir.is_dir() {
+        return Err(Error::usage(format!(
+            "--export-tokenizer: {} is not a directory",
+            dir.display()
+        )));
+    }
+    let tokenizer = Tokenizer::new().map_err(Error::runtime)?;
+    let mut file = Vec::new();
+    tokenizer
+        .write_vocabulary(&mut file)
+        .map_err(|err| Error::runtime(format!("cannot build the vocabulary file: {err}")))?;
+    let named = dir.join(format!("{VOCABULARY}.tiktoken"));
+    output::write_atomically(&named, &file, "tokenizer vocabulary")?;
+    output::write_atomically(
+        &dir.join(TIKTOKEN_CACHE_NAME),
+        &file,
+        "tokenizer vocabulary",
+    )?;
+    Ok(format!(
+        "Wrote the {VOCABULARY} vocabulary to {} (and under tiktoken's cache name beside it); \
+         point clients at it with TIKTOKEN_CACHE_DIR={}\n",
+        named.display(),
+        dir.display()
+    ))
 }
 
 /// Validates the flags, serves until stopped, and writes the report of what was served.

@@ -40,6 +40,37 @@ impl Tokenizer {
     }
 }
 
+/// Mergeable tokens of the vocabulary (ids 0 to this, exclusive; special tokens come after).
+const MERGEABLE_TOKENS: u32 = 100_256;
+
+/// The name tiktoken (Python) caches the vocabulary file under: the SHA-1 of the address it
+/// would download it from. A directory holding the file under this name, given as
+/// `TIKTOKEN_CACHE_DIR`, lets tiktoken (and AIPerf's `--tokenizer cl100k_base`) load it
+/// without a download; tiktoken checks the file's SHA-256 against the published one.
+pub const TIKTOKEN_CACHE_NAME: &str = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4";
+
+impl Tokenizer {
+    /// Writes the vocabulary in tiktoken's file format (each token's bytes in base64 and its
+    /// id, one per line, by id), rebuilt from the shipped vocabulary: the very file tiktoken
+    /// downloads, byte for byte.
+    pub fn write_vocabulary(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        use base64::Engine as _;
+        let mut text = String::with_capacity(2 << 20);
+        for id in 0..MERGEABLE_TOKENS {
+            let bytes = self
+                .bpe
+                ._decode_native_and_split(vec![id])
+                .next()
+                .unwrap_or_default();
+            text.push_str(&base64::engine::general_purpose::STANDARD.encode(bytes));
+            text.push(' ');
+            text.push_str(&id.to_string());
+            text.push('\n');
+        }
+        out.write_all(text.as_bytes())
+    }
+}
+
 /// One chat message as the template sees it.
 pub struct ChatTurn<'a> {
     pub role: &'a str,
@@ -147,6 +178,19 @@ mod tests {
         for index in 0..FILLER.len() {
             assert_eq!(tokenizer.encode(filler_token(index)).len(), 1);
         }
+    }
+
+    #[test]
+    fn the_exported_vocabulary_has_every_token_once_by_id() {
+        let tokenizer = Tokenizer::new().unwrap();
+        let mut file = Vec::new();
+        tokenizer.write_vocabulary(&mut file).unwrap();
+        let text = String::from_utf8(file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), MERGEABLE_TOKENS as usize);
+        assert_eq!(lines[0], "IQ== 0");
+        // " the" is token 279 of cl100k_base.
+        assert_eq!(lines[279], "IHRoZQ== 279");
     }
 
     #[test]
