@@ -240,3 +240,147 @@ fn the_openai_client_streams_chat_and_completions_and_the_trace_replays_offline(
         assert_eq!(live[key], offline[key], "{key}");
     }
 }
+
+/// A Python with aiperf 0.13, or `None` after saying the test is skipped.
+fn aiperf_python(test: &str) -> Option<String> {
+    match std::env::var("DYNOSIM_AIPERF_PYTHON") {
+        Ok(python) => Some(python),
+        Err(_) => {
+            eprintln!("SKIPPED {test}: set DYNOSIM_AIPERF_PYTHON to a Python with aiperf 0.13");
+            None
+        }
+    }
+}
+
+/// One mean of AIPerf's summary JSON.
+fn aiperf_avg(summary: &serde_json::Value, metric: &str) -> f64 {
+    summary[metric]["avg"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no {metric} in AIPerf's summary"))
+}
+
+#[test]
+fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_counts() {
+    let test = "aiperf_profiles_the_server";
+    let Some(python) = aiperf_python(test) else {
+        return;
+    };
+    let dir = TempDir::new().unwrap();
+    // The server's tokenizer, for AIPerf to load offline by name.
+    let export = dynosim(dir.path(), &["serve", "--export-tokenizer", "."]);
+    assert_eq!(export.status.code(), Some(0), "{}", text(&export.stderr));
+    let server = start(
+        dir.path(),
+        &[
+            "--record-trace",
+            "served.jsonl",
+            "--report-json",
+            "served.json",
+        ],
+    );
+    let aiperf = Path::new(&python).with_file_name("aiperf");
+    let requests = 40;
+    let profile = Command::new(&aiperf)
+        .args([
+            "profile",
+            "--model",
+            "sim",
+            "--endpoint-type",
+            "chat",
+            "--streaming",
+        ])
+        .args(["--url", &format!("http://{}", server.address)])
+        .args(["--tokenizer", "cl100k_base", "--ui-type", "none"])
+        .args([
+            "--request-count",
+            &requests.to_string(),
+            "--concurrency",
+            "16",
+        ])
+        .args([
+            "--prompt-input-tokens-mean",
+            "1000",
+            "--prompt-input-tokens-stddev",
+            "0",
+        ])
+        .args([
+            "--prompt-output-tokens-mean",
+            "100",
+            "--prompt-output-tokens-stddev",
+            "0",
+        ])
+        .args(["--extra-inputs", "ignore_eos:true", "--random-seed", "7"])
+        .args(["--output-artifact-dir", "aiperf"])
+        .env("TIKTOKEN_CACHE_DIR", dir.path())
+        .env("HF_HUB_OFFLINE", "1")
+        .current_dir(dir.path())
+        .output()
+        .expect("aiperf runs");
+    let (code, stdout) = server.terminate();
+    assert!(
+        profile.status.success(),
+        "{}\n{}",
+        text(&profile.stdout),
+        text(&profile.stderr)
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("aiperf/profile_export_aiperf.json")).unwrap(),
+    )
+    .unwrap();
+    let live = read_json_object(&dir.path().join("served.json"));
+    // AIPerf counted, with the server's tokenizer, the tokens the server says it sent.
+    assert_eq!(aiperf_avg(&summary, "request_count"), f64::from(requests));
+    assert_eq!(live["num_requests"], requests);
+    assert_eq!(
+        aiperf_avg(&summary, "total_output_tokens"),
+        live["total_output_tokens"].as_f64().unwrap()
+    );
+    assert_eq!(live["total_output_tokens"], requests * 100);
+
+    // The recorded trace replayed offline: the same requests, tokens and simulated times.
+    let replay = dynosim(
+        dir.path(),
+        &[
+            "served.jsonl",
+            "--trace-block-size",
+            "16",
+            "--extra-engine-args",
+            ENGINE,
+            "--report-json",
+            "offline.json",
+        ],
+    );
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
+    let offline = read_json_object(&dir.path().join("offline.json"));
+    for key in [
+        "num_requests",
+        "completed_requests",
+        "total_input_tokens",
+        "total_output_tokens",
+        "mean_ttft_ms",
+        "mean_itl_ms",
+    ] {
+        // Equal but for rounding: the live run's clock starts a little before its first
+        // arrival, the replay's at it.
+        let (a, b) = (live[key].as_f64().unwrap(), offline[key].as_f64().unwrap());
+        if (a - b).abs() > 1e-9 * a.abs().max(1.0) {
+            let kept = dir.into_path();
+            panic!(
+                "{key}: {} live, {} offline (files in {})",
+                live[key],
+                offline[key],
+                kept.display()
+            );
+        }
+    }
+    // What the client measured against the simulated times (the front's fidelity; shown,
+    // not asserted: on a loaded shared machine the client's own delays dominate).
+    eprintln!(
+        "{test}: aiperf TTFT {:.2} ms vs simulated {:.2} ms; ITL {:.3} ms vs {:.3} ms",
+        aiperf_avg(&summary, "time_to_first_token"),
+        offline["mean_ttft_ms"].as_f64().unwrap(),
+        aiperf_avg(&summary, "inter_token_latency"),
+        offline["mean_itl_ms"].as_f64().unwrap()
+    );
+}

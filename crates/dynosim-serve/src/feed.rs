@@ -62,7 +62,9 @@ pub struct Shared {
     recorder: Mutex<Option<Recorder>>,
     pub metrics: Metrics,
     speed: f64,
-    started: Instant,
+    /// When the first request arrived: model time 0 (a replay of the recorded trace starts
+    /// its clock at its first arrival too, so that both runs compute the very same times).
+    origin: Mutex<Option<Instant>>,
 }
 
 impl Shared {
@@ -82,7 +84,7 @@ impl Shared {
             })),
             metrics,
             speed,
-            started: Instant::now(),
+            origin: Mutex::new(None),
         }
     }
 
@@ -106,6 +108,10 @@ impl Shared {
         }
         let id = state.next_id;
         state.next_id += 1;
+        self.origin
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(Instant::now);
         let mut request = request;
         if session.is_none() {
             // Named like a trace row without a session: request_<n>, from 1.
@@ -144,9 +150,21 @@ impl Shared {
         self.arrived.notify_one();
     }
 
+    /// How late, in wall seconds, something due at model time `at_ms` is now.
+    pub fn wall_delay_s(&self, at_ms: f64) -> f64 {
+        let elapsed = self.elapsed_s().unwrap_or(0.0);
+        (elapsed - at_ms / 1000.0 / self.speed).max(0.0)
+    }
+
+    /// Wall seconds since the first arrival, if there was one.
+    fn elapsed_s(&self) -> Option<f64> {
+        let origin = self.origin.lock().unwrap_or_else(|p| p.into_inner());
+        origin.map(|origin| origin.elapsed().as_secs_f64())
+    }
+
     /// Model time now, from the wall clock.
     fn model_now_ms(&self) -> f64 {
-        self.started.elapsed().as_secs_f64() * 1000.0 * self.speed
+        self.elapsed_s().unwrap_or(0.0) * 1000.0 * self.speed
     }
 
     /// The first error writing the recorded trace, and its writer (flushed).

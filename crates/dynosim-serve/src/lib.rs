@@ -650,7 +650,12 @@ fn stream_response(
             None => state.progress.recv().await,
         };
         let bytes = match event {
-            Some(Progress::Tokens { count, .. }) => {
+            Some(Progress::Tokens { count, at_ms }) => {
+                let shared = &state.guard.shared;
+                shared
+                    .metrics
+                    .token_delay
+                    .observe(shared.wall_delay_s(at_ms));
                 let text = filler(state.generated, count);
                 state.generated += count;
                 sse(&state.answer.chunk(Some(&text), false))

@@ -19,6 +19,7 @@ pub struct Metrics {
     pub inter_token: Histogram,
     pub e2e: Histogram,
     pub queue_time: Histogram,
+    pub token_delay: Histogram,
     pub running: Gauge<i64>,
     pub waiting: Gauge<i64>,
     pub kv_usage: Gauge<f64, AtomicU64>,
@@ -36,6 +37,10 @@ const LATENCY_BUCKETS: [f64; 20] = [
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
     20.0, 40.0, 80.0, 160.0,
 ];
+/// The server's own delay per token, in seconds.
+const DELAY_BUCKETS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0,
+];
 /// Inter-token buckets in seconds.
 const TOKEN_BUCKETS: [f64; 16] = [
     0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
@@ -50,6 +55,7 @@ impl Metrics {
         let inter_token = Histogram::new(TOKEN_BUCKETS);
         let e2e = Histogram::new(LATENCY_BUCKETS);
         let queue_time = Histogram::new(LATENCY_BUCKETS);
+        let token_delay = Histogram::new(DELAY_BUCKETS);
         let running = Gauge::default();
         let waiting = Gauge::default();
         let kv_usage = Gauge::<f64, AtomicU64>::default();
@@ -75,6 +81,12 @@ impl Metrics {
             "vllm:request_queue_time_seconds",
             "Histogram of time spent waiting before the first admission, in seconds (simulated)",
             queue_time.clone(),
+        );
+        registry.register(
+            "dynosim:token_delay_seconds",
+            "How long after its simulated time (at the server's speed) each streamed token \
+             was handed to the connection: the server's own added latency",
+            token_delay.clone(),
         );
         registry.register(
             "vllm:num_requests_running",
@@ -132,6 +144,7 @@ impl Metrics {
             inter_token,
             e2e,
             queue_time,
+            token_delay,
             running,
             waiting,
             kv_usage,

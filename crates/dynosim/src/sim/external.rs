@@ -30,7 +30,7 @@ use super::collector_front::{CollectorFront, CollectorThread};
 use super::driver::Driver;
 use super::event_loop::Topology;
 use super::Simulated;
-use crate::config::ReplaySpec;
+use crate::config::{ArrivalMode, ReplaySpec};
 use crate::engine::{RankLoad, RequestId};
 use crate::error::{Error, Result};
 use crate::report::{Collector, RecordSink, RequestObserver};
@@ -104,6 +104,17 @@ pub fn serve(
             "serving with a planner is not supported: leave out --planner-config",
         ));
     }
+    // Requests arrive when they arrive: an open loop, whatever arrival mode the spec was
+    // built with (a spec always carries one).
+    let open_loop;
+    let spec = if matches!(spec.arrivals, ArrivalMode::Timestamps { speedup } if speedup == 1.0) {
+        spec
+    } else {
+        let mut copy = spec.clone();
+        copy.arrivals = ArrivalMode::Timestamps { speedup: 1.0 };
+        open_loop = copy;
+        &open_loop
+    };
     let mut collector = Collector::new(spec.sla, spec.capture_requests);
     collector.observe_with(observer);
     if outputs.timeseries {
