@@ -365,7 +365,7 @@ fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_
         // arrival, the replay's at it.
         let (a, b) = (live[key].as_f64().unwrap(), offline[key].as_f64().unwrap());
         if (a - b).abs() > 1e-9 * a.abs().max(1.0) {
-            let kept = dir.into_path();
+            let kept = dir.keep();
             panic!(
                 "{key}: {} live, {} offline (files in {})",
                 live[key],
