@@ -615,6 +615,20 @@ struct StreamState {
     done: bool,
 }
 
+impl StreamState {
+    /// The chunk of `count` tokens emitted at model time `at_ms` (its delay measured now).
+    fn token_chunk(&mut self, count: usize, at_ms: f64) -> Bytes {
+        let shared = &self.guard.shared;
+        shared
+            .metrics
+            .token_delay
+            .observe(shared.wall_delay_s(at_ms));
+        let text = filler(self.generated, count);
+        self.generated += count;
+        sse(&self.answer.chunk(Some(&text), false))
+    }
+}
+
 fn sse(value: &Value) -> Bytes {
     Bytes::from(format!("data: {value}\n\n"))
 }
@@ -651,14 +665,21 @@ fn stream_response(
         };
         let bytes = match event {
             Some(Progress::Tokens { count, at_ms }) => {
-                let shared = &state.guard.shared;
-                shared
-                    .metrics
-                    .token_delay
-                    .observe(shared.wall_delay_s(at_ms));
-                let text = filler(state.generated, count);
-                state.generated += count;
-                sse(&state.answer.chunk(Some(&text), false))
+                // Tokens already due go out in one write (a chunk each); an end waits for
+                // the next turn.
+                let mut out = state.token_chunk(count, at_ms).to_vec();
+                while let Ok(next) = state.progress.try_recv() {
+                    match next {
+                        Progress::Tokens { count, at_ms } => {
+                            out.extend_from_slice(&state.token_chunk(count, at_ms))
+                        }
+                        end => {
+                            state.pending = Some(end);
+                            break;
+                        }
+                    }
+                }
+                Bytes::from(out)
             }
             Some(Progress::End { status, .. }) => {
                 state.guard.ended = true;
