@@ -22,8 +22,9 @@ use dynosim::config::ReplayOptions;
     color = clap::ColorChoice::Never,
     after_help = "Compare two runs: dynosim compare A B [--json] (each a report JSON or an AIPerf \
                   run directory; see dynosim compare --help). Sweep many runs: dynosim sweep SPEC.yaml \
-                  --out DIR (see dynosim sweep --help). A trace file named `compare` or `sweep` \
-                  is passed as ./compare or ./sweep."
+                  --out DIR (see dynosim sweep --help). Serve an OpenAI-compatible API at the \
+                  simulated speed: dynosim serve (see dynosim serve --help). A trace file named \
+                  `compare`, `sweep` or `serve` is passed as ./compare, ./sweep or ./serve."
 )]
 pub struct Cli {
     /// Trace file to replay (one file; one or more shards with --trace-format dynamo); omit it for a

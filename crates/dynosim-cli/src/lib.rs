@@ -12,6 +12,7 @@ pub mod live;
 pub mod output;
 pub mod progress;
 pub mod replay;
+pub mod serve;
 pub mod sweep;
 pub mod validate;
 
@@ -96,6 +97,9 @@ where
     }
     if args.first().is_some_and(|first| first == "validate") {
         return run_validate(prog, &args[1..], stdout, stderr);
+    }
+    if args.first().is_some_and(|first| first == "serve") {
+        return run_serve(prog, &args, stdout, stderr);
     }
     let mut command = Cli::command().bin_name(prog).no_binary_name(true);
     let parsed = command
@@ -270,6 +274,45 @@ fn run_validate(
     };
     match validate::run(&cli) {
         Ok(text) => print_text(&text, stdout),
+        Err(err) => report_error(prog, &err, &mut command, stderr),
+    }
+}
+
+/// `<prog> serve [deployment flags] [--host H] [--port P] ...`: serves until SIGINT/SIGTERM,
+/// then prints the report of what was served.
+fn run_serve(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32 {
+    let mut command = serve::command()
+        .bin_name(format!("{prog} serve"))
+        .no_binary_name(true);
+    let parsed = command
+        .try_get_matches_from_mut(&args[1..])
+        .and_then(|matches| serve::ServeCli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+    if let Err(err) = serve::refuse_replay_only(&matches) {
+        return report_error(prog, &err, &mut command, stderr);
+    }
+    if let Some(dir) = &cli.export_tokenizer {
+        return match serve::export_tokenizer(dir) {
+            Ok(text) => print_text(&text, stdout),
+            Err(err) => report_error(prog, &err, &mut command, stderr),
+        };
+    }
+    match serve::run(&cli, &invocation(prog, args)) {
+        Ok(served) => {
+            let text = if cli.replay.quiet {
+                String::new()
+            } else {
+                format!(
+                    "{}\nSaved full report to: {}\n",
+                    served.table,
+                    served.report_path.display()
+                )
+            };
+            print_text(&text, stdout)
+        }
         Err(err) => report_error(prog, &err, &mut command, stderr),
     }
 }

@@ -144,53 +144,84 @@ pub fn replay(
         // Offline only, and engines the planner supports.
         spec.check_scaling("scaling_policy")?;
     }
-    let Outputs {
-        mut report_json,
-        records,
-        aiperf_dir,
-        aiperf_run,
-        mut html,
-        invocation,
-    } = outputs;
     let observers = Observers {
-        timeseries: html.is_some(),
+        timeseries: outputs.wants_timeseries(),
         progress,
     };
-    let sink = match &records {
-        RecordsOutput::Streamed(stream) => Some(stream.sink()),
-        _ => None,
-    };
-    let (mut simulated, wall_time_ms) = simulate_timed(spec, cancel, &observers, sink, policy)?;
+    let sink = outputs.record_sink();
+    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &observers, sink, policy)?;
     // A run the caller has given up on writes nothing (dropped outputs leave no file).
     if on_cancel == OnCancel::WriteNothing && cancel.load(Ordering::Relaxed) {
         return Err(Error::runtime("replay interrupted"));
     }
-    let series = simulated.take_timeseries();
-    let planner = simulated.take_planner();
-    let (report, lazy_records) = simulated.into_report_lazily(wall_time_ms);
-    let jsonl = match records {
-        RecordsOutput::None => None,
-        RecordsOutput::Streamed(stream) => Some(stream.finish()?),
-        RecordsOutput::AtEnd(mut file) => {
-            output::write_records(&mut file, lazy_records.iter())?;
-            Some(file)
+    outputs.publish(spec, simulated, wall_time_ms, Vec::new())
+}
+
+impl Outputs {
+    /// Whether the HTML report's time series must be recorded.
+    pub fn wants_timeseries(&self) -> bool {
+        self.html.is_some()
+    }
+
+    /// Where the run hands its per-request records as they settle (none: kept to the end).
+    pub fn record_sink(&self) -> Option<Box<dyn dynosim::report::RecordSink>> {
+        match &self.records {
+            RecordsOutput::Streamed(stream) => Some(stream.sink()),
+            _ => None,
         }
-    };
-    if let Some(dir) = &aiperf_dir {
-        // AIPerf's summary reads the records twice (statistics, then lines): built once here.
-        let built: Vec<_> = lazy_records.iter().collect();
-        aiperf::write_dir(dir, &report, &built, &aiperf_run)?;
     }
-    drop(lazy_records);
-    if let (Some(html), Some(series)) = (&mut html, &series) {
-        let page = render_html_report(&invocation, spec, &report, series, planner.as_ref());
-        html.write_all(page.as_bytes())?;
+
+    /// Writes the outputs of the finished run `simulated` (of `spec`, `wall_time_ms` long)
+    /// and publishes them together with `also` (a server's recorded trace), or none.
+    pub fn publish(
+        self,
+        spec: &ReplaySpec,
+        mut simulated: Simulated,
+        wall_time_ms: f64,
+        also: Vec<PreparedOutput>,
+    ) -> Result<Replayed> {
+        let Outputs {
+            mut report_json,
+            records,
+            aiperf_dir,
+            aiperf_run,
+            mut html,
+            invocation,
+        } = self;
+        let series = simulated.take_timeseries();
+        let planner = simulated.take_planner();
+        let (report, lazy_records) = simulated.into_report_lazily(wall_time_ms);
+        let jsonl = match records {
+            RecordsOutput::None => None,
+            RecordsOutput::Streamed(stream) => Some(stream.finish()?),
+            RecordsOutput::AtEnd(mut file) => {
+                output::write_records(&mut file, lazy_records.iter())?;
+                Some(file)
+            }
+        };
+        if let Some(dir) = &aiperf_dir {
+            // AIPerf's summary reads the records twice (statistics, then lines): built once here.
+            let built: Vec<_> = lazy_records.iter().collect();
+            aiperf::write_dir(dir, &report, &built, &aiperf_run)?;
+        }
+        drop(lazy_records);
+        if let (Some(html), Some(series)) = (&mut html, &series) {
+            let page = render_html_report(&invocation, spec, &report, series, planner.as_ref());
+            html.write_all(page.as_bytes())?;
+        }
+        if let Some(file) = &mut report_json {
+            file.write_all(report.to_json_file_string().as_bytes())?;
+        }
+        output::commit(
+            jsonl
+                .into_iter()
+                .chain(html)
+                .chain(report_json)
+                .chain(also)
+                .collect(),
+        )?;
+        Ok(Replayed { report, planner })
     }
-    if let Some(file) = &mut report_json {
-        file.write_all(report.to_json_file_string().as_bytes())?;
-    }
-    output::commit(jsonl.into_iter().chain(html).chain(report_json).collect())?;
-    Ok(Replayed { report, planner })
 }
 
 /// Prepares the timing tables, loads and simulates; returns the run and its wall time in ms

@@ -112,6 +112,15 @@ impl RankScheduler {
         }
     }
 
+    /// Between passes: request `id` leaves the rank and its KV is released. False when the
+    /// rank does not hold it.
+    pub fn abort(&mut self, id: RequestId) -> bool {
+        match self {
+            RankScheduler::Vllm(s) => s.abort(id),
+            RankScheduler::Sglang(s) => s.abort(id),
+        }
+    }
+
     /// True when a pass started now would have something to do (waiting or running requests).
     pub fn has_work(&self) -> bool {
         match self {

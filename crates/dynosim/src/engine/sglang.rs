@@ -695,6 +695,27 @@ impl SglangScheduler {
 
     /// A finished request leaves its full pages in the cache (unlocked) and frees its partial
     /// tail page.
+    /// Between passes: request `id` leaves the rank (its client went away), waiting or
+    /// running, and its pages go back as a finished request's do (its computed full pages
+    /// into the radix tree). False when the rank does not hold it.
+    pub fn abort(&mut self, id: RequestId) -> bool {
+        let mut request = if let Some(at) = self.waiting.iter().position(|r| r.id == id) {
+            self.waiting.remove(at).expect("found above")
+        } else if let Some(at) = self.prebuilt_ready.iter().position(|r| r.id == id) {
+            self.prebuilt_ready.remove(at).expect("found above")
+        } else if let Some(at) = self.running.iter().position(|r| r.id == id) {
+            self.running.remove(at)
+        } else {
+            return false;
+        };
+        if self.blocked == Some(id) {
+            self.blocked = None;
+        }
+        self.finish(&mut request);
+        self.capacity_generation += 1;
+        true
+    }
+
     fn finish(&mut self, request: &mut Request) {
         let ps = self.page_size;
         let Some(last) = request.last_node.take() else {

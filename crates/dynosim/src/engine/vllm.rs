@@ -546,6 +546,23 @@ impl VllmScheduler {
         false
     }
 
+    /// Between passes: request `id` leaves the rank (its client went away), waiting or
+    /// running, and the blocks it holds are released (into the prefix cache, like a finished
+    /// request's). False when the rank does not hold it.
+    pub fn abort(&mut self, id: RequestId) -> bool {
+        let mut request = if let Some(at) = self.waiting.iter().position(|r| r.id == id) {
+            self.waiting.remove(at).expect("found above")
+        } else if let Some(at) = self.running.iter().position(|r| r.id == id) {
+            // The others keep their state: `all_decoding` still holds for them.
+            self.running.remove(at)
+        } else {
+            return false;
+        };
+        Self::release_blocks(&mut self.pool, &mut request);
+        self.capacity_generation += 1;
+        true
+    }
+
     pub fn has_work(&self) -> bool {
         !self.waiting.is_empty() || !self.running.is_empty()
     }

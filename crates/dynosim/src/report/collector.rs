@@ -232,6 +232,30 @@ pub struct Collector {
     /// the bytes they hold.
     spare_gap_buffers: Vec<Vec<u64>>,
     spare_gap_buffer_bytes: usize,
+    /// Who watches requests as they progress (a server streaming their tokens), if anyone.
+    observer: Option<Observer>,
+}
+
+/// Watches requests as the collector hears of them, on the simulating thread: a server
+/// answering clients at simulated times (`dynosim-serve`) learns here when each request was
+/// admitted, emitted tokens and ended. Calls come for requests in flight only, in the run's
+/// order; an observer must be quick (it runs inside the event loop).
+pub trait RequestObserver: Send {
+    /// Request `id` was admitted at `at_ms`, `reused_tokens` of its prompt found in the prefix
+    /// cache (again after a preemption).
+    fn on_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize);
+    /// Request `id` emitted `count` tokens at `at_ms`.
+    fn on_tokens(&mut self, id: RequestId, at_ms: f64, count: usize);
+    /// Request `id` ended at `at_ms` with `status`.
+    fn on_terminal(&mut self, id: RequestId, at_ms: f64, status: TerminalStatus);
+}
+
+struct Observer(Box<dyn RequestObserver>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 /// TTFT and TTST values from which the report's finish uses a second thread (see
@@ -283,7 +307,13 @@ impl Collector {
             gap_memo: GapMemo::new(),
             spare_gap_buffers: Vec::new(),
             spare_gap_buffer_bytes: 0,
+            observer: None,
         }
+    }
+
+    /// Tells `observer` of every request's admissions, tokens and end as they are collected.
+    pub fn observe_with(&mut self, observer: Box<dyn RequestObserver>) {
+        self.observer = Some(Observer(observer));
     }
 
     /// Gives captured records to `sink` as soon as their place in the record order is
@@ -358,6 +388,9 @@ impl Collector {
         };
         state.admit(at_ms, reused_tokens);
         state.decode_worker_idx.get_or_insert(worker_idx);
+        if let Some(Observer(observer)) = &mut self.observer {
+            observer.on_admit(id, at_ms, reused_tokens);
+        }
     }
 
     /// Disaggregated: admitted on a prefill worker, reusing `reused_tokens` of its cache.
@@ -444,6 +477,9 @@ impl Collector {
             return;
         }
         self.tokens_of_state(index, at_ms, count);
+        if let Some(Observer(observer)) = &mut self.observer {
+            observer.on_tokens(id, at_ms, count);
+        }
     }
 
     /// One token for each request of `ids`, in that order, all emitted at `at_ms`: what
@@ -452,6 +488,9 @@ impl Collector {
         for &id in ids {
             if let Some(index) = self.live_index(id as RequestId) {
                 self.tokens_of_state(index, at_ms, 1);
+                if let Some(Observer(observer)) = &mut self.observer {
+                    observer.on_tokens(id as RequestId, at_ms, 1);
+                }
             }
         }
     }
@@ -509,6 +548,9 @@ impl Collector {
             // Not arrived, or already ended.
             return;
         };
+        if let Some(Observer(observer)) = &mut self.observer {
+            observer.on_terminal(id, at_ms, status);
+        }
         let mut state = std::mem::take(&mut self.states[index]);
         state.terminal = Some((at_ms, status));
         self.ends.count(status);

@@ -20,7 +20,9 @@ pub mod stats;
 pub mod table;
 pub mod timeseries;
 
-pub use collector::{Collector, HandoffStage, LazyRecords, RequestRecord, RunFacts};
+pub use collector::{
+    Collector, HandoffStage, LazyRecords, RequestObserver, RequestRecord, RunFacts,
+};
 pub use record::{RecordSink, TerminalStatus};
 
 /// The report: every key of frontend.md §3.1, in the reference's (Rust dict) key order.

@@ -28,13 +28,15 @@ use super::pool::Pool;
 use super::scaling::{Scaling, NO_WORKER_JOINED};
 use crate::config::RouterMode;
 use crate::config::{ArrivalMode, ReplaySpec};
-use crate::engine::{EngineRequest, PassEvent, RequestId};
+use crate::engine::kv::FastMap;
+use crate::engine::{EngineRequest, PassEvent, RankLoad, RequestId};
 use crate::error::{Error, Result};
 use crate::planner::{PlannerOutcome, ScalingPolicy, ScalingSnapshot};
-use crate::report::{Collector, RunFacts};
+use crate::report::{Collector, RunFacts, TerminalStatus};
 use crate::router::kv::Placement;
 use crate::router::round_robin::RoundRobin;
 use crate::router::{Routed, Router};
+use crate::workload::Session;
 
 /// Aggregated workers: `num_workers` workers of `dp_size` ranks each, behind one router.
 pub(super) struct Aggregated<'s> {
@@ -81,6 +83,19 @@ pub(super) struct Aggregated<'s> {
     /// requests each gave a token.
     ahead_ends: Vec<f64>,
     ahead_ids: Vec<RequestId>,
+    /// A run fed from outside (`sim::external`): where its requests are and which to cancel.
+    external: Option<ExternalState>,
+}
+
+/// What a run fed from outside keeps to cancel requests.
+#[derive(Debug, Default)]
+struct ExternalState {
+    /// The scheduler each request in flight was sent to (absent while the KV router's queue
+    /// holds it).
+    placed: FastMap<RequestId, usize>,
+    /// Cancellations not yet applied: their request's worker was in a pass, or the request
+    /// was queued in the router.
+    cancels: Vec<RequestId>,
 }
 
 /// Accrues `pool`'s provisioned worker time from `accrued_ms` to `t_ms` (if later).
@@ -263,6 +278,87 @@ impl<'s> Aggregated<'s> {
             run_ahead_ends: RunAheadEnds::new(spec.num_workers),
             ahead_ends: Vec::new(),
             ahead_ids: Vec::new(),
+            external: None,
+        }
+    }
+
+    /// Makes this a run fed from outside: requests pushed with [`Aggregated::push_external`]
+    /// and cancelled with [`Aggregated::cancel`]. (Its driver is [`Driver::external`], which
+    /// rules out running ahead.)
+    pub(super) fn feed_externally(&mut self) {
+        debug_assert!(
+            !self.run_ahead,
+            "an external driver rules out running ahead"
+        );
+        self.external = Some(ExternalState::default());
+    }
+
+    /// A request arrived now: released at the next settle. Its session index, which is also
+    /// its request id.
+    pub(super) fn push_external(&mut self, session: Session) -> Option<usize> {
+        let now_ms = self.now_ms;
+        self.requests.driver_mut().push_external(now_ms, session)
+    }
+
+    /// Request `id`'s client went away: the request leaves its engine (releasing its KV) at
+    /// the next settle at which its worker is between passes.
+    pub(super) fn cancel(&mut self, id: RequestId) {
+        if let Some(external) = &mut self.external {
+            external.cancels.push(id);
+        }
+    }
+
+    /// What every rank holds now.
+    pub(super) fn load(&self) -> RankLoad {
+        self.pool.total_load()
+    }
+
+    /// Applies the cancellations whose request's worker is between passes: the request leaves
+    /// its scheduler, the collector records it canceled, the router forgets it. Whether any
+    /// was applied.
+    fn apply_cancels(&mut self) -> bool {
+        let Some(external) = &mut self.external else {
+            return false;
+        };
+        let mut cancels = std::mem::take(&mut external.cancels);
+        let mut applied = false;
+        cancels.retain(|&id| {
+            if !self.requests.is_in_flight(id) {
+                return false;
+            }
+            let Some(external) = &self.external else {
+                return false;
+            };
+            let Some(&scheduler) = external.placed.get(&id) else {
+                // Queued in the router: cancelled once it is placed.
+                return true;
+            };
+            if self
+                .pool
+                .is_busy(scheduler / self.spec.engine.dp_size.max(1))
+            {
+                return true;
+            }
+            if self.pool.abort(scheduler, id) {
+                self.collector
+                    .on_terminal(id, self.now_ms, TerminalStatus::Canceled);
+                self.release_router_load(id, true);
+                self.on_terminal(id, false);
+                applied = true;
+            }
+            false
+        });
+        if let Some(external) = &mut self.external {
+            cancels.append(&mut external.cancels);
+            external.cancels = cancels;
+        }
+        applied
+    }
+
+    /// Request `id` went to `scheduler` (remembered when fed from outside).
+    fn note_sent(&mut self, id: RequestId, scheduler: usize) {
+        if let Some(external) = &mut self.external {
+            external.placed.insert(id, scheduler);
         }
     }
 
@@ -398,6 +494,13 @@ impl Topology for Aggregated<'_> {
                 self.end_pass(worker);
                 changed = true;
             }
+            if self
+                .external
+                .as_ref()
+                .is_some_and(|external| !external.cancels.is_empty())
+            {
+                changed |= self.apply_cancels();
+            }
             if self.pool.has_starting() {
                 changed |= self.pool.activate_due(self.now_ms);
             }
@@ -517,6 +620,7 @@ impl Aggregated<'_> {
                 overlap_blocks,
             } => {
                 self.note_placement(overlap_blocks, request.prompt.len());
+                self.note_sent(request.id, target);
                 self.pool.enqueue(target, request);
             }
             Routed::Queued => {
@@ -568,6 +672,7 @@ impl Aggregated<'_> {
                 .take()
                 .expect("the router places only parked requests");
             self.note_placement(placement.overlap_blocks, request.prompt.len());
+            self.note_sent(request.id, placement.target);
             self.pool.enqueue(placement.target, request);
         }
     }
@@ -784,6 +889,9 @@ impl Aggregated<'_> {
     }
 
     fn on_terminal(&mut self, id: RequestId, completed: bool) {
+        if let Some(external) = &mut self.external {
+            external.placed.remove(&id);
+        }
         if let Some(scaling) = &mut self.scaling {
             scaling.traffic.on_end(id, completed);
         }

@@ -281,6 +281,15 @@ impl Requests {
         self.origins.len()
     }
 
+    pub(super) fn driver_mut(&mut self) -> &mut Driver {
+        &mut self.driver
+    }
+
+    /// Request `id` was released and has not ended.
+    pub(super) fn is_in_flight(&self, id: RequestId) -> bool {
+        self.origins.contains_key(&id)
+    }
+
     /// Where request `id`, in flight, came from.
     pub(super) fn origin(&self, id: RequestId) -> RequestOrigin {
         self.origins[&id]

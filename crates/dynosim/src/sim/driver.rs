@@ -296,6 +296,13 @@ enum SessionStore {
         /// Keyed by dense session index, hashed by multiplication rather than SipHash.
         live: FastMap<usize, Session>,
     },
+    /// Sessions that arrive while the run goes on (a server's requests, see
+    /// `sim::external`): one turn each, kept from their arrival until their turn ends.
+    External {
+        live: FastMap<usize, Session>,
+        /// Sessions pushed so far (the next one's index).
+        pushed: usize,
+    },
 }
 
 impl SessionStore {
@@ -303,6 +310,7 @@ impl SessionStore {
         match self {
             Self::Listed(sessions) => sessions.len(),
             Self::Generated { source, .. } => source.len(),
+            Self::External { pushed, .. } => *pushed,
         }
     }
 
@@ -310,7 +318,7 @@ impl SessionStore {
     fn get(&self, index: usize) -> &Session {
         match self {
             Self::Listed(sessions) => &sessions[index],
-            Self::Generated { live, .. } => &live[&index],
+            Self::Generated { live, .. } | Self::External { live, .. } => &live[&index],
         }
     }
 
@@ -326,6 +334,7 @@ impl SessionStore {
                 live.insert(index, session);
                 first
             }
+            Self::External { live, .. } => live[&index].first_timestamp_ms,
         }
     }
 
@@ -334,7 +343,7 @@ impl SessionStore {
     fn finish(&mut self, index: usize) {
         match self {
             Self::Listed(sessions) => sessions[index].turns = Turns::new(),
-            Self::Generated { live, .. } => {
+            Self::Generated { live, .. } | Self::External { live, .. } => {
                 live.remove(&index);
             }
         }
@@ -585,6 +594,51 @@ impl Driver {
             total_turns: 0,
             terminals_release_turns: closed_loop || !delays.is_empty(),
         })
+    }
+
+    /// The driver of a run whose requests arrive while it goes on ([`Driver::push_external`]),
+    /// each a session of one turn released when it arrives. A request's end may be followed
+    /// by another arrival at any time, so nothing is known ahead (no run-ahead).
+    pub fn external() -> Self {
+        Self {
+            sessions: SessionStore::External {
+                live: FastMap::default(),
+                pushed: 0,
+            },
+            next_generated: None,
+            arrival_start_ms: 0.0,
+            ready: BinaryHeap::new(),
+            delay_divisor: 1.0,
+            next_session: 0,
+            unfinished_sessions: 0,
+            closed_loop: false,
+            graph: None,
+            prompts: PromptMode::Full,
+            histories: Vec::new(),
+            total_turns: 0,
+            terminals_release_turns: true,
+        }
+    }
+
+    /// An external driver: `session` (of one turn) arrived at `at_ms` (not before any earlier
+    /// arrival); it is released at `at_ms`. Returns its session index: sessions pushed so far,
+    /// so arrivals released at one time keep their push order. None for another driver.
+    pub fn push_external(&mut self, at_ms: f64, session: Session) -> Option<usize> {
+        let SessionStore::External { live, pushed } = &mut self.sessions else {
+            return None;
+        };
+        debug_assert_eq!(session.turns.len(), 1, "an external session has one turn");
+        let index = *pushed;
+        *pushed += 1;
+        live.insert(index, session);
+        self.unfinished_sessions += 1;
+        self.total_turns += 1;
+        self.ready.push(ReadyTurn {
+            at_ms,
+            session: index,
+            turn: 0,
+        });
+        Some(index)
     }
 
     /// The id of session `index` (as written in the trace, or generated).

@@ -13,6 +13,7 @@ mod common;
 mod disaggregated;
 pub mod driver;
 pub mod event_loop;
+pub mod external;
 mod handoff;
 mod pool;
 mod scaling;

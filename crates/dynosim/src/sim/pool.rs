@@ -476,6 +476,33 @@ impl Pool {
         self.wake(scheduler / self.dp_size);
     }
 
+    /// Between `scheduler`'s passes: request `id` leaves it and its KV is released (published
+    /// to a KV router at once); its worker is worth a new pass (room was freed). False when
+    /// the scheduler does not hold it.
+    pub(super) fn abort(&mut self, scheduler: usize, id: RequestId) -> bool {
+        if !self.schedulers[scheduler].abort(id) {
+            return false;
+        }
+        if self.routes_on_kv_events {
+            self.publish_kv_events(scheduler);
+        }
+        self.workers[scheduler / self.dp_size].stalled = false;
+        self.wake(scheduler / self.dp_size);
+        true
+    }
+
+    /// What every rank holds together.
+    pub(super) fn total_load(&self) -> RankLoad {
+        (0..self.workers.len())
+            .map(|worker| self.worker_load(worker))
+            .fold(RankLoad::default(), |sum, load| RankLoad {
+                waiting: sum.waiting + load.waiting,
+                running: sum.running + load.running,
+                kv_used_tokens: sum.kv_used_tokens + load.kv_used_tokens,
+                kv_capacity_tokens: sum.kv_capacity_tokens + load.kv_capacity_tokens,
+            })
+    }
+
     /// The worker's last pass could do nothing: skip it until it receives a request.
     pub(super) fn stall(&mut self, worker: usize) {
         self.workers[worker].stalled = true;

@@ -1,0 +1,398 @@
+//! The bridge between the HTTP handlers (tokio tasks) and the simulation (its own thread).
+//!
+//! Handlers [`Shared::submit`] requests and get a channel of the request's progress;
+//! [`Shared::cancel`] a request whose client went away. On the simulating thread,
+//! [`WallFeed`] is the run's `RequestFeed` (model time = wall time since the start × speed;
+//! it sleeps on a condition variable until the next event is due or a request arrives) and
+//! [`ProgressObserver`] the collector's observer, which sends each request's tokens and end
+//! to its handler and keeps the metrics. `--record-trace` rows are written as requests are
+//! handed to the run (their arrival times are model times).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use dynosim::engine::{RankLoad, RequestId};
+use dynosim::report::{RequestObserver, TerminalStatus};
+use dynosim::sim::external::{ExternalRequest, FeedEvent, RequestFeed};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+use crate::metrics::Metrics;
+
+/// What a handler hears of its request, at model times.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Progress {
+    Tokens { at_ms: f64, count: usize },
+    End { at_ms: f64, status: TerminalStatus },
+}
+
+/// A request handed to the run and not ended.
+struct LiveRequest {
+    progress: UnboundedSender<Progress>,
+    /// Model time the run took it in (set by the feed).
+    arrival_ms: f64,
+    prompt_tokens: usize,
+    admitted: bool,
+    last_token_ms: Option<f64>,
+    /// The client's session, for the recorded trace.
+    session: Option<String>,
+}
+
+struct FeedState {
+    queue: Vec<FeedEvent>,
+    next_id: RequestId,
+    closed: bool,
+    live: HashMap<RequestId, LiveRequest>,
+}
+
+/// The recorded trace: Mooncake rows as requests arrive.
+struct Recorder {
+    out: Box<dyn Write + Send>,
+    /// Per session: when its last turn ended (model ms), the base of the next turn's delay.
+    session_ends: HashMap<String, Option<f64>>,
+    error: Option<std::io::Error>,
+}
+
+/// State shared by the handlers, the feed and the observer.
+pub struct Shared {
+    state: Mutex<FeedState>,
+    arrived: Condvar,
+    recorder: Mutex<Option<Recorder>>,
+    pub metrics: Metrics,
+    speed: f64,
+    /// When the first request arrived: model time 0 (a replay of the recorded trace starts
+    /// its clock at its first arrival too, so that both runs compute the very same times).
+    origin: Mutex<Option<Instant>>,
+}
+
+impl Shared {
+    pub fn new(metrics: Metrics, speed: f64, record: Option<Box<dyn Write + Send>>) -> Self {
+        Self {
+            state: Mutex::new(FeedState {
+                queue: Vec::new(),
+                next_id: 0,
+                closed: false,
+                live: HashMap::new(),
+            }),
+            arrived: Condvar::new(),
+            recorder: Mutex::new(record.map(|out| Recorder {
+                out,
+                session_ends: HashMap::new(),
+                error: None,
+            })),
+            metrics,
+            speed,
+            origin: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FeedState> {
+        // A panicking holder cannot leave the state half-changed in a way that matters here.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Hands `request` to the run; None once the server is draining.
+    pub fn submit(
+        &self,
+        request: ExternalRequest,
+        session: Option<String>,
+    ) -> Option<(RequestId, UnboundedReceiver<Progress>)> {
+        let (sender, receiver) = unbounded_channel();
+        let mut state = self.lock();
+        if state.closed {
+            return None;
+        }
+        let id = state.next_id;
+        state.next_id += 1;
+        self.origin
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(Instant::now);
+        let mut request = request;
+        if session.is_none() {
+            // Named like a trace row without a session: request_<n>, from 1.
+            request.session = dynosim::workload::SessionId::Request(id as u64 + 1);
+        }
+        state.live.insert(
+            id,
+            LiveRequest {
+                progress: sender,
+                arrival_ms: 0.0,
+                prompt_tokens: request.input_length,
+                admitted: false,
+                last_token_ms: None,
+                session,
+            },
+        );
+        state.queue.push(FeedEvent::Request(request));
+        drop(state);
+        self.arrived.notify_one();
+        Some((id, receiver))
+    }
+
+    /// The client of request `id` went away: the run cancels it if it has not ended.
+    pub fn cancel(&self, id: RequestId) {
+        let mut state = self.lock();
+        if state.live.contains_key(&id) {
+            state.queue.push(FeedEvent::Cancel(id));
+            drop(state);
+            self.arrived.notify_one();
+        }
+    }
+
+    /// No more requests: the run ends once those in flight have.
+    pub fn close(&self) {
+        self.lock().closed = true;
+        self.arrived.notify_one();
+    }
+
+    /// How late, in wall seconds, something due at model time `at_ms` is now.
+    pub fn wall_delay_s(&self, at_ms: f64) -> f64 {
+        let elapsed = self.elapsed_s().unwrap_or(0.0);
+        (elapsed - at_ms / 1000.0 / self.speed).max(0.0)
+    }
+
+    /// Wall seconds since the first arrival, if there was one.
+    fn elapsed_s(&self) -> Option<f64> {
+        let origin = self.origin.lock().unwrap_or_else(|p| p.into_inner());
+        origin.map(|origin| origin.elapsed().as_secs_f64())
+    }
+
+    /// Model time now, from the wall clock.
+    fn model_now_ms(&self) -> f64 {
+        self.elapsed_s().unwrap_or(0.0) * 1000.0 * self.speed
+    }
+
+    /// The first error writing the recorded trace, and its writer (flushed).
+    pub fn finish_recording(&self) -> Result<(), std::io::Error> {
+        let mut recorder = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        match recorder.take() {
+            Some(mut recorder) => match recorder.error.take() {
+                Some(err) => Err(err),
+                None => recorder.out.flush(),
+            },
+            None => Ok(()),
+        }
+    }
+
+    fn record_arrival(&self, request: &ExternalRequest, session: Option<&str>, at_ms: f64) {
+        let mut guard = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(recorder) = guard.as_mut() else {
+            return;
+        };
+        if recorder.error.is_some() {
+            return;
+        }
+        let mut row = serde_json::Map::new();
+        match session {
+            Some(name) => {
+                row.insert("session_id".into(), name.into());
+                match recorder.session_ends.get(name) {
+                    // A later turn: released its delay after the previous one ended (a turn
+                    // sent before the previous ended follows it at once).
+                    Some(ended) => {
+                        let delay = ended.map_or(0.0, |end| (at_ms - end).max(0.0));
+                        row.insert("delay".into(), delay.into());
+                    }
+                    None => {
+                        row.insert("timestamp".into(), at_ms.into());
+                    }
+                }
+                recorder.session_ends.insert(name.to_string(), None);
+            }
+            None => {
+                row.insert("timestamp".into(), at_ms.into());
+            }
+        }
+        row.insert("input_length".into(), request.input_length.into());
+        row.insert("output_length".into(), request.max_output_tokens.into());
+        row.insert("hash_ids".into(), request.hash_ids.clone().into());
+        let mut line = serde_json::Value::Object(row).to_string();
+        line.push('\n');
+        if let Err(err) = recorder.out.write_all(line.as_bytes()) {
+            recorder.error = Some(err);
+        }
+    }
+
+    fn record_end(&self, session: Option<&str>, at_ms: f64) {
+        let Some(name) = session else { return };
+        let mut guard = self.recorder.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(recorder) = guard.as_mut() {
+            recorder.session_ends.insert(name.to_string(), Some(at_ms));
+        }
+    }
+}
+
+/// The run's feed on the simulating thread.
+pub struct WallFeed<'a> {
+    shared: &'a Shared,
+    /// The model time `wait` last gave: arrivals taken next arrived then.
+    now_ms: f64,
+    /// The closing was reported to the loop once (later waits with nothing scheduled sleep).
+    closed_seen: bool,
+}
+
+/// Longest sleep between looks at the cancel flag.
+const POLL: Duration = Duration::from_millis(50);
+
+impl<'a> WallFeed<'a> {
+    pub fn new(shared: &'a Shared) -> Self {
+        Self {
+            shared,
+            now_ms: 0.0,
+            closed_seen: false,
+        }
+    }
+}
+
+impl RequestFeed for WallFeed<'_> {
+    fn wait(&mut self, next_ms: Option<f64>, cancel: &AtomicBool) -> f64 {
+        let shared = self.shared;
+        let mut state = shared.lock();
+        let now_ms = loop {
+            let now_ms = shared.model_now_ms();
+            if let Some(next_ms) = next_ms {
+                if now_ms >= next_ms {
+                    break next_ms;
+                }
+            }
+            let closing = state.closed && !self.closed_seen;
+            if !state.queue.is_empty() || closing || cancel.load(Ordering::SeqCst) {
+                self.closed_seen |= state.closed;
+                break next_ms.map_or(now_ms, |next_ms| now_ms.min(next_ms));
+            }
+            let sleep = next_ms.map_or(POLL, |next_ms| {
+                Duration::from_secs_f64((next_ms - now_ms) / 1000.0 / shared.speed).min(POLL)
+            });
+            state = shared
+                .arrived
+                .wait_timeout(state, sleep)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        };
+        self.now_ms = now_ms;
+        now_ms
+    }
+
+    fn take(&mut self, into: &mut Vec<FeedEvent>) {
+        let mut state = self.shared.lock();
+        let taken = std::mem::take(&mut state.queue);
+        let mut id = state.next_id
+            - taken
+                .iter()
+                .filter(|event| matches!(event, FeedEvent::Request(_)))
+                .count();
+        let mut recorded = Vec::new();
+        for event in &taken {
+            if let FeedEvent::Request(request) = event {
+                if let Some(live) = state.live.get_mut(&id) {
+                    live.arrival_ms = self.now_ms;
+                    recorded.push((request, live.session.clone()));
+                }
+                id += 1;
+            }
+        }
+        drop(state);
+        for (request, session) in recorded {
+            self.shared
+                .record_arrival(request, session.as_deref(), self.now_ms);
+        }
+        into.extend(taken);
+    }
+
+    fn is_closed(&self) -> bool {
+        self.shared.lock().closed
+    }
+
+    fn on_settled(&mut self, _at_ms: f64, load: RankLoad) {
+        let metrics = &self.shared.metrics;
+        metrics.running.set(load.running as i64);
+        metrics.waiting.set(load.waiting as i64);
+        let usage = if load.kv_capacity_tokens == 0 {
+            0.0
+        } else {
+            load.kv_used_tokens as f64 / load.kv_capacity_tokens as f64
+        };
+        metrics.kv_usage.set(usage);
+    }
+}
+
+/// The collector's observer: each request's progress to its handler, and the metrics.
+pub struct ProgressObserver {
+    shared: std::sync::Arc<Shared>,
+}
+
+impl ProgressObserver {
+    pub fn new(shared: std::sync::Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
+impl RequestObserver for ProgressObserver {
+    fn on_admit(&mut self, id: RequestId, at_ms: f64, reused_tokens: usize) {
+        let mut state = self.shared.lock();
+        let Some(live) = state.live.get_mut(&id) else {
+            return;
+        };
+        if live.admitted {
+            return;
+        }
+        live.admitted = true;
+        let metrics = &self.shared.metrics;
+        metrics
+            .queue_time
+            .observe((at_ms - live.arrival_ms) / 1000.0);
+        metrics.prefix_queries.inc_by(live.prompt_tokens as u64);
+        metrics.prefix_hits.inc_by(reused_tokens as u64);
+    }
+
+    fn on_tokens(&mut self, id: RequestId, at_ms: f64, count: usize) {
+        let mut state = self.shared.lock();
+        let Some(live) = state.live.get_mut(&id) else {
+            return;
+        };
+        let metrics = &self.shared.metrics;
+        match live.last_token_ms {
+            None => {
+                metrics.ttft.observe((at_ms - live.arrival_ms) / 1000.0);
+                metrics.prompt_tokens.inc_by(live.prompt_tokens as u64);
+            }
+            Some(last_ms) => metrics.inter_token.observe((at_ms - last_ms) / 1000.0),
+        }
+        // Tokens of one burst (speculative decoding) leave together.
+        for _ in 1..count {
+            metrics.inter_token.observe(0.0);
+        }
+        metrics.generation_tokens.inc_by(count as u64);
+        live.last_token_ms = Some(at_ms);
+        // A handler that went away has cancelled the request already.
+        let _ = live.progress.send(Progress::Tokens { at_ms, count });
+    }
+
+    fn on_terminal(&mut self, id: RequestId, at_ms: f64, status: TerminalStatus) {
+        let mut state = self.shared.lock();
+        let Some(live) = state.live.remove(&id) else {
+            return;
+        };
+        drop(state);
+        let metrics = &self.shared.metrics;
+        match status {
+            TerminalStatus::Completed => {
+                metrics.e2e.observe((at_ms - live.arrival_ms) / 1000.0);
+                metrics.finished.inc();
+            }
+            TerminalStatus::Canceled => {
+                metrics.canceled.inc();
+            }
+            TerminalStatus::Rejected | TerminalStatus::Failed => {
+                metrics.rejected.inc();
+            }
+        }
+        self.shared.record_end(live.session.as_deref(), at_ms);
+        let _ = live.progress.send(Progress::End { at_ms, status });
+    }
+}
