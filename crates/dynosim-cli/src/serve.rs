@@ -222,6 +222,7 @@ pub fn run(cli: &ServeCli, invocation: &str) -> Result<Served> {
             jsonl: jsonl_path.as_deref(),
             aiperf_dir: cli.replay.aiperf_dir.as_deref(),
             html: cli.replay.html_report.as_deref(),
+            aiperf_settings: None,
         },
         invocation.to_string(),
     )?;

@@ -480,6 +480,7 @@ fn an_fp8_kv_cache_halves_the_bytes_per_token_of_the_kv_estimate() {
             &config,
             TableExtent::for_engine(&args),
             Some(&estimate),
+            &mut |_| {},
         )
         .expect("tables");
         tables.num_gpu_blocks.expect("an estimate")

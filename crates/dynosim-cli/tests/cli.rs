@@ -882,6 +882,9 @@ fn length_spreads_are_seeded_and_vanish_at_their_neutral_values() {
     assert!(
         (48_000..52_000).contains(&total_input) && total_input != 50_000,
         "{total_input}"
+    );
+}
+
 #[test]
 fn version_prints_the_package_version() {
     let dir = TempDir::new().unwrap();
@@ -951,6 +954,8 @@ fn length_spread_usage_errors_name_the_flags() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+#[test]
 fn quick_successive_runs_keep_every_default_report() {
     let dir = TempDir::new().unwrap();
     let args = [

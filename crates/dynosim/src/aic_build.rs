@@ -447,10 +447,10 @@ mod tests {
         // As when the package's estimate replaced the default capacity (no AIC here, so
         // `prepare` runs no Python).
         spec.engine.num_gpu_blocks = 3;
-        prepare(&mut spec).unwrap();
+        prepare(&mut spec, &mut |_| {}).unwrap();
         assert_eq!(max_input(&spec), 3 * 64);
         spec.engine.num_gpu_blocks = 1;
-        prepare(&mut spec).unwrap();
+        prepare(&mut spec, &mut |_| {}).unwrap();
         assert_eq!(
             max_input(&spec),
             3 * 64,

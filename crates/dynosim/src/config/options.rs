@@ -597,14 +597,6 @@ impl ReplayOptions {
         Ok(())
     }
 
-    fn max_sim_time_flag(&self) -> &'static str {
-        if self.max_sim_time_ms.is_some() && self.max_sim_time_seconds.is_none() {
-            "max_sim_time_ms"
-        } else {
-            "--max-sim-time-seconds"
-        }
-    }
-
     fn parse_engines(&self) -> Result<ParsedEngines> {
         let parse = |flag: &str, text: &Option<String>| {
             text.as_deref()
