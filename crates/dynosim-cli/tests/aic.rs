@@ -492,3 +492,104 @@ fn an_fp8_kv_cache_halves_the_bytes_per_token_of_the_kv_estimate() {
     );
     assert!(fp8.abs_diff(2 * bf16) <= 1, "bf16 {bf16}, fp8 {fp8}");
 }
+
+/// Writes a calibration file with one entry for `backend` on h200_sxm.
+fn calibration_file(dir: &std::path::Path, backend: &str, corrections: Value) -> String {
+    let path = dir.join("calibration.json");
+    let file = json!({
+        "format": dynosim::aic::calibration::FORMAT,
+        "entries": [{"backend": backend, "system": "h200_sxm", "corrections": corrections}],
+    });
+    std::fs::write(&path, file.to_string()).expect("write calibration");
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+#[test]
+fn a_calibration_scales_and_offsets_each_part_of_a_pass_and_the_kv_estimate() {
+    let python =
+        python_or_skip!("a_calibration_scales_and_offsets_each_part_of_a_pass_and_the_kv_estimate");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = calibration_file(
+        dir.path(),
+        "vllm",
+        json!({"prefill_scale": 2.0, "decode_scale": 3.0, "prefill_pass_ms": 5.0,
+               "decode_pass_ms": 1.0, "kv_capacity_scale": 0.5}),
+    );
+    let plain = engine("vllm", QWEN, 1);
+    let mut calibrated = plain.clone();
+    calibrated["aic_calibration"] = json!(file);
+
+    // A lone request: one prefill pass, then decode passes of one request.
+    let lone_isl = 1000;
+    let config = aic_config(&plain);
+    let (prefill, decode) = direct(&python, &config, &[[1, lone_isl, 0]], &[[1, lone_isl]]);
+    let report = replay(&python, &calibrated, lone_isl, 8, 1);
+    assert_close(
+        "calibrated lone TTFT",
+        number(&report, "mean_ttft_ms"),
+        2.0 * prefill[0] + 5.0 + 3.0 * decode[0].max(1.0) + 1.0,
+        0.01,
+    );
+
+    // The KV capacity the package estimates (3904 blocks here) is scaled, floored.
+    let mut args = engine_args(&json!({
+        "aic_backend": "vllm", "aic_model_path": QWEN, "aic_tp_size": 1,
+        "block_size": 64, "max_num_seqs": 8, "aic_calibration": file,
+    }));
+    std::env::set_var("DYNOSIM_PYTHON", &python);
+    build::prepare_engine(&mut args, "--extra-engine-args", &mut |_| {}).expect("tables");
+    assert_eq!(args.num_gpu_blocks, 1952);
+}
+
+#[test]
+fn a_calibration_without_an_entry_for_the_configuration_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = calibration_file(
+        dir.path(),
+        "sglang",
+        json!({"prefill_scale": 1.0, "decode_scale": 1.0, "prefill_pass_ms": 0.0,
+               "decode_pass_ms": 0.0, "kv_capacity_scale": 1.0}),
+    );
+    let engine = json!({"aic_backend": "vllm", "aic_model_path": QWEN, "num_gpu_blocks": 100,
+                        "aic_calibration": file});
+    let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+        .args([
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "4",
+            "--request-count",
+            "1",
+        ])
+        .args(["--replay-concurrency", "1"])
+        .args(["--extra-engine-args", &engine.to_string()])
+        .output()
+        .expect("run dynosim");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("aic_calibration")
+            && stderr.contains("no entry for backend 'vllm' on system 'h200_sxm'")
+            && stderr.contains("sglang on h200_sxm"),
+        "{stderr}"
+    );
+    // Without aic_backend the key has nothing to correct.
+    let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
+        .args([
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "4",
+            "--request-count",
+            "1",
+        ])
+        .args(["--replay-concurrency", "1"])
+        .args([
+            "--extra-engine-args",
+            &json!({"aic_calibration": file}).to_string(),
+        ])
+        .output()
+        .expect("run dynosim");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs aic_backend"));
+}

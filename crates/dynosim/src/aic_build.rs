@@ -293,7 +293,12 @@ pub fn prepare_engine(
     })?;
     if args.aic_block_estimate.is_some() {
         match tables.num_gpu_blocks {
-            Some(blocks) if blocks >= 1 => args.num_gpu_blocks = blocks,
+            Some(blocks) if blocks >= 1 => {
+                args.num_gpu_blocks = match &config.calibration {
+                    Some(calibration) => calibration.kv_blocks(blocks),
+                    None => blocks,
+                }
+            }
             other => {
                 return Err(Error::usage(format!(
                     "{flag}: aiconfigurator-core estimates {} KV blocks per rank for this \

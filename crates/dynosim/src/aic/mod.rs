@@ -9,6 +9,7 @@
 //!   `predict_prefill_latency(n, e + p, p)` and `predict_decode_latency(b, c, 2)`, in raw ms,
 //!   from the tables (no floors, no speed-up ratios: the timing model applies those).
 //! - [`BlockEstimate`]: the inputs of the package's KV-capacity estimate.
+//! - [`calibration`]: corrections fitted against measured runs (`aic_calibration`).
 //!
 //! This module is data and lookups only, below `config`. Building the tables (running the
 //! Python builder, caching its output) is I/O over a whole spec and lives above `config`, in
@@ -20,6 +21,10 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
+
+pub mod calibration;
+
+pub use calibration::AicCalibration;
 
 /// The backends aiconfigurator-core models.
 pub const BACKENDS: [&str; 3] = ["vllm", "sglang", "trtllm"];
@@ -47,6 +52,9 @@ pub struct AicConfig {
     pub comm_dtype: Option<String>,
     /// Draft tokens per verification round (0 = none).
     pub nextn: usize,
+    /// Corrections fitted against measured runs (`aic_calibration`); `None` = the package's
+    /// estimates as they are. Not part of what the tables depend on.
+    pub calibration: Option<AicCalibration>,
     /// Built by [`crate::aic_build::prepare`] before the simulation starts.
     pub tables: Option<Arc<AicTables>>,
 }

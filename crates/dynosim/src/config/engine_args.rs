@@ -285,6 +285,7 @@ engine_arg_keys! {
     aic_nextn: usize,
     aic_nextn_accept_rates: String,
     aic_mtp_seed: u64,
+    aic_calibration: String,
     gpu_memory_utilization: f64,
     mem_fraction_static: f64,
     free_gpu_memory_fraction: f64,
@@ -509,6 +510,8 @@ struct RawAic {
     moe_ep_size: Option<usize>,
     attention_dp_size: Option<usize>,
     dtypes: [(&'static str, Option<String>); 5],
+    /// `aic_calibration`: a shipped calibration's name or a calibration file's path.
+    calibration: Option<String>,
     num_gpu_blocks_given: bool,
 }
 
@@ -580,7 +583,15 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
     if let Some(tp) = raw.aic_tp_size.value() {
         args.aic_tp_size = tp;
     }
-    let aic = raw.aic_backend.value().map(|backend| RawAic {
+    let calibration = raw.aic_calibration.value();
+    let aic_backend = raw.aic_backend.value();
+    if calibration.is_some() && aic_backend.is_none() {
+        return Err(
+            "aic_calibration corrects AIC timing and needs aic_backend (with aic_model_path)"
+                .into(),
+        );
+    }
+    let aic = aic_backend.map(|backend| RawAic {
         backend,
         system: raw.aic_system.value(),
         backend_version: raw.aic_backend_version.value(),
@@ -595,6 +606,7 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
             ("aic_kv_cache_dtype", raw.aic_kv_cache_dtype.value()),
             ("aic_comm_dtype", raw.aic_comm_dtype.value()),
         ],
+        calibration,
         num_gpu_blocks_given,
     });
     let aic_nextn = raw.aic_nextn.value();
@@ -990,8 +1002,16 @@ fn attach_aic(parsed: &mut ParsedEngineArgs) -> Result<(), String> {
         kv_cache_dtype: normalize_dtype(kv_cache.1.as_deref()),
         comm_dtype: normalize_dtype(comm.1.as_deref()),
         nextn: parsed.aic_nextn.unwrap_or(0),
+        calibration: None,
         tables: None,
     });
+    if let Some(value) = raw.calibration.filter(|value| !value.trim().is_empty()) {
+        let config = args.aic.as_mut().expect("set above");
+        config.calibration = Some(
+            crate::aic::calibration::resolve(&value, &config.backend, &config.system)
+                .map_err(|message| format!("aic_calibration: {message}"))?,
+        );
+    }
     if !raw.num_gpu_blocks_given {
         args.aic_block_estimate = Some(BlockEstimate {
             block_size: args.block_size,

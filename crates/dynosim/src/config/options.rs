@@ -779,6 +779,7 @@ impl ReplayOptions {
             kv_cache_dtype: normalize_dtype(self.aic_kv_cache_dtype.as_deref()),
             comm_dtype: normalize_dtype(self.aic_comm_dtype.as_deref()),
             nextn,
+            calibration: None,
             tables: None,
         }))
     }

@@ -8,11 +8,16 @@
 //! - decode: `decode(ready, ⌊context/ready⌋, 2)`, floored at 1 ms.
 //!
 //! A latency that is not a finite non-negative number becomes the floor, as in the reference.
+//!
+//! [`CalibratedAic`] is the same timer with `aic_calibration`'s corrections applied to each
+//! part of a pass after the floors (see [`crate::aic::calibration`]).
 //! Each rank of dynosim schedules its own batch, so the batch passed is already per rank (the
 //! reference divides an aggregate batch by the attention-DP size; see docs/differences.md).
 
+use std::sync::Arc;
+
 use super::{DecodeBatch, DecodeInputs, PassTimer, PrefillBatch};
-use crate::aic::AicTables;
+use crate::aic::{AicCalibration, AicTables};
 
 fn floored(ms: f64, floor: f64) -> f64 {
     if ms.is_finite() && ms >= 0.0 {
@@ -46,5 +51,37 @@ impl PassTimer for AicTables {
 
     fn decode_inputs(&self) -> DecodeInputs {
         DecodeInputs::ReadyAndMeanContext
+    }
+}
+
+/// AIC pass times with calibrated corrections: each part of a pass that ran is scaled and
+/// pays its fixed per-pass cost.
+#[derive(Debug)]
+pub struct CalibratedAic {
+    pub tables: Arc<AicTables>,
+    pub calibration: AicCalibration,
+}
+
+impl PassTimer for CalibratedAic {
+    fn prefill_ms(&self, batch: &PrefillBatch) -> f64 {
+        self.calibration
+            .prefill_ms(PassTimer::prefill_ms(&*self.tables, batch))
+    }
+
+    fn decode_ms(&self, batch: &DecodeBatch) -> f64 {
+        if batch.ready == 0 {
+            return 0.0;
+        }
+        self.calibration
+            .decode_ms(PassTimer::decode_ms(&*self.tables, batch))
+    }
+
+    fn decode_inputs(&self) -> DecodeInputs {
+        PassTimer::decode_inputs(&*self.tables)
+    }
+
+    fn decode_floor_ms(&self) -> f64 {
+        self.calibration
+            .decode_ms(PassTimer::decode_floor_ms(&*self.tables))
     }
 }

@@ -345,9 +345,17 @@ impl TimingModel {
     /// The model the engine arguments select. Ranks built from the same arguments share the
     /// timer instance.
     pub fn new(args: &EngineArgs) -> Self {
-        let aic_tables = args.aic.as_ref().and_then(|aic| aic.tables.as_ref());
+        let aic = args.aic.as_ref();
+        let aic_tables = aic.and_then(|aic| aic.tables.as_ref());
+        let calibration = aic.and_then(|aic| aic.calibration.as_ref());
         let timer: Arc<dyn PassTimer> = match (aic_tables, &args.timing) {
-            (Some(tables), _) => Arc::clone(tables) as Arc<dyn PassTimer>,
+            (Some(tables), _) => match calibration {
+                Some(calibration) => Arc::new(aic::CalibratedAic {
+                    tables: Arc::clone(tables),
+                    calibration: calibration.clone(),
+                }),
+                None => Arc::clone(tables) as Arc<dyn PassTimer>,
+            },
             (None, TimingSource::Polynomial) => Arc::new(Polynomial),
             (None, TimingSource::ProfileTable(table)) => Arc::clone(table) as Arc<dyn PassTimer>,
         };

@@ -333,6 +333,7 @@ fn aic_load_model_decays_the_oldest_prefill_over_its_predicted_duration() {
         kv_cache_dtype: None,
         comm_dtype: None,
         nextn: 0,
+        calibration: None,
         tables: Some(std::sync::Arc::new(linear_aic_tables())),
     };
     let config = RouterConfig {

@@ -1,0 +1,272 @@
+//! Calibration of AIC timing against measured runs: a few interpretable corrections per
+//! (backend, system), fitted by `dynosim calibrate` on measured benchmark rows and applied on
+//! top of aiconfigurator-core's estimates.
+//!
+//! INTERFACE
+//! - [`AicCalibration`]: the corrections of one engine configuration. Prefill and decode
+//!   parts of a pass are scaled, a fixed per-pass cost is added to each part that ran, and the
+//!   KV capacity the package estimates is scaled (the share of that memory the engine really
+//!   gets for its cache).
+//! - [`CalibrationFile`]: the file `dynosim calibrate` writes, one entry per (backend,
+//!   system); [`CalibrationFile::parse`] checks it, [`CalibrationFile::entry`] picks the entry
+//!   of a configuration.
+//! - [`resolve`]: the engine-args value `aic_calibration` (a shipped name or a file path) to
+//!   the corrections of one (backend, system).
+//!
+//! Without `aic_calibration` nothing here runs and AIC timing is exactly the package's.
+
+use serde::{Deserialize, Serialize};
+
+/// The `format` value of a calibration file.
+pub const FORMAT: &str = "dynosim-aic-calibration/1";
+
+/// Calibrations shipped with dynosim, by the name `aic_calibration` accepts.
+const SHIPPED: &[(&str, &str)] = &[];
+
+/// The corrections applied to one engine configuration's AIC pass times and KV capacity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AicCalibration {
+    /// Multiplies the package's prefill time of a pass.
+    pub prefill_scale: f64,
+    /// Multiplies the package's decode time of a pass.
+    pub decode_scale: f64,
+    /// Milliseconds added to a pass that prefilled something (scheduling, input preparation).
+    pub prefill_pass_ms: f64,
+    /// Milliseconds added to a pass that decoded something (sampling, output handling).
+    pub decode_pass_ms: f64,
+    /// Multiplies the KV capacity the package estimates (used only when `num_gpu_blocks` is
+    /// not given).
+    pub kv_capacity_scale: f64,
+}
+
+impl AicCalibration {
+    /// No correction: the package's estimates as they are.
+    pub const IDENTITY: AicCalibration = AicCalibration {
+        prefill_scale: 1.0,
+        decode_scale: 1.0,
+        prefill_pass_ms: 0.0,
+        decode_pass_ms: 0.0,
+        kv_capacity_scale: 1.0,
+    };
+
+    /// The first field that is out of range, as a message.
+    fn check(&self) -> Result<(), String> {
+        let fields = [
+            ("prefill_scale", self.prefill_scale, false),
+            ("decode_scale", self.decode_scale, false),
+            ("prefill_pass_ms", self.prefill_pass_ms, true),
+            ("decode_pass_ms", self.decode_pass_ms, true),
+            ("kv_capacity_scale", self.kv_capacity_scale, false),
+        ];
+        for (name, value, zero_allowed) in fields {
+            let ok = value.is_finite()
+                && if zero_allowed {
+                    value >= 0.0
+                } else {
+                    value > 0.0
+                };
+            if !ok {
+                let bound = if zero_allowed {
+                    "at least 0"
+                } else {
+                    "positive"
+                };
+                return Err(format!(
+                    "{name} must be a finite number {bound}, got {value}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The prefill part of a pass, corrected (`raw_ms` 0 means nothing was prefilled).
+    pub fn prefill_ms(&self, raw_ms: f64) -> f64 {
+        if raw_ms > 0.0 {
+            raw_ms * self.prefill_scale + self.prefill_pass_ms
+        } else {
+            raw_ms
+        }
+    }
+
+    /// The decode part of a pass that decoded something, corrected.
+    pub fn decode_ms(&self, raw_ms: f64) -> f64 {
+        raw_ms * self.decode_scale + self.decode_pass_ms
+    }
+
+    /// The KV capacity per rank, corrected, from the package's estimate (at least one block).
+    pub fn kv_blocks(&self, estimated: usize) -> usize {
+        ((estimated as f64 * self.kv_capacity_scale).floor() as usize).max(1)
+    }
+}
+
+/// One (backend, system) entry of a calibration file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationEntry {
+    pub backend: String,
+    pub system: String,
+    pub corrections: AicCalibration,
+    /// What the fit saw (rows, errors before and after); informational, not read back.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub fit: serde_json::Value,
+}
+
+/// A calibration file: corrections per (backend, system).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CalibrationFile {
+    pub format: String,
+    /// How the entries were fitted (data set, split, command); informational.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub fitted_on: serde_json::Value,
+    pub entries: Vec<CalibrationEntry>,
+}
+
+impl CalibrationFile {
+    /// Parses and checks a calibration file's text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: CalibrationFile =
+            serde_json::from_str(text).map_err(|error| format!("invalid calibration: {error}"))?;
+        if file.format != FORMAT {
+            return Err(format!("format is '{}', expected '{FORMAT}'", file.format));
+        }
+        for (index, entry) in file.entries.iter().enumerate() {
+            entry.corrections.check().map_err(|message| {
+                format!(
+                    "entries[{index}] ({} on {}): {message}",
+                    entry.backend, entry.system
+                )
+            })?;
+            if file.entries[..index]
+                .iter()
+                .any(|other| other.backend == entry.backend && other.system == entry.system)
+            {
+                return Err(format!(
+                    "entries[{index}]: a second entry for {} on {}",
+                    entry.backend, entry.system
+                ));
+            }
+        }
+        Ok(file)
+    }
+
+    /// The entry of `backend` on `system`, or a message listing the entries there are.
+    pub fn entry(&self, backend: &str, system: &str) -> Result<&AicCalibration, String> {
+        self.entries
+            .iter()
+            .find(|entry| entry.backend == backend && entry.system == system)
+            .map(|entry| &entry.corrections)
+            .ok_or_else(|| {
+                let have: Vec<String> = self
+                    .entries
+                    .iter()
+                    .map(|entry| format!("{} on {}", entry.backend, entry.system))
+                    .collect();
+                format!(
+                    "no entry for backend '{backend}' on system '{system}' (it has: {})",
+                    if have.is_empty() {
+                        "none".to_string()
+                    } else {
+                        have.join(", ")
+                    }
+                )
+            })
+    }
+}
+
+/// The names of the calibrations shipped with dynosim.
+pub fn shipped_names() -> Vec<&'static str> {
+    SHIPPED.iter().map(|(name, _)| *name).collect()
+}
+
+/// The corrections `value` (a shipped calibration's name or a calibration file's path) gives
+/// `backend` on `system`. Reads the file: call it while the engine arguments are parsed,
+/// before any simulation.
+pub fn resolve(value: &str, backend: &str, system: &str) -> Result<AicCalibration, String> {
+    let (origin, text) = match SHIPPED.iter().find(|(name, _)| *name == value) {
+        Some((name, text)) => (format!("shipped calibration '{name}'"), text.to_string()),
+        None => {
+            let text = std::fs::read_to_string(value).map_err(|error| {
+                let shipped = shipped_names();
+                let hint = if shipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (shipped calibrations: {})", shipped.join(", "))
+                };
+                format!("cannot read calibration file '{value}': {error}{hint}")
+            })?;
+            (format!("calibration file '{value}'"), text)
+        }
+    };
+    let file = CalibrationFile::parse(&text).map_err(|message| format!("{origin}: {message}"))?;
+    file.entry(backend, system)
+        .cloned()
+        .map_err(|message| format!("{origin}: {message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(entries: &str) -> String {
+        format!(r#"{{"format":"{FORMAT}","entries":[{entries}]}}"#)
+    }
+
+    const VLLM_H200: &str = r#"{"backend":"vllm","system":"h200_sxm","corrections":{
+        "prefill_scale":1.5,"decode_scale":0.8,"prefill_pass_ms":2,"decode_pass_ms":0.5,
+        "kv_capacity_scale":0.75}}"#;
+
+    #[test]
+    fn an_entry_is_picked_by_backend_and_system() {
+        let parsed = CalibrationFile::parse(&file(VLLM_H200)).unwrap();
+        let entry = parsed.entry("vllm", "h200_sxm").unwrap();
+        assert_eq!(entry.prefill_ms(10.0), 17.0);
+        assert_eq!(entry.prefill_ms(0.0), 0.0);
+        assert_eq!(entry.decode_ms(10.0), 8.5);
+        assert_eq!(entry.kv_blocks(1000), 750);
+        assert_eq!(entry.kv_blocks(1), 1);
+        let missing = parsed.entry("sglang", "h200_sxm").unwrap_err();
+        assert!(
+            missing.contains("'sglang'") && missing.contains("vllm on h200_sxm"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn bad_files_say_what_is_wrong() {
+        let bad_scale = VLLM_H200.replace("\"decode_scale\":0.8", "\"decode_scale\":0");
+        let message = CalibrationFile::parse(&file(&bad_scale)).unwrap_err();
+        assert!(
+            message.contains("decode_scale must be a finite number positive"),
+            "{message}"
+        );
+        let twice = file(&format!("{VLLM_H200},{VLLM_H200}"));
+        assert!(CalibrationFile::parse(&twice)
+            .unwrap_err()
+            .contains("a second entry"));
+        let unknown = VLLM_H200.replace("\"prefill_scale\"", "\"prefil_scale\"");
+        assert!(CalibrationFile::parse(&file(&unknown))
+            .unwrap_err()
+            .contains("prefil_scale"));
+        let wrong_format = file(VLLM_H200).replace(FORMAT, "other/1");
+        assert!(CalibrationFile::parse(&wrong_format)
+            .unwrap_err()
+            .contains("other/1"));
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let message = resolve("/nonexistent/cal.json", "vllm", "h200_sxm").unwrap_err();
+        assert!(message.contains("/nonexistent/cal.json"), "{message}");
+    }
+
+    #[test]
+    fn identity_changes_nothing() {
+        let identity = AicCalibration::IDENTITY;
+        for raw in [0.0, 1.0, 12.345] {
+            assert_eq!(identity.prefill_ms(raw), raw);
+            assert_eq!(identity.decode_ms(raw), raw);
+        }
+        assert_eq!(identity.kv_blocks(4096), 4096);
+    }
+}
