@@ -1212,7 +1212,8 @@ mod tests {
             message.ends_with("`sglang`, `trtllm`, `has_perf_model`"),
             "{message}"
         );
-        assert_eq!(ACCEPTED_KEYS.len(), 61);
+        // The reference's 61 keys and dynosim's `aic_calibration`.
+        assert_eq!(ACCEPTED_KEYS.len(), 62);
         // Keys of older mocker versions are rejected too.
         for key in ["watermark", "aic_systems_path", "eviction_backend"] {
             assert!(error(&format!(r#"{{"{key}":1}}"#)).contains(&format!("unknown field `{key}`")));
