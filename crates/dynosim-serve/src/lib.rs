@@ -103,17 +103,7 @@ struct App {
 
 /// Serves `spec`'s deployment until `hooks.stop` says so (see the module doc).
 pub fn serve(spec: &ReplaySpec, config: ServeConfig, hooks: ServeHooks) -> Result<Served> {
-    if spec.disaggregation.is_some() {
-        return Err(Error::usage(
-            "serving a disaggregated deployment is not supported: give aggregated workers \
-             (--extra-engine-args, --num-workers)",
-        ));
-    }
-    if spec.planner.is_some() {
-        return Err(Error::usage(
-            "serving with a planner is not supported: leave out --planner-config",
-        ));
-    }
+    dynosim::sim::external::check_servable(spec)?;
     if !(config.speed.is_finite() && config.speed > 0.0) {
         return Err(Error::usage(format!(
             "--speed must be a positive number, got {}",

@@ -93,17 +93,7 @@ pub fn serve(
     cancel: &AtomicBool,
     outputs: ServeOutputs,
 ) -> Result<Simulated> {
-    if spec.disaggregation.is_some() {
-        return Err(Error::usage(
-            "serving a disaggregated deployment is not supported: give aggregated workers \
-             (--extra-engine-args, --num-workers)",
-        ));
-    }
-    if spec.planner.is_some() {
-        return Err(Error::usage(
-            "serving with a planner is not supported: leave out --planner-config",
-        ));
-    }
+    check_servable(spec)?;
     // Requests arrive when they arrive: an open loop, whatever arrival mode the spec was
     // built with (a spec always carries one).
     let open_loop;
@@ -179,4 +169,21 @@ fn session_of(request: ExternalRequest) -> Session {
         first_timestamp_ms: None,
         turns: vec![turn].into(),
     }
+}
+
+/// Whether `spec`'s deployment can be served: aggregated workers without a planner. Callers
+/// that set up more (a server binding its port) check it first; the run checks it again.
+pub fn check_servable(spec: &ReplaySpec) -> Result<()> {
+    if spec.disaggregation.is_some() {
+        return Err(Error::usage(
+            "serving a disaggregated deployment is not supported: give aggregated workers \
+             (--extra-engine-args, --num-workers)",
+        ));
+    }
+    if spec.planner.is_some() {
+        return Err(Error::usage(
+            "serving with a planner is not supported: leave out --planner-config",
+        ));
+    }
+    Ok(())
 }
