@@ -6,6 +6,7 @@
 
 pub mod aiperf;
 pub mod args;
+pub mod calibrate;
 pub mod compare;
 pub mod interrupt;
 pub mod live;
@@ -97,6 +98,9 @@ where
     }
     if args.first().is_some_and(|first| first == "validate") {
         return run_validate(prog, &args[1..], stdout, stderr);
+    }
+    if args.first().is_some_and(|first| first == "calibrate") {
+        return run_calibrate(prog, &args[1..], stdout, stderr);
     }
     if args.first().is_some_and(|first| first == "serve") {
         return run_serve(prog, &args, stdout, stderr);
@@ -273,6 +277,25 @@ fn run_validate(
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
     match validate::run(&cli) {
+        Ok(text) => print_text(&text, stdout),
+        Err(err) => report_error(prog, &err, &mut command, stderr),
+    }
+}
+
+/// `<prog> calibrate --out FILE [...]`: fits AIC corrections on TRAIN rows and writes them.
+fn run_calibrate(
+    prog: &str,
+    args: &[OsString],
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32 {
+    let (mut command, parsed) =
+        parse_subcommand::<calibrate::CalibrateCli>(prog, "calibrate", args);
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
+    };
+    match calibrate::run(&cli) {
         Ok(text) => print_text(&text, stdout),
         Err(err) => report_error(prog, &err, &mut command, stderr),
     }

@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, ValueEnum};
 use dynosim::{Error, Result};
-use dynosim_validate::{Family, Filters, Mode, Split};
+use dynosim_validate::{Family, Filters, MeasuredRun, Mode, Split};
 use serde_json::{json, Map, Value};
 
 use crate::output::{commit, PreparedOutput};
@@ -55,6 +55,17 @@ pub struct ValidateCli {
     /// missing)
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Rows of the fixed split: TEST when int(sha256(id)[:8], 16) % 4 == 0, TRAIN otherwise
+    #[arg(long, value_enum, default_value = "all")]
+    pub split: SplitArg,
+    #[command(flatten)]
+    pub runs: MeasuredRunsArgs,
+}
+
+/// Which measured runs to read and select, and how to rebuild them: shared by `validate` and
+/// `calibrate`.
+#[derive(Args, Debug)]
+pub struct MeasuredRunsArgs {
     /// A CSV with the columns of aiconfigurator-core's silicon_sample.csv (instead of the
     /// packaged one)
     #[arg(long, value_name = "FILE")]
@@ -62,9 +73,6 @@ pub struct ValidateCli {
     /// An AIPerf run directory (profile_export_aiperf.json with its input_config); repeatable
     #[arg(long = "aiperf-dir", value_name = "DIR")]
     pub aiperf_dirs: Vec<PathBuf>,
-    /// Rows of the fixed split: TEST when int(sha256(id)[:8], 16) % 4 == 0, TRAIN otherwise
-    #[arg(long, value_enum, default_value = "all")]
-    pub split: SplitArg,
     /// Only rows of this system (repeatable, e.g. h200_sxm)
     #[arg(long = "system", value_name = "SYSTEM")]
     pub systems: Vec<String>,
@@ -93,69 +101,97 @@ pub struct ValidateCli {
     pub jobs: Option<u16>,
 }
 
-fn extra_object(cli: &ValidateCli) -> Result<Map<String, Value>> {
-    let Some(text) = &cli.extra_engine_args else {
-        return Ok(Map::new());
-    };
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(map)) => Ok(map),
-        Ok(other) => Err(Error::usage_about(
-            "--extra-engine-args",
-            format!("expected a JSON object, got {other}"),
-        )),
-        Err(err) => Err(Error::usage_about(
-            "--extra-engine-args",
-            format!("invalid JSON: {err}"),
-        )),
+impl MeasuredRunsArgs {
+    fn extra_object(&self) -> Result<Map<String, Value>> {
+        let Some(text) = &self.extra_engine_args else {
+            return Ok(Map::new());
+        };
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => Ok(map),
+            Ok(other) => Err(Error::usage_about(
+                "--extra-engine-args",
+                format!("expected a JSON object, got {other}"),
+            )),
+            Err(err) => Err(Error::usage_about(
+                "--extra-engine-args",
+                format!("invalid JSON: {err}"),
+            )),
+        }
+    }
+
+    /// The measured runs of every input (the packaged CSV when none is named), with the
+    /// inputs' names.
+    pub fn read(&self) -> Result<(Vec<MeasuredRun>, Vec<String>)> {
+        let extra = self.extra_object()?;
+        let mut runs = Vec::new();
+        let mut inputs = Vec::new();
+        let csv = match &self.csv {
+            Some(path) => Some(path.clone()),
+            None if self.aiperf_dirs.is_empty() => Some(dynosim_validate::silicon::packaged_csv(
+                &dynosim::aic_build::python(),
+            )?),
+            None => None,
+        };
+        if let Some(csv) = &csv {
+            let lengths = if self.fixed_lengths {
+                dynosim_validate::silicon::Lengths::Fixed
+            } else {
+                dynosim_validate::silicon::Lengths::Client
+            };
+            runs.extend(dynosim_validate::silicon::read_csv(csv, &extra, lengths)?);
+            inputs.push(csv.display().to_string());
+        }
+        for dir in &self.aiperf_dirs {
+            runs.push(dynosim_validate::aiperf_dir::read(dir, &extra)?);
+            inputs.push(dir.display().to_string());
+        }
+        Ok((runs, inputs))
+    }
+
+    /// The row filters, with `split`.
+    pub fn filters(&self, split: Option<Split>) -> Filters {
+        Filters {
+            split,
+            systems: self.systems.clone(),
+            backends: self.backends.clone(),
+            models: self.models.clone(),
+            mode: self.mode.map(|mode| match mode {
+                ModeArg::Agg => Mode::Agg,
+                ModeArg::Disagg => Mode::Disagg,
+            }),
+            families: match self.family {
+                FamilyArg::Inferencex => vec![Family::InferenceX],
+                FamilyArg::GapAnalysis => vec![Family::GapAnalysis],
+                FamilyArg::Aiperf => vec![Family::Aiperf],
+                FamilyArg::All => Vec::new(),
+            },
+        }
+    }
+
+    /// The selection and settings, for the outputs' context.
+    pub fn describe(&self, split: &str) -> Result<Value> {
+        Ok(json!({
+            "split": split,
+            "system": self.systems,
+            "backend": self.backends,
+            "model": self.models,
+            "mode": self.mode.map(|mode| format!("{mode:?}").to_lowercase()),
+            "family": format!("{:?}", self.family).to_lowercase(),
+            "extra_engine_args": self.extra_object()?,
+            "fixed_lengths": self.fixed_lengths,
+        }))
     }
 }
 
 /// Runs the validation, publishes its files and returns the text to print.
 pub fn run(cli: &ValidateCli) -> Result<String> {
     let started = Instant::now();
-    let extra = extra_object(cli)?;
-    let mut runs = Vec::new();
-    let mut inputs = Vec::new();
-    let csv = match &cli.csv {
-        Some(path) => Some(path.clone()),
-        None if cli.aiperf_dirs.is_empty() => Some(dynosim_validate::silicon::packaged_csv(
-            &dynosim::aic_build::python(),
-        )?),
-        None => None,
-    };
-    if let Some(csv) = &csv {
-        let lengths = if cli.fixed_lengths {
-            dynosim_validate::silicon::Lengths::Fixed
-        } else {
-            dynosim_validate::silicon::Lengths::Client
-        };
-        runs.extend(dynosim_validate::silicon::read_csv(csv, &extra, lengths)?);
-        inputs.push(csv.display().to_string());
-    }
-    for dir in &cli.aiperf_dirs {
-        runs.push(dynosim_validate::aiperf_dir::read(dir, &extra)?);
-        inputs.push(dir.display().to_string());
-    }
-    let filters = Filters {
-        split: match cli.split {
-            SplitArg::Train => Some(Split::Train),
-            SplitArg::Test => Some(Split::Test),
-            SplitArg::All => None,
-        },
-        systems: cli.systems.clone(),
-        backends: cli.backends.clone(),
-        models: cli.models.clone(),
-        mode: cli.mode.map(|mode| match mode {
-            ModeArg::Agg => Mode::Agg,
-            ModeArg::Disagg => Mode::Disagg,
-        }),
-        families: match cli.family {
-            FamilyArg::Inferencex => vec![Family::InferenceX],
-            FamilyArg::GapAnalysis => vec![Family::GapAnalysis],
-            FamilyArg::Aiperf => vec![Family::Aiperf],
-            FamilyArg::All => Vec::new(),
-        },
-    };
+    let (runs, inputs) = cli.runs.read()?;
+    let filters = cli.runs.filters(match cli.split {
+        SplitArg::Train => Some(Split::Train),
+        SplitArg::Test => Some(Split::Test),
+        SplitArg::All => None,
+    });
     // Every output is checked writable before any simulation.
     std::fs::create_dir_all(&cli.out).map_err(|err| {
         Error::runtime(format!(
@@ -179,7 +215,7 @@ pub fn run(cli: &ValidateCli) -> Result<String> {
         &filters,
         &cli.out,
         &dynosim_validate::RunOptions {
-            jobs: cli.jobs.map(usize::from),
+            jobs: cli.runs.jobs.map(usize::from),
             progress: true,
         },
     )?;
@@ -187,16 +223,8 @@ pub fn run(cli: &ValidateCli) -> Result<String> {
     context.insert("inputs".into(), json!(inputs));
     context.insert(
         "filters".into(),
-        json!({
-            "split": format!("{:?}", cli.split).to_lowercase(),
-            "system": cli.systems,
-            "backend": cli.backends,
-            "model": cli.models,
-            "mode": cli.mode.map(|mode| format!("{mode:?}").to_lowercase()),
-            "family": format!("{:?}", cli.family).to_lowercase(),
-            "extra_engine_args": extra,
-            "fixed_lengths": cli.fixed_lengths,
-        }),
+        cli.runs
+            .describe(&format!("{:?}", cli.split).to_lowercase())?,
     );
     context.insert("wall_time_s".into(), json!(started.elapsed().as_secs_f64()));
     let summary = dynosim_validate::outputs::summary(&outcome.rows, context);

@@ -493,12 +493,20 @@ fn an_fp8_kv_cache_halves_the_bytes_per_token_of_the_kv_estimate() {
     assert!(fp8.abs_diff(2 * bf16) <= 1, "bf16 {bf16}, fp8 {fp8}");
 }
 
-/// Writes a calibration file with one entry for `backend` on h200_sxm.
+/// Writes a calibration file whose entry for `backend` on h200_sxm and the model QWEN has
+/// `corrections`; the (backend, system) entry beside it, for the other models, must not be
+/// picked for QWEN (its scales are absurd).
 fn calibration_file(dir: &std::path::Path, backend: &str, corrections: Value) -> String {
     let path = dir.join("calibration.json");
+    let other_models = json!({"prefill_scale": 100.0, "decode_scale": 100.0,
+                              "prefill_pass_ms": 0.0, "decode_pass_ms": 0.0,
+                              "kv_capacity_scale": 1.0});
     let file = json!({
         "format": dynosim::aic::calibration::FORMAT,
-        "entries": [{"backend": backend, "system": "h200_sxm", "corrections": corrections}],
+        "entries": [
+            {"backend": backend, "system": "h200_sxm", "corrections": other_models},
+            {"backend": backend, "system": "h200_sxm", "model": QWEN, "corrections": corrections},
+        ],
     });
     std::fs::write(&path, file.to_string()).expect("write calibration");
     path.to_str().expect("utf-8 path").to_string()
@@ -513,22 +521,35 @@ fn a_calibration_scales_and_offsets_each_part_of_a_pass_and_the_kv_estimate() {
         dir.path(),
         "vllm",
         json!({"prefill_scale": 2.0, "decode_scale": 3.0, "prefill_pass_ms": 5.0,
-               "decode_pass_ms": 1.0, "kv_capacity_scale": 0.5}),
+               "decode_pass_ms": 1.0, "kv_capacity_scale": 0.5, "request_overhead_ms": 7.0}),
     );
     let plain = engine("vllm", QWEN, 1);
     let mut calibrated = plain.clone();
     calibrated["aic_calibration"] = json!(file);
 
-    // A lone request: one prefill pass, then decode passes of one request.
+    // A lone request: it reaches the engine 7 ms after it arrives, then one prefill pass,
+    // then decode passes of one request.
     let lone_isl = 1000;
     let config = aic_config(&plain);
     let (prefill, decode) = direct(&python, &config, &[[1, lone_isl, 0]], &[[1, lone_isl]]);
     let report = replay(&python, &calibrated, lone_isl, 8, 1);
+    let uncalibrated = replay(&python, &plain, lone_isl, 8, 1);
     assert_close(
         "calibrated lone TTFT",
         number(&report, "mean_ttft_ms"),
-        2.0 * prefill[0] + 5.0 + 3.0 * decode[0].max(1.0) + 1.0,
+        7.0 + 2.0 * prefill[0] + 5.0 + 3.0 * decode[0].max(1.0) + 1.0,
         0.01,
+    );
+    // The front's delay adds to TTFT and latency but takes no engine time: the decode steps
+    // after the first token are only scaled and offset.
+    let decode_steps = 7.0;
+    assert_close(
+        "calibrated lone latency minus TTFT",
+        number(&report, "mean_e2e_latency_ms") - number(&report, "mean_ttft_ms"),
+        (number(&uncalibrated, "mean_e2e_latency_ms") - number(&uncalibrated, "mean_ttft_ms"))
+            * 3.0
+            + decode_steps * 1.0,
+        0.02,
     );
 
     // The KV capacity the package estimates (3904 blocks here) is scaled, floored.

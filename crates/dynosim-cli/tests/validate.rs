@@ -625,3 +625,135 @@ fn silicon_rows_run_with_aic_timing_and_resume_from_the_journal() {
     assert_eq!(journal.matches(r#""key":"tables-"#).count(), 1, "{journal}");
     assert!(number(&faster[0]["predicted_tpot_ms"]) < number(&rows[0]["predicted_tpot_ms"]));
 }
+
+/// Measurements made by dynosim itself under known corrections (`truth`) are fitted back by
+/// `dynosim calibrate` from TRAIN rows only: validate with the fitted file reports (near) zero
+/// error where the uncorrected simulator is far off, and a TEST row never enters the fit.
+#[test]
+fn calibrate_fits_back_known_corrections_from_train_rows() {
+    let Some(python) = aic_python() else {
+        eprintln!(
+            "SKIPPED calibrate_fits_back_known_corrections_from_train_rows: no Python with \
+             aiconfigurator-core (set DYNOSIM_PYTHON or pip install 'dynosim[aic]')"
+        );
+        return;
+    };
+    let tmp = TempDir::new().unwrap();
+    let qwen = "Qwen/Qwen3-32B";
+    // cal-0..cal-5 are TRAIN rows, cal-6 is a TEST row (sha256 of the id).
+    let shapes = [
+        ("cal-0", (256, 16, 2)),
+        ("cal-1", (512, 24, 4)),
+        ("cal-2", (1024, 16, 4)),
+        ("cal-3", (256, 32, 8)),
+        ("cal-4", (768, 24, 2)),
+        ("cal-5", (512, 16, 8)),
+        ("cal-6", (256, 16, 4)),
+    ];
+    let placeholder: Vec<String> = shapes
+        .iter()
+        .map(|(id, shape)| row(id, "x", "vllm", qwen, *shape, (1, 1), (1.0, 1.0)))
+        .collect();
+    write_csv(tmp.path(), "shapes.csv", &placeholder);
+    let truth = serde_json::json!({
+        "format": "dynosim-aic-calibration/1",
+        "entries": [{"backend": "vllm", "system": "h200_sxm", "corrections": {
+            "prefill_scale": 1.0, "decode_scale": 1.3, "prefill_pass_ms": 0.0,
+            "decode_pass_ms": 0.0, "kv_capacity_scale": 1.0, "request_overhead_ms": 60.0}}],
+    });
+    fs::write(tmp.path().join("truth.json"), truth.to_string()).unwrap();
+    let with = |file: &str| format!(r#"{{"aic_calibration": "{file}"}}"#);
+    let out = validate(
+        tmp.path(),
+        &[
+            "--csv",
+            "shapes.csv",
+            "--out",
+            "truth",
+            "--extra-engine-args",
+            &with("truth.json"),
+        ],
+        Some(&python),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The "measured" runs: what dynosim predicts under the known corrections; the TEST row
+    // gets an absurd measurement that would pull any fit it entered.
+    let measured: Vec<String> = read_rows(&tmp.path().join("truth/rows.csv"))
+        .iter()
+        .zip(&shapes)
+        .map(|(result, (id, shape))| {
+            let (ttft, tpot) = if *id == "cal-6" {
+                (100_000.0, 1_000.0)
+            } else {
+                (
+                    number(&result["predicted_ttft_ms"]),
+                    number(&result["predicted_tpot_ms"]),
+                )
+            };
+            row(id, "x", "vllm", qwen, *shape, (1, 1), (ttft, tpot))
+        })
+        .collect();
+    write_csv(tmp.path(), "measured.csv", &measured);
+
+    let out = common::command(
+        tmp.path(),
+        &[
+            "calibrate",
+            "--csv",
+            "measured.csv",
+            "--out",
+            "fitted.json",
+            "--max-evaluations",
+            "100",
+        ],
+    )
+    .env("DYNOSIM_PYTHON", &python)
+    .output()
+    .expect("dynosim runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(printed.contains("Wrote fitted.json"), "{printed}");
+    let fitted: Value =
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("fitted.json")).unwrap()).unwrap();
+    let entries = fitted["entries"].as_array().unwrap();
+    assert!(!entries.is_empty(), "{fitted}");
+    assert_eq!(fitted["fitted_on"]["filters"]["split"], "train");
+    // Six TRAIN rows are the fit's; the TEST row is not among them.
+    let model_entry = entries
+        .iter()
+        .find(|entry| entry["model"].is_string())
+        .unwrap_or(&entries[0]);
+    assert_eq!(model_entry["fit"]["rows"], 6, "{fitted}");
+
+    let errors = |dir: &str, extra: Option<&str>| -> Vec<(f64, f64)> {
+        let mut args = vec!["--csv", "measured.csv", "--split", "train", "--out", dir];
+        let engine;
+        if let Some(file) = extra {
+            engine = with(file);
+            args.extend(["--extra-engine-args", engine.as_str()]);
+        }
+        let out = validate(tmp.path(), &args, Some(&python));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        read_rows(&tmp.path().join(dir).join("rows.csv"))
+            .iter()
+            .map(|row| {
+                (
+                    number(&row["ttft_error_pct"]).abs(),
+                    number(&row["tpot_error_pct"]).abs(),
+                )
+            })
+            .collect()
+    };
+    let before = errors("before", None);
+    let after = errors("after", Some("fitted.json"));
+    assert_eq!(after.len(), 6);
+    let worst = |errors: &[(f64, f64)]| {
+        errors.iter().fold((0.0f64, 0.0f64), |(t, p), (et, ep)| {
+            (t.max(*et), p.max(*ep))
+        })
+    };
+    let (before_ttft, before_tpot) = worst(&before);
+    let (after_ttft, after_tpot) = worst(&after);
+    assert!(before_ttft > 20.0 && before_tpot > 20.0, "{before:?}");
+    assert!(after_ttft < 5.0 && after_tpot < 5.0, "{after:?}");
+}

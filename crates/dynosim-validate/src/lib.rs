@@ -22,6 +22,7 @@
 //! its configuration's tables (in parallel, journalled as it finishes) -> results.
 
 pub mod aiperf_dir;
+pub mod calibrate;
 pub mod journal;
 pub mod outputs;
 pub mod silicon;
@@ -245,7 +246,7 @@ struct Pending {
 
 /// The engine configuration of a spec: what its AIC tables depend on (the engine-args
 /// objects), as canonical text.
-fn configuration_of(settings: &Settings) -> String {
+pub(crate) fn configuration_of(settings: &Settings) -> String {
     [
         "extra_engine_args",
         "prefill_engine_args",
@@ -432,7 +433,7 @@ pub fn run(
 
 /// Simulates one row on its configuration's prepared tables (the row's engine arguments are
 /// the configuration's, so its engines are taken from the prepared spec).
-fn simulate(spec: &ReplaySpec, prepared: &ReplaySpec) -> Entry {
+pub(crate) fn simulate(spec: &ReplaySpec, prepared: &ReplaySpec) -> Entry {
     let mut spec = spec.clone();
     spec.engine = prepared.engine.clone();
     if let (Some(row), Some(tables)) = (

@@ -4,14 +4,16 @@
 //!
 //! INTERFACE
 //! - [`AicCalibration`]: the corrections of one engine configuration. Prefill and decode
-//!   parts of a pass are scaled, a fixed per-pass cost is added to each part that ran, and the
+//!   parts of a pass are scaled, a fixed per-pass cost is added to each part that ran, the
 //!   KV capacity the package estimates is scaled (the share of that memory the engine really
-//!   gets for its cache).
+//!   gets for its cache), and each request reaches the engines a fixed time after it arrives
+//!   (the serving front's latency; applied by the simulation's request ledger).
 //! - [`CalibrationFile`]: the file `dynosim calibrate` writes, one entry per (backend,
-//!   system); [`CalibrationFile::parse`] checks it, [`CalibrationFile::entry`] picks the entry
-//!   of a configuration.
+//!   system) and optionally more specific ones per (backend, system, model);
+//!   [`CalibrationFile::parse`] checks it, [`CalibrationFile::entry`] picks the entry of a
+//!   configuration: its model's if there is one, else its (backend, system) entry.
 //! - [`resolve`]: the engine-args value `aic_calibration` (a shipped name or a file path) to
-//!   the corrections of one (backend, system).
+//!   the corrections of one (backend, system, model).
 //!
 //! Without `aic_calibration` nothing here runs and AIC timing is exactly the package's.
 
@@ -38,6 +40,11 @@ pub struct AicCalibration {
     /// Multiplies the KV capacity the package estimates (used only when `num_gpu_blocks` is
     /// not given).
     pub kv_capacity_scale: f64,
+    /// Milliseconds from a request's arrival until it reaches the router and the engines (the
+    /// serving front: HTTP, tokenization, queues between processes). Counts in TTFT and
+    /// latency without occupying an engine.
+    #[serde(default)]
+    pub request_overhead_ms: f64,
 }
 
 impl AicCalibration {
@@ -48,6 +55,7 @@ impl AicCalibration {
         prefill_pass_ms: 0.0,
         decode_pass_ms: 0.0,
         kv_capacity_scale: 1.0,
+        request_overhead_ms: 0.0,
     };
 
     /// The first field that is out of range, as a message.
@@ -58,6 +66,7 @@ impl AicCalibration {
             ("prefill_pass_ms", self.prefill_pass_ms, true),
             ("decode_pass_ms", self.decode_pass_ms, true),
             ("kv_capacity_scale", self.kv_capacity_scale, false),
+            ("request_overhead_ms", self.request_overhead_ms, true),
         ];
         for (name, value, zero_allowed) in fields {
             let ok = value.is_finite()
@@ -100,19 +109,23 @@ impl AicCalibration {
     }
 }
 
-/// One (backend, system) entry of a calibration file.
+/// One entry of a calibration file: a (backend, system), or with `model` one model there.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CalibrationEntry {
     pub backend: String,
     pub system: String,
+    /// The AIC model (`aic_model_path` as given) this entry is for; `None`: every model of
+    /// the (backend, system) without an entry of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub corrections: AicCalibration,
     /// What the fit saw (rows, errors before and after); informational, not read back.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub fit: serde_json::Value,
 }
 
-/// A calibration file: corrections per (backend, system).
+/// A calibration file: corrections per (backend, system[, model]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CalibrationFile {
     pub format: String,
@@ -131,36 +144,51 @@ impl CalibrationFile {
             return Err(format!("format is '{}', expected '{FORMAT}'", file.format));
         }
         for (index, entry) in file.entries.iter().enumerate() {
-            entry.corrections.check().map_err(|message| {
-                format!(
-                    "entries[{index}] ({} on {}): {message}",
-                    entry.backend, entry.system
-                )
-            })?;
-            if file.entries[..index]
-                .iter()
-                .any(|other| other.backend == entry.backend && other.system == entry.system)
-            {
+            entry
+                .corrections
+                .check()
+                .map_err(|message| format!("entries[{index}] ({}): {message}", entry.describe()))?;
+            if file.entries[..index].iter().any(|other| {
+                other.backend == entry.backend
+                    && other.system == entry.system
+                    && other.model == entry.model
+            }) {
                 return Err(format!(
-                    "entries[{index}]: a second entry for {} on {}",
-                    entry.backend, entry.system
+                    "entries[{index}]: a second entry for {}",
+                    entry.describe()
                 ));
             }
         }
         Ok(file)
     }
 
-    /// The entry of `backend` on `system`, or a message listing the entries there are.
-    pub fn entry(&self, backend: &str, system: &str) -> Result<&AicCalibration, String> {
-        self.entries
+    /// The corrections of `model` on `backend` and `system`: the model's own entry, else the
+    /// (backend, system) entry; or a message listing the entries there are.
+    pub fn entry(
+        &self,
+        backend: &str,
+        system: &str,
+        model: &str,
+    ) -> Result<&AicCalibration, String> {
+        let here = |entry: &&CalibrationEntry| entry.backend == backend && entry.system == system;
+        let own = self
+            .entries
             .iter()
-            .find(|entry| entry.backend == backend && entry.system == system)
+            .filter(here)
+            .find(|entry| entry.model.as_deref() == Some(model));
+        let shared = || {
+            self.entries
+                .iter()
+                .filter(here)
+                .find(|entry| entry.model.is_none())
+        };
+        own.or_else(shared)
             .map(|entry| &entry.corrections)
             .ok_or_else(|| {
                 let have: Vec<String> = self
                     .entries
                     .iter()
-                    .map(|entry| format!("{} on {}", entry.backend, entry.system))
+                    .map(CalibrationEntry::describe)
                     .collect();
                 format!(
                     "no entry for backend '{backend}' on system '{system}' (it has: {})",
@@ -174,15 +202,30 @@ impl CalibrationFile {
     }
 }
 
+impl CalibrationEntry {
+    /// `backend on system`, with the model when the entry has one.
+    pub fn describe(&self) -> String {
+        match &self.model {
+            Some(model) => format!("{} on {} for {model}", self.backend, self.system),
+            None => format!("{} on {}", self.backend, self.system),
+        }
+    }
+}
+
 /// The names of the calibrations shipped with dynosim.
 pub fn shipped_names() -> Vec<&'static str> {
     SHIPPED.iter().map(|(name, _)| *name).collect()
 }
 
 /// The corrections `value` (a shipped calibration's name or a calibration file's path) gives
-/// `backend` on `system`. Reads the file: call it while the engine arguments are parsed,
-/// before any simulation.
-pub fn resolve(value: &str, backend: &str, system: &str) -> Result<AicCalibration, String> {
+/// `model` on `backend` and `system`. Reads the file: call it while the engine arguments are
+/// parsed, before any simulation.
+pub fn resolve(
+    value: &str,
+    backend: &str,
+    system: &str,
+    model: &str,
+) -> Result<AicCalibration, String> {
     let (origin, text) = match SHIPPED.iter().find(|(name, _)| *name == value) {
         Some((name, text)) => (format!("shipped calibration '{name}'"), text.to_string()),
         None => {
@@ -199,7 +242,7 @@ pub fn resolve(value: &str, backend: &str, system: &str) -> Result<AicCalibratio
         }
     };
     let file = CalibrationFile::parse(&text).map_err(|message| format!("{origin}: {message}"))?;
-    file.entry(backend, system)
+    file.entry(backend, system, model)
         .cloned()
         .map_err(|message| format!("{origin}: {message}"))
 }
@@ -219,16 +262,52 @@ mod tests {
     #[test]
     fn an_entry_is_picked_by_backend_and_system() {
         let parsed = CalibrationFile::parse(&file(VLLM_H200)).unwrap();
-        let entry = parsed.entry("vllm", "h200_sxm").unwrap();
+        let entry = parsed.entry("vllm", "h200_sxm", "Qwen/Qwen3-32B").unwrap();
         assert_eq!(entry.prefill_ms(10.0), 17.0);
         assert_eq!(entry.prefill_ms(0.0), 0.0);
         assert_eq!(entry.decode_ms(10.0), 8.5);
         assert_eq!(entry.kv_blocks(1000), 750);
         assert_eq!(entry.kv_blocks(1), 1);
-        let missing = parsed.entry("sglang", "h200_sxm").unwrap_err();
+        let missing = parsed
+            .entry("sglang", "h200_sxm", "Qwen/Qwen3-32B")
+            .unwrap_err();
         assert!(
             missing.contains("'sglang'") && missing.contains("vllm on h200_sxm"),
             "{missing}"
+        );
+    }
+
+    #[test]
+    fn a_model_entry_wins_over_its_backend_and_system_entry() {
+        let for_model = VLLM_H200
+            .replace(
+                "\"system\":\"h200_sxm\",",
+                "\"system\":\"h200_sxm\",\"model\":\"m1\",",
+            )
+            .replace("\"prefill_scale\":1.5", "\"prefill_scale\":3");
+        let parsed = CalibrationFile::parse(&file(&format!("{VLLM_H200},{for_model}"))).unwrap();
+        assert_eq!(
+            parsed
+                .entry("vllm", "h200_sxm", "m1")
+                .unwrap()
+                .prefill_scale,
+            3.0
+        );
+        assert_eq!(
+            parsed
+                .entry("vllm", "h200_sxm", "m2")
+                .unwrap()
+                .prefill_scale,
+            1.5
+        );
+        let only_model = CalibrationFile::parse(&file(&for_model)).unwrap();
+        let message = only_model.entry("vllm", "h200_sxm", "m2").unwrap_err();
+        assert!(message.contains("vllm on h200_sxm for m1"), "{message}");
+        let twice = file(&format!("{for_model},{for_model}"));
+        let message = CalibrationFile::parse(&twice).unwrap_err();
+        assert!(
+            message.contains("a second entry for vllm on h200_sxm for m1"),
+            "{message}"
         );
     }
 
@@ -256,7 +335,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_named() {
-        let message = resolve("/nonexistent/cal.json", "vllm", "h200_sxm").unwrap_err();
+        let message = resolve("/nonexistent/cal.json", "vllm", "h200_sxm", "m").unwrap_err();
         assert!(message.contains("/nonexistent/cal.json"), "{message}");
     }
 

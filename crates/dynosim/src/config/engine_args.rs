@@ -211,6 +211,15 @@ impl EngineArgs {
             .map_err(|message| Error::usage_about(flag, about_source(value, file, message)))
     }
 
+    /// Milliseconds a request takes from its arrival to these engines: the calibrated serving
+    /// front's latency (`aic_calibration`'s `request_overhead_ms`), 0 without a calibration.
+    pub fn front_delay_ms(&self) -> f64 {
+        self.aic
+            .as_ref()
+            .and_then(|aic| aic.calibration.as_ref())
+            .map_or(0.0, |calibration| calibration.request_overhead_ms)
+    }
+
     /// GPUs one worker occupies (`aic_tp_size × dp_size`), for the GPU-hours figures.
     pub fn gpus_per_worker(&self) -> usize {
         // Saturating: both are validated only from below, and a count is no reason to panic.
@@ -1008,8 +1017,13 @@ fn attach_aic(parsed: &mut ParsedEngineArgs) -> Result<(), String> {
     if let Some(value) = raw.calibration.filter(|value| !value.trim().is_empty()) {
         let config = args.aic.as_mut().expect("set above");
         config.calibration = Some(
-            crate::aic::calibration::resolve(&value, &config.backend, &config.system)
-                .map_err(|message| format!("aic_calibration: {message}"))?,
+            crate::aic::calibration::resolve(
+                &value,
+                &config.backend,
+                &config.system,
+                &config.model_path,
+            )
+            .map_err(|message| format!("aic_calibration: {message}"))?,
         );
     }
     if !raw.num_gpu_blocks_given {

@@ -246,7 +246,7 @@ impl<'s> Aggregated<'s> {
         if policy.is_some() {
             pool.record_fpm(0.0);
         }
-        let requests = Requests::new(driver);
+        let requests = Requests::new(driver, spec.engine.front_delay_ms());
         // Run-ahead needs every input a worker can receive to be known in advance: no planner
         // (ticks, joining workers), no request whose end releases a turn, no KV router queue
         // that a first token or an end can place from; and nothing that records pass ends in
@@ -551,7 +551,7 @@ impl Aggregated<'_> {
     /// A turn is ready now and may be released (the single-worker closed loop releases only
     /// between passes).
     fn arrival_due(&self) -> bool {
-        self.requests.driver().has_ready(self.now_ms)
+        self.requests.has_ready(self.now_ms)
             && !(self.release_between_passes_only && self.pool.is_busy(0))
     }
 
@@ -597,7 +597,7 @@ impl Aggregated<'_> {
         let next_arrival = if arrivals_blocked {
             None
         } else {
-            self.requests.driver().next_ready_ms()
+            self.requests.next_ready_ms()
         };
         earliest(
             earliest(next_completion, next_arrival),
@@ -735,11 +735,7 @@ impl Aggregated<'_> {
     /// after the horizon). The pass left to the loop is queued where the loop would have
     /// queued it: as the start at `end_ms` in its first round (`rank` = the worker id).
     fn run_ahead(&mut self, worker: usize, mut start_ms: f64, mut end_ms: f64, mut rank: u64) {
-        let horizon = self
-            .requests
-            .driver()
-            .next_ready_ms()
-            .unwrap_or(f64::INFINITY);
+        let horizon = self.requests.next_ready_ms().unwrap_or(f64::INFINITY);
         let cap_ms = self.spec.max_sim_time_ms.unwrap_or(f64::INFINITY);
         let may_end_ahead = move |end_ms: f64| end_ms < horizon && end_ms <= cap_ms;
         let mut first = true;

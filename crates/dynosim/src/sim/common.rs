@@ -3,7 +3,7 @@
 //! flight), and building a KV router for a pool.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 
 use super::collector_front::CollectorFront;
@@ -200,6 +200,8 @@ pub(super) struct RequestOrigin {
 /// A released turn once recorded as an arrival: what a topology needs to route it.
 pub(super) struct ReleasedRequest {
     pub(super) id: RequestId,
+    /// When the request arrived (its latencies count from here).
+    pub(super) arrival_ms: f64,
     pub(super) prompt: TokenSeq,
     pub(super) max_output_tokens: usize,
     pub(super) hints: RouteHints,
@@ -217,6 +219,12 @@ pub(super) struct Requests {
     next_id: RequestId,
     /// Requests that ended (completed or not).
     ended: usize,
+    /// The serving front's latency: a released request is routed this many milliseconds after
+    /// its arrival (0: at once, as the reference does).
+    front_delay_ms: f64,
+    /// Requests released (their arrival recorded) and not routed yet, with the time they are
+    /// due; arrivals never go back in time and the delay is one constant, so due times ascend.
+    front: VecDeque<(f64, ReleasedRequest)>,
 }
 
 impl Requests {
@@ -254,13 +262,29 @@ impl Requests {
         Error::runtime(message)
     }
 
-    pub(super) fn new(driver: Driver) -> Self {
+    pub(super) fn new(driver: Driver, front_delay_ms: f64) -> Self {
         Self {
             origins: FastMap::default(),
             driver,
             next_id: 0,
             ended: 0,
+            front_delay_ms,
+            front: VecDeque::new(),
         }
+    }
+
+    /// Some request can be released at or before `now_ms` (a turn the driver has ready, or a
+    /// request through the serving front).
+    pub(super) fn has_ready(&self, now_ms: f64) -> bool {
+        self.driver.has_ready(now_ms) || self.front.front().is_some_and(|(due, _)| *due <= now_ms)
+    }
+
+    /// When the next request can be released, if any is waiting.
+    pub(super) fn next_ready_ms(&self) -> Option<f64> {
+        earliest(
+            self.driver.next_ready_ms(),
+            self.front.front().map(|(due, _)| *due),
+        )
     }
 
     /// Where the run is at `now_ms`, for a progress display.
@@ -295,11 +319,35 @@ impl Requests {
         self.origins[&id]
     }
 
+    /// The next request to route at `now_ms`: without a front delay, the next turn ready (see
+    /// [`Requests::record`]); with one, every ready turn is recorded now and waits in the
+    /// front, and the first request whose delay has passed since its arrival, if any, is given.
+    pub(super) fn release(
+        &mut self,
+        now_ms: f64,
+        arrivals: ArrivalMode,
+        collector: &mut CollectorFront,
+        mut traffic: Option<&mut Traffic>,
+    ) -> Option<ReleasedRequest> {
+        if self.front_delay_ms <= 0.0 {
+            return self.record(now_ms, arrivals, collector, traffic);
+        }
+        while let Some(request) = self.record(now_ms, arrivals, collector, traffic.as_deref_mut()) {
+            let due_ms = request.arrival_ms + self.front_delay_ms;
+            self.front.push_back((due_ms, request));
+        }
+        if self.front.front().is_some_and(|(due, _)| *due <= now_ms) {
+            self.front.pop_front().map(|(_, request)| request)
+        } else {
+            None
+        }
+    }
+
     /// Takes the next turn ready by `now_ms` from the driver and records it as the next request:
     /// its arrival in the collector (at the release time in closed loop, at its scheduled time
     /// in open loop), its origin, one more request in flight, and, when a planner runs, the
     /// arrival in its traffic window.
-    pub(super) fn release(
+    fn record(
         &mut self,
         now_ms: f64,
         arrivals: ArrivalMode,
@@ -337,6 +385,7 @@ impl Requests {
         }
         Some(ReleasedRequest {
             id,
+            arrival_ms,
             hints: RouteHints::of(release.turn, arrival_ms),
             prompt: release.prompt,
             max_output_tokens,

@@ -219,7 +219,7 @@ impl<'s> Disaggregated<'s> {
             actions: VecDeque::new(),
             collector,
             requests: Vec::new(),
-            released: Requests::new(driver),
+            released: Requests::new(driver, prefill_args.front_delay_ms()),
             placements: Vec::new(),
             scaling: policy.map(|policy| Scaling::new(policy, true)),
         }
@@ -273,7 +273,7 @@ impl<'s> Disaggregated<'s> {
     fn next_event_but_ticks_ms(&self) -> Option<f64> {
         let next = earliest(
             self.events.peek().map(|(at_ms, _)| at_ms),
-            self.released.driver().next_ready_ms(),
+            self.released.next_ready_ms(),
         );
         earliest(
             earliest(next, self.prefill.next_ready_ms()),
@@ -424,7 +424,7 @@ impl Topology for Disaggregated<'_> {
             if self.prefill.has_placements() || self.decode.has_placements() {
                 self.send_joined_placements();
             }
-            if self.released.driver().has_ready(now) {
+            if self.released.has_ready(now) {
                 changed |= self.release_arrivals();
             }
             changed |= self.drive_actions();

@@ -1,0 +1,694 @@
+//! `dynosim calibrate`: fits AIC timing corrections ([`AicCalibration`]) per (backend, system)
+//! on the TRAIN rows of measured runs, by simulating them under candidate corrections.
+//!
+//! INTERFACE
+//! - [`CalibrateOptions`]: threads, rows per group, the evaluation budget, per-model entries.
+//! - [`calibrate`]: TRAIN rows only (a row of the TEST split is never simulated here), grouped
+//!   by (backend, system) and, with `per_model`, by model: each model with enough rows gets
+//!   its own corrections, fitted by a coordinate search, and the (backend, system) entry that
+//!   serves the other models takes each parameter's median over them (a fit of all the
+//!   group's rows where no model has enough); returns the calibration file and what each fit
+//!   saw.
+//!
+//! The fit. A group's rows are simulated under corrections θ and scored by
+//! `mean min(|ln(predicted / measured)|, 1)` of mean TTFT plus that of mean TPOT (log errors
+//! weigh an overestimate and an underestimate of the same factor alike; absolute values,
+//! capped, keep an outlier from steering the whole group). A row that fails under θ (its prompt no longer
+//! fits a smaller KV cache) scores `FAILED_ROW_LOSS` for both. The search starts at the
+//! identity, tries a first guess from the rows' medians (the missing TTFT as a per-request
+//! delay, the TPOT ratio as the decode scale), then moves one parameter at a time by its step
+//! (a factor for the scales, milliseconds for the costs), keeps a move that lowers the score
+//! (lengthening that axis's step, trying its direction first next time) and halves the step
+//! of an axis where neither direction helps, until the steps are small or the budget is spent.
+//! Simulations are deterministic, so the fit is too. A group is sampled to at most `rows_per_group` rows, the first by the
+//! SHA-256 of their ids (a fixed, spread sample).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dynosim::aic::calibration::{CalibrationEntry, CalibrationFile, FORMAT};
+use dynosim::aic::AicCalibration;
+use dynosim::config::spelling::python_message;
+use dynosim::config::{EngineArgs, ReplaySpec};
+use dynosim::{Error, Result};
+use rayon::prelude::*;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::journal::Status;
+use crate::{configuration_of, simulate, split_of, Filters, MeasuredRun, Split};
+
+/// A prediction off by more than a factor e (2.7x) scores as if off by e: such a row shows a
+/// gap the corrections cannot close (a configuration that behaves unlike its group), and
+/// letting it weigh more would trade the group's typical rows for it.
+const CAPPED_ROW_LOSS: f64 = 1.0;
+
+/// The score of a row that cannot run under a candidate: worse than any row that runs.
+const FAILED_ROW_LOSS: f64 = 3.0;
+
+/// How to fit.
+#[derive(Clone, Debug)]
+pub struct CalibrateOptions {
+    /// Threads (default: one per core).
+    pub jobs: Option<usize>,
+    /// At most this many rows per (backend, system).
+    pub rows_per_group: usize,
+    /// At most this many evaluations (each a simulation of the group's rows) per group.
+    pub max_evaluations: usize,
+    /// Groups (and models) with fewer usable rows get no entry of their own.
+    pub min_rows: usize,
+    /// Fit an entry per model of a (backend, system) that has `min_rows` rows.
+    pub per_model: bool,
+}
+
+impl Default for CalibrateOptions {
+    fn default() -> Self {
+        Self {
+            jobs: None,
+            rows_per_group: 48,
+            max_evaluations: 60,
+            min_rows: 4,
+            per_model: true,
+        }
+    }
+}
+
+/// A TRAIN row whose run builds and whose configuration's tables were prepared.
+struct ReadyRow {
+    id: String,
+    backend: String,
+    system: String,
+    /// The AIC model it runs (`aic_model_path`), which per-model entries are keyed by.
+    model: String,
+    spec: ReplaySpec,
+    /// Its engine configuration's prepared spec (tables loaded), shared by its rows.
+    prepared: Arc<ReplaySpec>,
+    measured_ttft_ms: f64,
+    measured_tpot_ms: f64,
+}
+
+/// One row ready to simulate: its spec, its configuration's prepared spec, what was measured.
+struct Case {
+    spec: ReplaySpec,
+    configuration: usize,
+    measured_ttft_ms: f64,
+    measured_tpot_ms: f64,
+}
+
+/// One group's fit.
+#[derive(Clone, Debug)]
+pub struct GroupFit {
+    pub backend: String,
+    pub system: String,
+    /// `Some` for a model's own entry within its (backend, system).
+    pub model: Option<String>,
+    /// Rows in the group (TRAIN, modelable, both measurements), and how many the fit used.
+    pub rows: usize,
+    pub rows_used: usize,
+    pub evaluations: usize,
+    pub before: Score,
+    pub after: Score,
+    /// `None` when the group had fewer than `min_rows` usable rows.
+    pub corrections: Option<AicCalibration>,
+    /// For a (backend, system) entry taken from its models' entries: those models.
+    pub median_of: Vec<String>,
+}
+
+/// A group's errors under one candidate.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Score {
+    /// The fit's objective.
+    pub loss: f64,
+    /// Median absolute % error of mean TTFT and of mean TPOT over the rows that ran.
+    pub ttft_median_pct: f64,
+    pub tpot_median_pct: f64,
+    pub failed: usize,
+    /// Medians over the rows that ran of measured − predicted mean TTFT (ms) and of measured /
+    /// predicted mean TPOT: where the search starts its per-request and decode corrections.
+    pub ttft_gap_ms: f64,
+    pub tpot_ratio: f64,
+}
+
+impl Score {
+    fn to_json(self) -> Value {
+        json!({
+            "loss": round(self.loss, 4),
+            "ttft_median_abs_error_pct": round(self.ttft_median_pct, 2),
+            "tpot_median_abs_error_pct": round(self.tpot_median_pct, 2),
+            "rows_failed": self.failed,
+        })
+    }
+}
+
+fn round(value: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (value * scale).round() / scale
+}
+
+/// What [`calibrate`] produced.
+pub struct Calibration {
+    pub file: CalibrationFile,
+    pub groups: Vec<GroupFit>,
+    /// Rows skipped before fitting, by reason (test split, unmodelable, no measurement).
+    pub skipped: BTreeMap<String, usize>,
+}
+
+/// The parameter the search moves, and how.
+#[derive(Clone, Copy)]
+enum Axis {
+    /// A positive scale, moved by a factor `e^step`.
+    Scale(fn(&mut AicCalibration) -> &mut f64),
+    /// Milliseconds at least 0, moved by `step`.
+    Milliseconds(fn(&mut AicCalibration) -> &mut f64),
+}
+
+const AXES: [(Axis, f64); 6] = [
+    (Axis::Milliseconds(|c| &mut c.request_overhead_ms), 40.0),
+    (Axis::Scale(|c| &mut c.prefill_scale), 0.3),
+    (Axis::Scale(|c| &mut c.kv_capacity_scale), 0.3),
+    (Axis::Scale(|c| &mut c.decode_scale), 0.15),
+    (Axis::Milliseconds(|c| &mut c.prefill_pass_ms), 20.0),
+    (Axis::Milliseconds(|c| &mut c.decode_pass_ms), 1.0),
+];
+
+/// The search ends when every axis's step has shrunk below its first step over this (for the
+/// scales, e^(0.3/16), about 2%).
+const SMALLEST_STEP_FRACTION: f64 = 16.0;
+
+/// Fits corrections per (backend, system) on the TRAIN rows of `runs` that `filters` select.
+/// `progress` is told each group as it starts and each improvement.
+pub fn calibrate(
+    runs: Vec<MeasuredRun>,
+    filters: &Filters,
+    options: &CalibrateOptions,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Result<Calibration> {
+    if filters.split == Some(Split::Test) {
+        return Err(Error::usage_about(
+            "--split",
+            "calibration fits on TRAIN rows only; TEST rows are for `dynosim validate`",
+        ));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.jobs.unwrap_or(0))
+        .build()
+        .map_err(|err| Error::runtime(format!("cannot start the calibration threads: {err}")))?;
+
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
+    let mut skip = |reason: &str| *skipped.entry(reason.to_owned()).or_insert(0) += 1;
+    let mut selected = Vec::new();
+    for run in runs.into_iter().filter(|run| filters.accepts(run)) {
+        if split_of(&run.id) == Split::Test {
+            skip("test split (never fitted on)");
+            continue;
+        }
+        if run.plan.is_err() {
+            skip("cannot be modelled");
+            continue;
+        }
+        match (run.measured_ttft_ms, run.measured_tpot_ms) {
+            (Some(ttft), Some(tpot)) if ttft > 0.0 && tpot > 0.0 => selected.push(run),
+            _ => skip("no measured mean TTFT and TPOT"),
+        }
+    }
+    let (ready, unready) = pool.install(|| prepare_rows(selected, progress));
+    for reason in unready {
+        skip(&reason);
+    }
+    let mut groups: BTreeMap<(String, String), Vec<ReadyRow>> = BTreeMap::new();
+    for row in ready {
+        groups
+            .entry((row.backend.clone(), row.system.clone()))
+            .or_default()
+            .push(row);
+    }
+
+    let mut fits = Vec::new();
+    for ((backend, system), mut rows) in groups {
+        rows.sort_by_cached_key(|row| Sha256::digest(row.id.as_bytes()).to_vec());
+        let mut models: BTreeMap<String, usize> = BTreeMap::new();
+        for row in &rows {
+            *models.entry(row.model.clone()).or_insert(0) += 1;
+        }
+        let min_rows = options.min_rows.max(1);
+        let fitted_models: Vec<String> = if options.per_model {
+            models
+                .iter()
+                .filter(|(_, count)| **count >= min_rows)
+                .map(|(model, _)| model.clone())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut model_fits = Vec::new();
+        for model in &fitted_models {
+            let fit = fit_group(
+                &pool,
+                &rows,
+                (&backend, &system, Some(model.as_str())),
+                options,
+                progress,
+            );
+            model_fits.push(fit);
+        }
+        let fitted: Vec<&AicCalibration> = model_fits
+            .iter()
+            .filter_map(|fit| fit.corrections.as_ref())
+            .collect();
+        // The (backend, system) entry serves the models without one of their own: the
+        // per-parameter median of its models' fits, or, with none, a fit of all its rows.
+        let shared = if fitted.is_empty() {
+            fit_group(&pool, &rows, (&backend, &system, None), options, progress)
+        } else {
+            GroupFit {
+                backend: backend.clone(),
+                system: system.clone(),
+                model: None,
+                rows: rows.len(),
+                rows_used: 0,
+                evaluations: 0,
+                before: Score::default(),
+                after: Score::default(),
+                corrections: Some(median_corrections(&fitted)),
+                median_of: model_fits
+                    .iter()
+                    .filter(|fit| fit.corrections.is_some())
+                    .filter_map(|fit| fit.model.clone())
+                    .collect(),
+            }
+        };
+        fits.push(shared);
+        fits.extend(model_fits);
+    }
+
+    let entries = fits
+        .iter()
+        .filter_map(|fit| {
+            let corrections = fit.corrections.clone()?;
+            Some(CalibrationEntry {
+                backend: fit.backend.clone(),
+                system: fit.system.clone(),
+                model: fit.model.clone(),
+                corrections,
+                fit: if !fit.median_of.is_empty() {
+                    json!({"median_of_models": fit.median_of})
+                } else {
+                    json!({
+                    "rows": fit.rows,
+                    "rows_used": fit.rows_used,
+                    "evaluations": fit.evaluations,
+                    "before": fit.before.to_json(),
+                    "after": fit.after.to_json(),
+                    })
+                },
+            })
+        })
+        .collect();
+    Ok(Calibration {
+        file: CalibrationFile {
+            format: FORMAT.to_owned(),
+            fitted_on: Value::Null,
+            entries,
+        },
+        groups: fits,
+        skipped,
+    })
+}
+
+/// Fits the rows of `group` (a backend, a system and, when given, one model) from the
+/// identity.
+fn fit_group(
+    pool: &rayon::ThreadPool,
+    rows: &[ReadyRow],
+    (backend, system, model): (&str, &str, Option<&str>),
+    options: &CalibrateOptions,
+    progress: &(dyn Fn(&str) + Sync),
+) -> GroupFit {
+    let total = rows
+        .iter()
+        .filter(|row| model.is_none_or(|model| row.model == model))
+        .count();
+    progress(&format!(
+        "{backend} on {system}{}: {total} rows",
+        model.map(|model| format!(", {model}")).unwrap_or_default()
+    ));
+    let (cases, prepared) = cases_of(rows, model, options.rows_per_group);
+    let mut fit = GroupFit {
+        backend: backend.to_owned(),
+        system: system.to_owned(),
+        model: model.map(str::to_owned),
+        rows: total,
+        rows_used: cases.len(),
+        evaluations: 0,
+        before: Score::default(),
+        after: Score::default(),
+        corrections: None,
+        median_of: Vec::new(),
+    };
+    if cases.len() < options.min_rows.max(1) {
+        progress(&format!(
+            "  {} usable rows: fewer than {}, no entry",
+            cases.len(),
+            options.min_rows
+        ));
+        return fit;
+    }
+    pool.install(|| {
+        search(
+            &cases,
+            &prepared,
+            &AicCalibration::IDENTITY,
+            options,
+            &mut fit,
+            progress,
+        )
+    });
+    fit
+}
+
+/// Each parameter's median over `fits` (the upper middle one of an even count).
+fn median_corrections(fits: &[&AicCalibration]) -> AicCalibration {
+    let median = |field: fn(&AicCalibration) -> f64| {
+        let mut values: Vec<f64> = fits.iter().map(|fit| field(fit)).collect();
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    AicCalibration {
+        prefill_scale: median(|c| c.prefill_scale),
+        decode_scale: median(|c| c.decode_scale),
+        prefill_pass_ms: median(|c| c.prefill_pass_ms),
+        decode_pass_ms: median(|c| c.decode_pass_ms),
+        kv_capacity_scale: median(|c| c.kv_capacity_scale),
+        request_overhead_ms: median(|c| c.request_overhead_ms),
+    }
+}
+
+/// The AIC model a row's rebuilt run uses (`aic_model_path` of its engine arguments).
+fn model_of(run: &MeasuredRun) -> Option<String> {
+    let settings = run.plan.as_ref().ok()?;
+    let engine = settings.get("extra_engine_args")?;
+    let engine: Value = match engine {
+        Value::String(text) => serde_json::from_str(text).ok()?,
+        other => other.clone(),
+    };
+    engine.get("aic_model_path")?.as_str().map(str::to_owned)
+}
+
+/// Builds every row's run and prepares each engine configuration's tables once (in
+/// parallel): the rows ready to simulate, by (backend, system), and the reasons of those
+/// that are not.
+fn prepare_rows(
+    runs: Vec<MeasuredRun>,
+    progress: &(dyn Fn(&str) + Sync),
+) -> (Vec<ReadyRow>, Vec<String>) {
+    let mut unready = Vec::new();
+    let mut built = Vec::new();
+    let mut configurations: Vec<String> = Vec::new();
+    let mut representatives: Vec<ReplaySpec> = Vec::new();
+    for run in runs {
+        let Ok(settings) = &run.plan else { continue };
+        let spec = match settings
+            .to_options()
+            .and_then(|options| options.into_spec().map_err(|err| python_message(&err)))
+        {
+            Ok(spec) => spec,
+            Err(_) => {
+                unready.push("the rebuilt run is invalid".to_owned());
+                continue;
+            }
+        };
+        let key = configuration_of(settings);
+        let configuration = match configurations.iter().position(|known| *known == key) {
+            Some(position) => position,
+            None => {
+                configurations.push(key);
+                representatives.push(spec.clone());
+                configurations.len() - 1
+            }
+        };
+        built.push((run, spec, configuration));
+    }
+    progress(&format!(
+        "{} rows over {} engine configurations: preparing their AIC tables",
+        built.len(),
+        representatives.len()
+    ));
+    let prepared: Vec<Option<Arc<ReplaySpec>>> = representatives
+        .par_iter()
+        .with_max_len(1)
+        .map(|spec| {
+            dynosim::prepare(spec)
+                .ok()
+                .map(|ready| Arc::new(ready.into_owned()))
+        })
+        .collect();
+    let mut ready = Vec::new();
+    for (run, spec, configuration) in built {
+        let Some(tables) = &prepared[configuration] else {
+            unready.push("AIC tables cannot be built".to_owned());
+            continue;
+        };
+        let model = model_of(&run).unwrap_or_default();
+        ready.push(ReadyRow {
+            id: run.id,
+            backend: run.backend,
+            system: run.system,
+            model,
+            spec,
+            prepared: Arc::clone(tables),
+            measured_ttft_ms: run.measured_ttft_ms.unwrap_or(0.0),
+            measured_tpot_ms: run.measured_tpot_ms.unwrap_or(0.0),
+        });
+    }
+    (ready, unready)
+}
+
+/// The first `limit` rows (of `model` when given) as cases, with the prepared specs of
+/// their configurations (each once).
+fn cases_of(
+    rows: &[ReadyRow],
+    model: Option<&str>,
+    limit: usize,
+) -> (Vec<Case>, Vec<Option<Arc<ReplaySpec>>>) {
+    let mut cases = Vec::new();
+    let mut prepared: Vec<Option<Arc<ReplaySpec>>> = Vec::new();
+    for row in rows
+        .iter()
+        .filter(|row| model.is_none_or(|model| row.model == model))
+        .take(limit)
+    {
+        let configuration = match prepared.iter().position(|known| {
+            known
+                .as_ref()
+                .is_some_and(|known| Arc::ptr_eq(known, &row.prepared))
+        }) {
+            Some(position) => position,
+            None => {
+                prepared.push(Some(Arc::clone(&row.prepared)));
+                prepared.len() - 1
+            }
+        };
+        cases.push(Case {
+            spec: row.spec.clone(),
+            configuration,
+            measured_ttft_ms: row.measured_ttft_ms,
+            measured_tpot_ms: row.measured_tpot_ms,
+        });
+    }
+    (cases, prepared)
+}
+
+/// `engine` with `corrections`: its AIC timing corrected and, where its KV capacity came from
+/// the package's estimate, that estimate scaled.
+fn corrected(engine: &mut EngineArgs, corrections: &AicCalibration) {
+    let estimated = engine.aic_block_estimate.is_some();
+    if let Some(aic) = engine.aic.as_mut() {
+        aic.calibration = Some(corrections.clone());
+        if let Some(blocks) = aic.tables.as_ref().and_then(|tables| tables.num_gpu_blocks) {
+            if estimated {
+                engine.num_gpu_blocks = corrections.kv_blocks(blocks);
+            }
+        }
+    }
+}
+
+/// The group's score under `corrections`.
+fn evaluate(
+    cases: &[Case],
+    prepared: &[Option<Arc<ReplaySpec>>],
+    corrections: &AicCalibration,
+) -> Score {
+    let configurations: Vec<Option<ReplaySpec>> = prepared
+        .iter()
+        .map(|spec| {
+            let mut spec = (**spec.as_ref()?).clone();
+            corrected(&mut spec.engine, corrections);
+            if let Some(pools) = spec.disaggregation.as_mut() {
+                corrected(&mut pools.prefill, corrections);
+            }
+            Some(spec)
+        })
+        .collect();
+    let outcomes: Vec<Option<(f64, f64)>> = cases
+        .par_iter()
+        .with_max_len(1)
+        .map(|case| {
+            let configuration = configurations[case.configuration].as_ref()?;
+            let entry = simulate(&case.spec, configuration);
+            match (entry.status, entry.ttft_ms, entry.tpot_ms) {
+                (Status::Ok, Some(ttft), Some(tpot)) if ttft > 0.0 && tpot > 0.0 => {
+                    Some((ttft, tpot))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    let mut loss = 0.0;
+    let mut failed = 0;
+    let (mut ttft_errors, mut tpot_errors) = (Vec::new(), Vec::new());
+    let (mut ttft_gaps, mut tpot_ratios) = (Vec::new(), Vec::new());
+    for (case, outcome) in cases.iter().zip(&outcomes) {
+        match outcome {
+            Some((ttft, tpot)) => {
+                ttft_gaps.push(case.measured_ttft_ms - ttft);
+                tpot_ratios.push(case.measured_tpot_ms / tpot);
+                loss += (ttft / case.measured_ttft_ms)
+                    .ln()
+                    .abs()
+                    .min(CAPPED_ROW_LOSS)
+                    + (tpot / case.measured_tpot_ms)
+                        .ln()
+                        .abs()
+                        .min(CAPPED_ROW_LOSS);
+                ttft_errors.push((ttft / case.measured_ttft_ms - 1.0).abs() * 100.0);
+                tpot_errors.push((tpot / case.measured_tpot_ms - 1.0).abs() * 100.0);
+            }
+            None => {
+                loss += 2.0 * FAILED_ROW_LOSS;
+                failed += 1;
+            }
+        }
+    }
+    Score {
+        loss: loss / cases.len().max(1) as f64,
+        ttft_median_pct: median(&mut ttft_errors),
+        tpot_median_pct: median(&mut tpot_errors),
+        failed,
+        ttft_gap_ms: median(&mut ttft_gaps),
+        tpot_ratio: median(&mut tpot_ratios),
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let middle = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[middle]
+    } else {
+        (values[middle - 1] + values[middle]) / 2.0
+    }
+}
+
+/// The coordinate search of one group (see the module docs).
+fn search(
+    cases: &[Case],
+    prepared: &[Option<Arc<ReplaySpec>>],
+    start: &AicCalibration,
+    options: &CalibrateOptions,
+    fit: &mut GroupFit,
+    progress: &(dyn Fn(&str) + Sync),
+) {
+    let mut best = start.clone();
+    let mut best_score = evaluate(cases, prepared, &best);
+    fit.before = best_score;
+    fit.evaluations = 1;
+    progress(&format!(
+        "  at the start, on {} rows: TTFT {:.1}%, TPOT {:.1}% median abs. error",
+        cases.len(),
+        best_score.ttft_median_pct,
+        best_score.tpot_median_pct
+    ));
+    // A first guess from the rows' medians: the TTFT the start misses as a per-request
+    // delay, and the decode scale that centres TPOT; kept only if it scores better.
+    if best_score.ttft_gap_ms.is_finite() && best_score.tpot_ratio.is_finite() {
+        let mut guess = best.clone();
+        guess.request_overhead_ms = (guess.request_overhead_ms + best_score.ttft_gap_ms).max(0.0);
+        guess.decode_scale *= best_score.tpot_ratio.clamp(0.2, 5.0);
+        if guess != best && fit.evaluations < options.max_evaluations {
+            let score = evaluate(cases, prepared, &guess);
+            fit.evaluations += 1;
+            if score.loss < best_score.loss - 1e-6 {
+                best = guess;
+                best_score = score;
+            }
+        }
+    }
+    let mut steps: Vec<f64> = AXES.iter().map(|(_, step)| *step).collect();
+    // An adaptive coordinate search: an axis whose move helped tries the same direction
+    // first next time with a longer step; one where neither direction helped halves its step.
+    let mut directions = [1.0f64; AXES.len()];
+    'search: while fit.evaluations < options.max_evaluations {
+        for (axis_index, (axis, first_step)) in AXES.iter().enumerate() {
+            let step = steps[axis_index];
+            if step < first_step / SMALLEST_STEP_FRACTION {
+                continue;
+            }
+            let mut improved = false;
+            for direction in [directions[axis_index], -directions[axis_index]] {
+                let mut candidate = best.clone();
+                match axis {
+                    Axis::Scale(field) => *field(&mut candidate) *= (direction * step).exp(),
+                    Axis::Milliseconds(field) => {
+                        let value = field(&mut candidate);
+                        *value = (*value + direction * step).max(0.0);
+                    }
+                }
+                if candidate == best {
+                    continue;
+                }
+                if fit.evaluations >= options.max_evaluations {
+                    break 'search;
+                }
+                let score = evaluate(cases, prepared, &candidate);
+                fit.evaluations += 1;
+                if score.loss < best_score.loss - 1e-6 {
+                    best = candidate;
+                    best_score = score;
+                    directions[axis_index] = direction;
+                    improved = true;
+                    break;
+                }
+            }
+            steps[axis_index] = if improved {
+                (step * 1.5).min(first_step * 4.0)
+            } else {
+                step / 2.0
+            };
+        }
+        let converged = AXES
+            .iter()
+            .zip(&steps)
+            .all(|((_, first_step), step)| *step < first_step / SMALLEST_STEP_FRACTION);
+        if converged {
+            break;
+        }
+    }
+    progress(&format!(
+        "  fitted after {} evaluations: TTFT {:.1}%, TPOT {:.1}% (+{:.1} ms per request, prefill \
+         x{:.3}, decode x{:.3}, +{:.1} ms per prefill pass, +{:.2} ms per decode pass, KV x{:.3})",
+        fit.evaluations,
+        best_score.ttft_median_pct,
+        best_score.tpot_median_pct,
+        best.request_overhead_ms,
+        best.prefill_scale,
+        best.decode_scale,
+        best.prefill_pass_ms,
+        best.decode_pass_ms,
+        best.kv_capacity_scale
+    ));
+    fit.after = best_score;
+    fit.corrections = Some(best);
+}
