@@ -19,7 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dynosim::config::{ReplayMode, ReplaySpec};
 use dynosim::planner::{PlannerOutcome, ScalingPolicy};
@@ -127,6 +127,9 @@ pub struct Replayed {
     pub report: Report,
     /// What the planner did, when the run had one (the spec's or the caller's policy).
     pub planner: Option<PlannerOutcome>,
+    /// The wall time before the simulation started (timing tables, the workload); the
+    /// report's `wall_time_ms` is the simulation's.
+    pub setup: Duration,
 }
 
 /// Runs `spec` and publishes its `outputs`. `policy`, when given, scales the workers (the
@@ -149,12 +152,14 @@ pub fn replay(
         progress,
     };
     let sink = outputs.record_sink();
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &observers, sink, policy)?;
+    let (simulated, wall_time_ms, setup) = simulate_timed(spec, cancel, &observers, sink, policy)?;
     // A run the caller has given up on writes nothing (dropped outputs leave no file).
     if on_cancel == OnCancel::WriteNothing && cancel.load(Ordering::Relaxed) {
         return Err(Error::runtime("replay interrupted"));
     }
-    outputs.publish(spec, simulated, wall_time_ms, Vec::new())
+    let mut replayed = outputs.publish(spec, simulated, wall_time_ms, Vec::new())?;
+    replayed.setup = setup;
+    Ok(replayed)
 }
 
 impl Outputs {
@@ -220,12 +225,17 @@ impl Outputs {
                 .chain(also)
                 .collect(),
         )?;
-        Ok(Replayed { report, planner })
+        Ok(Replayed {
+            report,
+            planner,
+            setup: Duration::ZERO,
+        })
     }
 }
 
-/// Prepares the timing tables, loads and simulates; returns the run and its wall time in ms
-/// (the simulation only, not the loading, as the reference measures it). Offline runs go in
+/// Prepares the timing tables, loads and simulates; returns the run, its wall time in ms
+/// (the simulation only, not the loading, as the reference measures it) and the setup's
+/// (timing tables and loading). Offline runs go in
 /// virtual time, online runs on the wall clock at the spec's speed. One run at a time uses
 /// one core for the simulation: its collector gets the second ([`CollectorThread::OwnThread`];
 /// the outputs are the same either way).
@@ -235,7 +245,8 @@ fn simulate_timed(
     observers: &Observers,
     records: Option<Box<dyn dynosim::report::RecordSink>>,
     policy: Option<&mut dyn ScalingPolicy>,
-) -> Result<(Simulated, f64)> {
+) -> Result<(Simulated, f64, Duration)> {
+    let began = Instant::now();
     // Timing tables (AIC) are built before the workload is read and the clock starts; a
     // build (not a cache hit) takes long enough to say so first, on stderr, for both fronts.
     let prepared = dynosim::prepare_announcing(spec, &mut |sentence| {
@@ -245,6 +256,7 @@ fn simulate_timed(
     let workload = dynosim::load_workload(spec)?;
     let collector_thread = CollectorThread::OwnThread;
     let started = Instant::now();
+    let setup = started.duration_since(began);
     // Ctrl-C (caught by the command line's guard) stops the simulation, offline or live.
     let _simulating = Simulating::enter();
     let mut virtual_clock = InterruptibleVirtualClock;
@@ -280,5 +292,5 @@ fn simulate_timed(
             collector_thread,
         )?,
     };
-    Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
+    Ok((simulated, started.elapsed().as_secs_f64() * 1000.0, setup))
 }

@@ -174,7 +174,9 @@ fn replay_to_dict<'py>(
     if let Some(err) = policy.and_then(|mut policy| policy.error.take()) {
         return Err(err);
     }
-    let replay::Replayed { report, planner } = result.map_err(to_py_err)?;
+    let replay::Replayed {
+        report, planner, ..
+    } = result.map_err(to_py_err)?;
     warn_of_shortfall(py, &report)?;
     let trace_report = report_to_dict(py, &report)?;
     if !planned {
