@@ -371,13 +371,7 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     // The run's clock sets the flag at Ctrl-C.
     let cancel = AtomicBool::new(false);
     let began = Instant::now();
-    let replayed = replay::replay(
-        &spec,
-        outputs,
-        (&cancel, replay::OnCancel::ReportWhatFinished),
-        Some(Arc::clone(&progress)),
-        None,
-    );
+    let replayed = replay::replay(&spec, outputs, &cancel, Some(Arc::clone(&progress)), None);
     let shown = bar.is_some_and(progress::ProgressBar::finish);
     let replay::Replayed {
         report,

@@ -3,8 +3,9 @@
 //! Every output a run asks for is checked and opened before the simulation starts (a bad path
 //! is a usage error naming its flag, and costs no simulation); the per-request records go into
 //! their file while the run goes on; at the end every file is written and all of them are
-//! published together, or none is (see [`crate::output::commit`]). A cancelled run writes what
-//! finished (Ctrl-C in a live run) or nothing (a caller that stopped waiting), as it is told.
+//! published together, or none is (see [`crate::output::commit`]). A run cancelled while it
+//! simulates (Ctrl-C, on either front) writes what happened until then, its report marked
+//! interrupted; one cancelled before its simulation starts writes nothing.
 //!
 //! INTERFACE
 //! - [`OutputPaths`]: what a run writes besides its result (report JSON, per-request JSONL,
@@ -112,15 +113,6 @@ impl Outputs {
     }
 }
 
-/// What a set cancel flag means for a run's outputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnCancel {
-    /// Ctrl-C in a live run (its clock sets the flag): the outputs cover what finished.
-    ReportWhatFinished,
-    /// The caller stopped waiting: the run is an error and writes nothing.
-    WriteNothing,
-}
-
 /// A finished run whose outputs are published.
 #[derive(Debug)]
 pub struct Replayed {
@@ -134,15 +126,16 @@ pub struct Replayed {
 
 /// Runs `spec` and publishes its `outputs`. `policy`, when given, scales the workers (the
 /// caller's own planner, the Python front's `scaling_policy`; the spec's planner runs
-/// otherwise); `progress` is published for a progress bar. Once `cancel` is set the run stops; `on_cancel` says what then happens.
+/// otherwise); `progress` is published for a progress bar. Once `cancel` is set the simulation
+/// stops and the outputs cover what happened (the report marked interrupted); set before the
+/// simulation starts, the run is a runtime error and writes nothing.
 pub fn replay(
     spec: &ReplaySpec,
     outputs: Outputs,
-    cancel: (&AtomicBool, OnCancel),
+    cancel: &AtomicBool,
     progress: Option<Arc<Progress>>,
     policy: Option<&mut dyn ScalingPolicy>,
 ) -> Result<Replayed> {
-    let (cancel, on_cancel) = cancel;
     if policy.is_some() {
         // Offline only, and engines the planner supports.
         spec.check_scaling("scaling_policy")?;
@@ -153,10 +146,6 @@ pub fn replay(
     };
     let sink = outputs.record_sink();
     let (simulated, wall_time_ms, setup) = simulate_timed(spec, cancel, &observers, sink, policy)?;
-    // A run the caller has given up on writes nothing (dropped outputs leave no file).
-    if on_cancel == OnCancel::WriteNothing && cancel.load(Ordering::Relaxed) {
-        return Err(Error::runtime("replay interrupted"));
-    }
     let mut replayed = outputs.publish(spec, simulated, wall_time_ms, Vec::new())?;
     replayed.setup = setup;
     Ok(replayed)
@@ -254,6 +243,11 @@ fn simulate_timed(
     })?;
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
+    // Cancelled before anything was simulated: nothing to report (dropped outputs leave no
+    // file).
+    if cancel.load(Ordering::Relaxed) {
+        return Err(Error::runtime("replay interrupted"));
+    }
     let collector_thread = CollectorThread::OwnThread;
     let started = Instant::now();
     let setup = started.duration_since(began);
