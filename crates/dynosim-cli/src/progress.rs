@@ -105,12 +105,16 @@ fn print_lines_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool)
     while !done.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= next {
-            let line = progress_line(
-                progress.model_time_ms(),
-                progress.ended_requests(),
-                progress.total_requests(),
-                now.duration_since(started),
-            );
+            let line = if simulating(progress) {
+                progress_line(
+                    progress.model_time_ms(),
+                    progress.ended_requests(),
+                    progress.total_requests(),
+                    now.duration_since(started),
+                )
+            } else {
+                setup_line(now.duration_since(started))
+            };
             // A stderr that went away loses the line; the run goes on.
             let _ = writeln!(std::io::stderr(), "{line}");
             shown.store(true, Ordering::Relaxed);
@@ -118,6 +122,20 @@ fn print_lines_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool)
         }
         std::thread::sleep(REFRESH.min(next.saturating_duration_since(now)));
     }
+}
+
+/// Whether the simulation has published where it is (before that, the run is setting up:
+/// building timing tables, reading the workload).
+fn simulating(progress: &Progress) -> bool {
+    progress.total_requests() > 0 || progress.ended_requests() > 0
+}
+
+/// The line while the run sets up: `progress: setting up (timing tables, workload) for 15.0s`.
+fn setup_line(elapsed: Duration) -> String {
+    format!(
+        "progress: setting up (timing tables, workload) for {}",
+        model_time(elapsed.as_secs_f64() * 1000.0)
+    )
 }
 
 /// One progress line: `progress: model time 2m 03.4s, 1,234/36,093 requests ended (3,324/s)`.
@@ -228,7 +246,11 @@ fn draw_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool) {
             bar.set_length(total as u64);
         }
         bar.set_position(progress.ended_requests() as u64);
-        bar.set_message(model_time(progress.model_time_ms()));
+        if simulating(progress) {
+            bar.set_message(model_time(progress.model_time_ms()));
+        } else {
+            bar.set_message("- (setting up: timing tables, workload)");
+        }
         shown.store(true, Ordering::Relaxed);
         if done.load(Ordering::Relaxed) {
             break;
@@ -272,6 +294,16 @@ mod tests {
         assert_eq!(
             progress_line(123_400.0, 1234, 36_093, Duration::from_secs(2)),
             "progress: model time 2m 03.4s, 1,234/36,093 requests ended (617/s)"
+        );
+    }
+
+    #[test]
+    fn before_the_simulation_the_line_says_the_run_is_setting_up() {
+        let progress = Progress::new();
+        assert!(!simulating(&progress));
+        assert_eq!(
+            setup_line(Duration::from_millis(15_040)),
+            "progress: setting up (timing tables, workload) for 15.0s"
         );
     }
 
