@@ -22,6 +22,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
 use dynosim::config::{ReplayOptions, ReplaySpec};
@@ -122,6 +123,7 @@ where
             interrupted,
             planner,
             shortfall,
+            closing,
         }) => {
             let printed = if cli.quiet {
                 Ok(())
@@ -134,6 +136,10 @@ where
                 )
                 .and_then(|()| stdout.flush())
             };
+            // After the table, so that a terminal shows it below the erased bar.
+            if let Some(closing) = closing {
+                let _ = writeln!(stderr, "{closing}");
+            }
             // Printed even with --quiet: a report that leaves requests out says so.
             if let Some(shortfall) = shortfall {
                 let _ = writeln!(stderr, "{prog}: warning: {}", shortfall.warning());
@@ -350,6 +356,8 @@ struct Finished {
     planner: Option<PlannerOutcome>,
     /// The requests that did not complete, when some did not.
     shortfall: Option<Shortfall>,
+    /// The progress display's last line, when it showed anything.
+    closing: Option<String>,
 }
 
 /// Validates, checks the outputs, replays and writes them. Every output is resolved and
@@ -385,24 +393,36 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     };
     // The run's clock sets the flag at Ctrl-C.
     let cancel = AtomicBool::new(false);
-    let replayed = replay::replay(
-        &spec,
-        outputs,
-        (&cancel, replay::OnCancel::ReportWhatFinished),
-        Some(progress),
-        None,
-    );
-    if let Some(bar) = bar {
-        bar.finish();
-    }
-    let replay::Replayed { report, planner } = replayed?;
+    let began = Instant::now();
+    let replayed = replay::replay(&spec, outputs, &cancel, Some(Arc::clone(&progress)), None);
+    let shown = bar.is_some_and(progress::ProgressBar::finish);
+    let replay::Replayed {
+        report,
+        planner,
+        setup,
+    } = replayed?;
     let interrupted = interrupts.was_interrupted();
+    let closing = shown.then(|| {
+        let wall = progress::WallTimes {
+            total: began.elapsed(),
+            setup,
+            simulation_ms: report.get("wall_time_ms").map_or(0.0, |v| v.as_f64()),
+        };
+        let duration_ms = report.get("duration_ms").map_or(0.0, |v| v.as_f64());
+        progress::closing_line(
+            duration_ms,
+            progress.ended_requests(),
+            progress.total_requests(),
+            wall,
+        )
+    });
     Ok(Finished {
         table: report.render_table(),
         report_path,
         interrupted,
         planner,
         shortfall: Shortfall::of(&report),
+        closing,
     })
 }
 

@@ -8,7 +8,11 @@
 //! - [`ProgressBar::start`]: the display a mode asks for (`None` for none); it works on a
 //!   thread of its own until [`ProgressBar::finish`] (or drop): the bar redraws a few times a
 //!   second and is erased at the end; lines come [`FIRST_LINE_AFTER`] into the run and then
-//!   every [`LINE_EVERY`], so that a short run prints none.
+//!   every [`LINE_EVERY`], so that a short run prints none. `finish` says whether anything
+//!   was shown.
+//! - [`closing_line`]: the line a display that showed something ends with, once the run is
+//!   reported: the simulated duration, and the wall time split into setup, simulation and
+//!   writing (the table's `Wall Time` is the simulation alone, as in the reference).
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +42,8 @@ pub enum ProgressMode {
 
 pub struct ProgressBar {
     done: Arc<AtomicBool>,
+    /// Set once the bar was drawn or a line printed.
+    shown: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -51,26 +57,30 @@ impl ProgressBar {
             ProgressMode::Lines => false,
         };
         let done = Arc::new(AtomicBool::new(false));
-        let stop = Arc::clone(&done);
+        let shown = Arc::new(AtomicBool::new(false));
+        let (stop, showing) = (Arc::clone(&done), Arc::clone(&shown));
         let thread = std::thread::Builder::new()
             .name("dynosim-progress".into())
             .spawn(move || {
                 if bar {
-                    draw_until(&progress, &stop);
+                    draw_until(&progress, &stop, &showing);
                 } else {
-                    print_lines_until(&progress, &stop);
+                    print_lines_until(&progress, &stop, &showing);
                 }
             })
             .ok()?;
         Some(Self {
             done,
+            shown,
             thread: Some(thread),
         })
     }
 
-    /// Stops the thread and erases the bar.
-    pub fn finish(mut self) {
+    /// Stops the thread and erases the bar; returns whether anything was shown (the bar, or
+    /// at least one line), which the [`closing_line`] then completes.
+    pub fn finish(mut self) -> bool {
         self.stop();
+        self.shown.load(Ordering::Relaxed)
     }
 
     fn stop(&mut self) {
@@ -89,24 +99,43 @@ impl Drop for ProgressBar {
 
 /// Prints a progress line [`FIRST_LINE_AFTER`] into the run, then every [`LINE_EVERY`],
 /// until `done`.
-fn print_lines_until(progress: &Progress, done: &AtomicBool) {
+fn print_lines_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool) {
     let started = Instant::now();
     let mut next = started + FIRST_LINE_AFTER;
     while !done.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= next {
-            let line = progress_line(
-                progress.model_time_ms(),
-                progress.ended_requests(),
-                progress.total_requests(),
-                now.duration_since(started),
-            );
+            let line = if simulating(progress) {
+                progress_line(
+                    progress.model_time_ms(),
+                    progress.ended_requests(),
+                    progress.total_requests(),
+                    now.duration_since(started),
+                )
+            } else {
+                setup_line(now.duration_since(started))
+            };
             // A stderr that went away loses the line; the run goes on.
             let _ = writeln!(std::io::stderr(), "{line}");
+            shown.store(true, Ordering::Relaxed);
             next += LINE_EVERY;
         }
         std::thread::sleep(REFRESH.min(next.saturating_duration_since(now)));
     }
+}
+
+/// Whether the simulation has published where it is (before that, the run is setting up:
+/// building timing tables, reading the workload).
+fn simulating(progress: &Progress) -> bool {
+    progress.total_requests() > 0 || progress.ended_requests() > 0
+}
+
+/// The line while the run sets up: `progress: setting up (timing tables, workload) for 15.0s`.
+fn setup_line(elapsed: Duration) -> String {
+    format!(
+        "progress: setting up (timing tables, workload) for {}",
+        model_time(elapsed.as_secs_f64() * 1000.0)
+    )
 }
 
 /// One progress line: `progress: model time 2m 03.4s, 1,234/36,093 requests ended (3,324/s)`.
@@ -119,6 +148,47 @@ fn progress_line(model_time_ms: f64, ended: usize, total: usize, elapsed: Durati
         thousands(total as u64),
         rate_text(rate)
     )
+}
+
+/// Where a finished run's wall time went.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WallTimes {
+    /// From the start of the run to the end of its outputs.
+    pub total: Duration,
+    /// Before the simulation: timing tables (AIC) and the workload.
+    pub setup: Duration,
+    /// The simulation: the report's `wall_time_ms`.
+    pub simulation_ms: f64,
+}
+
+/// The last line of a progress display: `progress: done, model time 2m 03.4s, 4,000/4,000
+/// requests ended; wall time 4.12s (setup 0.80s, simulation 3.30s, writing 0.02s)`, where
+/// the model time is the report's `duration_ms`.
+pub fn closing_line(duration_ms: f64, ended: usize, total: usize, wall: WallTimes) -> String {
+    let setup_ms = wall.setup.as_secs_f64() * 1000.0;
+    let total_ms = wall.total.as_secs_f64() * 1000.0;
+    let writing_ms = (total_ms - setup_ms - wall.simulation_ms).max(0.0);
+    format!(
+        "progress: done, model time {}, {}/{} requests ended; wall time {} (setup {}, \
+         simulation {}, writing {})",
+        model_time(duration_ms),
+        thousands(ended as u64),
+        thousands(total as u64),
+        wall_time(total_ms),
+        wall_time(setup_ms),
+        wall_time(wall.simulation_ms),
+        wall_time(writing_ms)
+    )
+}
+
+/// Wall time with hundredths of a second below a minute (`0.03s`, `4.12s`), as model time
+/// above.
+fn wall_time(ms: f64) -> String {
+    if ms < 60_000.0 {
+        format!("{:.2}s", (ms / 1000.0).max(0.0))
+    } else {
+        model_time(ms)
+    }
 }
 
 /// `1234567` as `1,234,567`.
@@ -152,7 +222,7 @@ fn rate_text(per_s: f64) -> String {
     format!("{per_s:.decimals$}")
 }
 
-fn draw_until(progress: &Progress, done: &AtomicBool) {
+fn draw_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool) {
     let bar = indicatif::ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     let style = ProgressStyle::with_template(
         "{spinner} {elapsed_precise} [{bar:30}] {human_pos}/{human_len} requests \
@@ -176,7 +246,12 @@ fn draw_until(progress: &Progress, done: &AtomicBool) {
             bar.set_length(total as u64);
         }
         bar.set_position(progress.ended_requests() as u64);
-        bar.set_message(model_time(progress.model_time_ms()));
+        if simulating(progress) {
+            bar.set_message(model_time(progress.model_time_ms()));
+        } else {
+            bar.set_message("- (setting up: timing tables, workload)");
+        }
+        shown.store(true, Ordering::Relaxed);
         if done.load(Ordering::Relaxed) {
             break;
         }
@@ -219,6 +294,40 @@ mod tests {
         assert_eq!(
             progress_line(123_400.0, 1234, 36_093, Duration::from_secs(2)),
             "progress: model time 2m 03.4s, 1,234/36,093 requests ended (617/s)"
+        );
+    }
+
+    #[test]
+    fn before_the_simulation_the_line_says_the_run_is_setting_up() {
+        let progress = Progress::new();
+        assert!(!simulating(&progress));
+        assert_eq!(
+            setup_line(Duration::from_millis(15_040)),
+            "progress: setting up (timing tables, workload) for 15.0s"
+        );
+    }
+
+    #[test]
+    fn the_closing_line_splits_the_wall_time() {
+        let wall = WallTimes {
+            total: Duration::from_millis(4_120),
+            setup: Duration::from_millis(800),
+            simulation_ms: 3_300.0,
+        };
+        assert_eq!(
+            closing_line(123_400.0, 4000, 4000, wall),
+            "progress: done, model time 2m 03.4s, 4,000/4,000 requests ended; wall time 4.12s \
+             (setup 0.80s, simulation 3.30s, writing 0.02s)"
+        );
+        let long = WallTimes {
+            total: Duration::from_secs(95),
+            setup: Duration::from_secs(70),
+            simulation_ms: 25_000.0,
+        };
+        assert_eq!(
+            closing_line(3_723_400.0, 5, 9, long),
+            "progress: done, model time 1h 02m 03.4s, 5/9 requests ended; wall time 1m 35.0s \
+             (setup 1m 10.0s, simulation 25.00s, writing 0.00s)"
         );
     }
 

@@ -3,8 +3,9 @@
 //! Every output a run asks for is checked and opened before the simulation starts (a bad path
 //! is a usage error naming its flag, and costs no simulation); the per-request records go into
 //! their file while the run goes on; at the end every file is written and all of them are
-//! published together, or none is (see [`crate::output::commit`]). A cancelled run writes what
-//! finished (Ctrl-C in a live run) or nothing (a caller that stopped waiting), as it is told.
+//! published together, or none is (see [`crate::output::commit`]). A run cancelled while it
+//! simulates (Ctrl-C, on either front) writes what happened until then, its report marked
+//! interrupted; one cancelled before its simulation starts writes nothing.
 //!
 //! INTERFACE
 //! - [`OutputPaths`]: what a run writes besides its result (report JSON, per-request JSONL,
@@ -19,7 +20,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dynosim::config::{ReplayMode, ReplaySpec};
 use dynosim::planner::{PlannerOutcome, ScalingPolicy};
@@ -112,34 +113,29 @@ impl Outputs {
     }
 }
 
-/// What a set cancel flag means for a run's outputs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnCancel {
-    /// Ctrl-C in a live run (its clock sets the flag): the outputs cover what finished.
-    ReportWhatFinished,
-    /// The caller stopped waiting: the run is an error and writes nothing.
-    WriteNothing,
-}
-
 /// A finished run whose outputs are published.
 #[derive(Debug)]
 pub struct Replayed {
     pub report: Report,
     /// What the planner did, when the run had one (the spec's or the caller's policy).
     pub planner: Option<PlannerOutcome>,
+    /// The wall time before the simulation started (timing tables, the workload); the
+    /// report's `wall_time_ms` is the simulation's.
+    pub setup: Duration,
 }
 
 /// Runs `spec` and publishes its `outputs`. `policy`, when given, scales the workers (the
 /// caller's own planner, the Python front's `scaling_policy`; the spec's planner runs
-/// otherwise); `progress` is published for a progress bar. Once `cancel` is set the run stops; `on_cancel` says what then happens.
+/// otherwise); `progress` is published for a progress bar. Once `cancel` is set the simulation
+/// stops and the outputs cover what happened (the report marked interrupted); set before the
+/// simulation starts, the run is a runtime error and writes nothing.
 pub fn replay(
     spec: &ReplaySpec,
     outputs: Outputs,
-    cancel: (&AtomicBool, OnCancel),
+    cancel: &AtomicBool,
     progress: Option<Arc<Progress>>,
     policy: Option<&mut dyn ScalingPolicy>,
 ) -> Result<Replayed> {
-    let (cancel, on_cancel) = cancel;
     if policy.is_some() {
         // Offline only, and engines the planner supports.
         spec.check_scaling("scaling_policy")?;
@@ -149,12 +145,10 @@ pub fn replay(
         progress,
     };
     let sink = outputs.record_sink();
-    let (simulated, wall_time_ms) = simulate_timed(spec, cancel, &observers, sink, policy)?;
-    // A run the caller has given up on writes nothing (dropped outputs leave no file).
-    if on_cancel == OnCancel::WriteNothing && cancel.load(Ordering::Relaxed) {
-        return Err(Error::runtime("replay interrupted"));
-    }
-    outputs.publish(spec, simulated, wall_time_ms, Vec::new())
+    let (simulated, wall_time_ms, setup) = simulate_timed(spec, cancel, &observers, sink, policy)?;
+    let mut replayed = outputs.publish(spec, simulated, wall_time_ms, Vec::new())?;
+    replayed.setup = setup;
+    Ok(replayed)
 }
 
 impl Outputs {
@@ -220,12 +214,17 @@ impl Outputs {
                 .chain(also)
                 .collect(),
         )?;
-        Ok(Replayed { report, planner })
+        Ok(Replayed {
+            report,
+            planner,
+            setup: Duration::ZERO,
+        })
     }
 }
 
-/// Prepares the timing tables, loads and simulates; returns the run and its wall time in ms
-/// (the simulation only, not the loading, as the reference measures it). Offline runs go in
+/// Prepares the timing tables, loads and simulates; returns the run, its wall time in ms
+/// (the simulation only, not the loading, as the reference measures it) and the setup's
+/// (timing tables and loading). Offline runs go in
 /// virtual time, online runs on the wall clock at the spec's speed. One run at a time uses
 /// one core for the simulation: its collector gets the second ([`CollectorThread::OwnThread`];
 /// the outputs are the same either way).
@@ -235,7 +234,8 @@ fn simulate_timed(
     observers: &Observers,
     records: Option<Box<dyn dynosim::report::RecordSink>>,
     policy: Option<&mut dyn ScalingPolicy>,
-) -> Result<(Simulated, f64)> {
+) -> Result<(Simulated, f64, Duration)> {
+    let began = Instant::now();
     // Timing tables (AIC) are built before the workload is read and the clock starts; a
     // build (not a cache hit) takes long enough to say so first, on stderr, for both fronts.
     let prepared = dynosim::prepare_announcing(spec, &mut |sentence| {
@@ -243,8 +243,14 @@ fn simulate_timed(
     })?;
     let spec = prepared.as_ref();
     let workload = dynosim::load_workload(spec)?;
+    // Cancelled before anything was simulated: nothing to report (dropped outputs leave no
+    // file).
+    if cancel.load(Ordering::Relaxed) {
+        return Err(Error::runtime("replay interrupted"));
+    }
     let collector_thread = CollectorThread::OwnThread;
     let started = Instant::now();
+    let setup = started.duration_since(began);
     // Ctrl-C (caught by the command line's guard) stops the simulation, offline or live.
     let _simulating = Simulating::enter();
     let mut virtual_clock = InterruptibleVirtualClock;
@@ -280,5 +286,5 @@ fn simulate_timed(
             collector_thread,
         )?,
     };
-    Ok((simulated, started.elapsed().as_secs_f64() * 1000.0))
+    Ok((simulated, started.elapsed().as_secs_f64() * 1000.0, setup))
 }

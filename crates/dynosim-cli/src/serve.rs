@@ -146,6 +146,7 @@ pub fn refuse_replay_only(matches: &ArgMatches) -> Result<()> {
 static STOPS: AtomicUsize = AtomicUsize::new(0);
 
 /// What a finished serve prints.
+#[derive(Debug)]
 pub struct Served {
     pub table: String,
     pub report_path: PathBuf,
@@ -209,11 +210,9 @@ pub fn run(cli: &ServeCli, invocation: &str) -> Result<Served> {
     options.replay_concurrency = Some(1);
     let jsonl_path = options.report_jsonl.clone();
     let mut spec = options.into_spec()?;
-    if spec.disaggregation.is_some() || spec.planner.is_some() {
-        return Err(Error::usage(
-            "dynosim serve runs aggregated workers without a planner",
-        ));
-    }
+    // The server's own rule of what it serves, checked before any output is opened or AIC
+    // table is built.
+    dynosim::sim::external::check_servable(&spec)?;
     let report_path = output::resolve_report_path(cli.replay.report_json.as_deref())?;
     let outputs = replay::Outputs::prepare(
         &mut spec,
@@ -327,4 +326,51 @@ mod signals {
     pub type Handlers = ();
     pub fn catch() -> Handlers {}
     pub fn restore(_previous: Handlers) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deployment the server cannot serve is refused with the server's own message before
+    /// anything is opened: no report file, no port bound. (The flags that describe one are
+    /// refused earlier by `refuse_replay_only`; `run` must not depend on that.)
+    #[test]
+    fn run_refuses_an_unservable_deployment_before_opening_anything() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let report = dir.path().join("served.json");
+        let report = report.to_str().unwrap();
+        let prefill = r#"{"num_gpu_blocks": 2048, "worker_type": "prefill"}"#;
+        let decode = r#"{"num_gpu_blocks": 2048, "worker_type": "decode"}"#;
+        let cases: [(&[&str], &str); 2] = [
+            (
+                &[
+                    "--prefill-engine-args",
+                    prefill,
+                    "--decode-engine-args",
+                    decode,
+                ],
+                "serving a disaggregated deployment is not supported",
+            ),
+            (
+                &[
+                    "--planner-config",
+                    r#"{"mode": "agg", "optimization_target": "load", "decode_scale_up_kv_rate": 60, "decode_scale_down_kv_rate": 20, "load_adjustment_interval_seconds": 5}"#,
+                ],
+                "serving with a planner is not supported",
+            ),
+        ];
+        for (args, expected) in cases {
+            let mut argv = vec!["serve", "--port", "0", "--report-json", report];
+            argv.extend_from_slice(args);
+            let cli = ServeCli::try_parse_from(argv).unwrap();
+            let err = run(&cli, "dynosim serve").unwrap_err();
+            assert_eq!(err.kind(), dynosim::error::ErrorKind::Usage, "{args:?}");
+            assert!(err.to_string().contains(expected), "{args:?}: {err}");
+            assert!(
+                std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+                "{args:?}: a file was left"
+            );
+        }
+    }
 }

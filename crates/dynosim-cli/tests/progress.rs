@@ -1,8 +1,11 @@
 //! The progress bar, with stderr on a pseudo-terminal as a user's would be: it is drawn, the
 //! run ends (the bar's thread never waits on a lock the main thread holds), and `--quiet`
 //! draws nothing. (Without a terminal there is no bar: `html_report.rs` checks stderr stays
-//! empty.)
+//! empty.) Without a terminal, a run long enough prints progress lines, and the display ends
+//! with a line giving the simulated duration and where the wall time went.
 #![cfg(unix)]
+
+mod common;
 
 use std::fs::File;
 use std::io::Read;
@@ -90,6 +93,63 @@ fn the_bar_is_drawn_on_a_terminal_and_the_run_ends() {
     assert!(
         terminal.contains("/4,000 requests") && terminal.contains("model time"),
         "no progress bar on the terminal: {terminal:?}"
+    );
+    // The erased bar leaves its closing line.
+    assert!(
+        terminal.contains("progress: done, model time ")
+            && terminal.contains("4,000/4,000 requests ended; wall time "),
+        "no closing line on the terminal: {terminal:?}"
+    );
+}
+
+/// A CI job's run: stdout and stderr are pipes. A run that lasts more than the first line's
+/// delay (a live run whose arrivals span 6 s of model time at speed 1, so at least 6 s on any
+/// machine) prints progress lines, then a closing line with the report's simulated duration
+/// and its simulation wall time; stdout is the table as the reference prints it.
+#[test]
+fn a_run_without_a_terminal_prints_progress_lines_and_a_closing_line() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = common::dynosim(
+        dir.path(),
+        &[
+            "--input-tokens",
+            "100",
+            "--output-tokens",
+            "10",
+            "--request-count",
+            "13",
+            "--arrival-interval-ms",
+            "500",
+            "--replay-mode",
+            "online",
+            "--report-json",
+            "r.json",
+        ],
+    );
+    let stderr = common::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines.len() >= 2, "{stderr}");
+    assert!(lines[0].starts_with("progress: model time "), "{stderr}");
+    let report = common::read_json_object(&dir.path().join("r.json"));
+    let seconds = |key: &str| report[key].as_f64().unwrap() / 1000.0;
+    assert!(seconds("duration_ms") >= 6.0, "{report:?}");
+    let closing = lines[lines.len() - 1];
+    let expected = format!(
+        "progress: done, model time {:.1}s, 13/13 requests ended; wall time ",
+        seconds("duration_ms")
+    );
+    assert!(closing.starts_with(&expected), "{closing} / {expected}");
+    let simulation = format!("simulation {:.2}s, writing ", seconds("wall_time_ms"));
+    assert!(closing.contains(&simulation), "{closing} / {simulation}");
+    let stdout = common::text(&out.stdout);
+    assert!(
+        stdout.starts_with("NVIDIA AIPerf | LLM Metrics\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("\nSaved full report to: r.json\n"),
+        "{stdout}"
     );
 }
 

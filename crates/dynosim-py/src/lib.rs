@@ -6,8 +6,11 @@
 //! own, and `replay_with_kwargs` the ones both take, so a shared argument is spelled once; the
 //! `text_signature`s and `_dynosim.pyi` state the signatures (a test holds all three together).
 //! `main` runs the CLI itself, parser included. The GIL is released while a replay runs, and
-//! the calling thread keeps answering signals meanwhile, so Ctrl-C raises `KeyboardInterrupt`
-//! at once.
+//! the calling thread keeps answering signals meanwhile. Ctrl-C during a replay function's
+//! simulation stops it as the command line's does: the files asked for (`report_jsonl_path`,
+//! `html_report`, `aiperf_dir`) are written with what happened until then, the report marked
+//! interrupted, and then the `KeyboardInterrupt` is raised (before the simulation, or at a
+//! second Ctrl-C, it is raised at once and nothing is written).
 //!
 //! Engine arguments and router configs are accepted as the reference's objects
 //! (`MockEngineArgs`, `KvRouterConfig`, defined in [`engine_args`] and [`router_config`]), as
@@ -157,24 +160,28 @@ fn replay_to_dict<'py>(
         .map(planner::PyScalingPolicy::new)
         .transpose()?;
     let policy_object = policy.as_ref().map(|p| p.object().clone_ref(py));
-    let (result, policy) = run_interruptibly(py, move |cancelled| {
+    let ((result, policy), interrupt) = run_stopping_at_interrupt(py, move |cancelled| {
         let scaling = policy
             .as_mut()
             .map(|policy| policy as &mut dyn dynosim::planner::ScalingPolicy);
-        let replayed = replay::replay(
-            &spec,
-            prepared,
-            (cancelled, replay::OnCancel::WriteNothing),
-            None,
-            scaling,
-        );
+        let replayed = replay::replay(&spec, prepared, cancelled, None, scaling);
         (replayed, policy)
     })?;
+    if let Some(interrupt) = interrupt {
+        // The outputs of what happened are written (or the run was stopped before its
+        // simulation and wrote nothing); the warning says how much is missing.
+        if let Ok(replayed) = &result {
+            let _ = warn_of_shortfall(py, &replayed.report);
+        }
+        return Err(interrupt);
+    }
     // The policy's own exception, unchanged.
     if let Some(err) = policy.and_then(|mut policy| policy.error.take()) {
         return Err(err);
     }
-    let replay::Replayed { report, planner } = result.map_err(to_py_err)?;
+    let replay::Replayed {
+        report, planner, ..
+    } = result.map_err(to_py_err)?;
     warn_of_shortfall(py, &report)?;
     let trace_report = report_to_dict(py, &report)?;
     if !planned {
@@ -220,6 +227,32 @@ where
     T: Send + 'static,
     F: FnOnce(&AtomicBool) -> T + Send + 'static,
 {
+    run_waiting(py, work, false).map(|(result, _)| result)
+}
+
+/// Like [`run_interruptibly`], except that the first exception a signal handler raises
+/// (Ctrl-C's `KeyboardInterrupt`) sets `work`'s flag and waits for `work` to finish (a
+/// replay stops its simulation and writes what happened): its result comes back with that
+/// exception, for the caller to raise. A second one is returned at once.
+fn run_stopping_at_interrupt<T, F>(py: Python<'_>, work: F) -> PyResult<(T, Option<PyErr>)>
+where
+    T: Send + 'static,
+    F: FnOnce(&AtomicBool) -> T + Send + 'static,
+{
+    run_waiting(py, work, true)
+}
+
+/// Runs `work` on its own thread, answering signals meanwhile; with `wait_after_interrupt`
+/// the first handler's exception is kept until `work` returns (see the two callers).
+fn run_waiting<T, F>(
+    py: Python<'_>,
+    work: F,
+    wait_after_interrupt: bool,
+) -> PyResult<(T, Option<PyErr>)>
+where
+    T: Send + 'static,
+    F: FnOnce(&AtomicBool) -> T + Send + 'static,
+{
     let cancelled = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = mpsc::channel();
     let flag = Arc::clone(&cancelled);
@@ -231,6 +264,7 @@ where
         })
         .map_err(|err| PyRuntimeError::new_err(format!("cannot start the replay thread: {err}")))?;
     let mut receiver = receiver;
+    let mut interrupt: Option<PyErr> = None;
     loop {
         // The receiver travels into the GIL-free closure and back (it cannot be shared).
         let (returned, received) = py.detach(move || {
@@ -239,11 +273,14 @@ where
         });
         receiver = returned;
         match received {
-            Ok(result) => return Ok(result),
+            Ok(result) => return Ok((result, interrupt)),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if let Err(err) = py.check_signals() {
                     cancelled.store(true, Ordering::Relaxed);
-                    return Err(err);
+                    if !wait_after_interrupt || interrupt.is_some() {
+                        return Err(err);
+                    }
+                    interrupt = Some(err);
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {

@@ -136,6 +136,72 @@ def test_ctrl_c_interrupts_an_api_call_at_once(tmp_path):
     assert out == "interrupted\n", (out, err)
 
 
+# A child that calls one replay function with html_report= (and the arguments given), catches
+# its KeyboardInterrupt and prints what it saw as JSON: the RuntimeWarnings, the directory's
+# files.
+PARTIAL_OUTPUTS_CHILD = """
+import json, os, sys, warnings
+import dynamo.replay as api
+function, arguments = sys.argv[1], json.loads(sys.argv[2])
+print("started", flush=True)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    try:
+        getattr(api, function)(**arguments, html_report="run.html")
+        outcome = "finished"
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+print(json.dumps({"outcome": outcome, "warnings": [str(w.message) for w in caught],
+                  "files": sorted(os.listdir("."))}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("function", ["run_trace_replay", "run_synthetic_trace_replay"])
+def test_ctrl_c_in_an_api_call_writes_the_partial_outputs_then_raises(function, tmp_path):
+    # As the command line does: the simulation stops, the files asked for are written with what
+    # happened (the report marked interrupted), then the KeyboardInterrupt reaches the caller.
+    if function == "run_trace_replay":
+        # Live: arrivals spread over 10 minutes of wall time, so the run is still going when
+        # the signal comes, however loaded the machine.
+        with open(tmp_path / "trace.jsonl", "w") as trace:
+            for index in range(2400):
+                trace.write(json.dumps({"timestamp": index * 250, "input_length": 200,
+                                        "output_length": 20, "hash_ids": [index]}) + "\n")
+        arguments = {"trace_files": "trace.jsonl", "replay_mode": "online",
+                     "report_jsonl_path": "records.jsonl"}
+        written = ["records.jsonl", "run.html", "trace.jsonl"]
+    else:
+        arguments = {"input_tokens": 4000, "output_tokens": 1000, "request_count": 150000,
+                     "replay_concurrency": 256, "aiperf_dir": "aiperf"}
+        written = ["aiperf", "run.html"]
+    process = subprocess.Popen(
+        [sys.executable, "-c", PARTIAL_OUTPUTS_CHILD, function, json.dumps(arguments)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=default_sigint,
+    )
+    assert process.stdout.readline() == "started\n"
+    time.sleep(3)  # the run's setup is milliseconds: it is simulating by then
+    process.send_signal(signal.SIGINT)
+    out, err = communicate_within(process)
+    assert process.returncode == 0, err
+    seen = json.loads(out)
+    assert seen["outcome"] == "interrupted", seen
+    assert len(seen["warnings"]) == 1, seen
+    assert seen["warnings"][0].endswith("(the run was interrupted)"), seen
+    # Exactly the outputs asked for (and the trace): no temporary file is left.
+    assert seen["files"] == written, seen
+    if function == "run_trace_replay":
+        records = (tmp_path / "records.jsonl").read_text().splitlines()
+    else:
+        assert len(os.listdir(tmp_path / "aiperf")) == 3
+        records = (tmp_path / "aiperf" / "profile_export.jsonl").read_text().splitlines()
+    for line in records:
+        json.loads(line)  # whole lines
+    html = (tmp_path / "run.html").read_text()
+    assert html.rstrip().endswith("</html>")
+    assert '"interrupted":1' in html  # the page's report, marked
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs Linux /proc")
 def test_ctrl_c_stops_the_simulation_itself(tmp_path):
     # The interrupted run's thread must end, not keep simulating in the background: a million

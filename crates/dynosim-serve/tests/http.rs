@@ -1,6 +1,7 @@
 //! The server as clients see it, on loopback: each endpoint, streaming, the error answers,
-//! disconnects (the request is cancelled in the simulation and its KV released, seen through
-//! /metrics), slow clients, and the recorded trace replayed offline.
+//! a full router queue (429), disconnects (the request is cancelled in the simulation and its
+//! KV released, seen through /metrics), slow writers and slow readers, and the recorded trace
+//! replayed offline.
 //!
 //! Every wait has a deadline; no assertion depends on how fast the machine is (token times
 //! are the simulation's, checked through its own report).
@@ -69,6 +70,11 @@ struct Server {
 }
 
 fn start(max_body_bytes: usize) -> Server {
+    start_serving(spec(), max_body_bytes, 1.0)
+}
+
+/// Serves `spec` at `speed` (model time per wall time).
+fn start_serving(spec: dynosim::config::ReplaySpec, max_body_bytes: usize, speed: f64) -> Server {
     let stop: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
     let trace = SharedBuffer::default();
     let (listening, address) = mpsc::channel();
@@ -76,7 +82,7 @@ fn start(max_body_bytes: usize) -> Server {
         host: "127.0.0.1".into(),
         port: 0,
         model: "sim-model".into(),
-        speed: 1.0,
+        speed,
         max_body_bytes,
         max_connections: 64,
         default_max_tokens: 8,
@@ -89,7 +95,7 @@ fn start(max_body_bytes: usize) -> Server {
             let _ = listening.send(address);
         }),
     };
-    let handle = std::thread::spawn(move || serve(&spec(), config, hooks));
+    let handle = std::thread::spawn(move || serve(&spec, config, hooks));
     let address = address.recv_timeout(DEADLINE).expect("the server listens");
     Server {
         address,
@@ -673,4 +679,215 @@ async fn the_recorded_trace_replays_offline_to_the_same_counts_and_times() {
         live.get("prefix_cache_reused_ratio"),
         offline.get("prefix_cache_reused_ratio")
     );
+}
+
+/// A KV-router deployment of two workers whose one queue class holds back every request
+/// while both have prefill work (`prefill_busy_threshold: 0`) and holds at most one request
+/// per worker.
+fn queue_limited_spec(dir: &std::path::Path) -> dynosim::config::ReplaySpec {
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "default_policy_family: standard\n\
+         uncached_isl_buckets:\n  - min_tokens: 0\n    bucket: all\n\
+         policy_classes:\n  - name: standard_all\n    policy_family: standard\n    \
+         cache_bucket: all\n    quantum: 1\n    prefill_busy_threshold: 0\n    \
+         request_queue_limit_per_worker: 1\n",
+    )
+    .unwrap();
+    let mut options = deployment_options(None);
+    options.num_workers = 2;
+    options.router_mode = "kv_router".into();
+    options.router_policy_config = Some(policy.to_str().unwrap().to_string());
+    options.into_spec().expect("a valid deployment")
+}
+
+/// Sends a streaming completion of `max_tokens`; resolves to its status once the headers
+/// arrive (a request waiting in the router queue has none yet).
+async fn streaming_status(url: String, prompt: Value, max_tokens: u32) -> (u16, reqwest::Response) {
+    let response = client()
+        .post(url)
+        .json(
+            &json!({"model": "sim-model", "stream": true, "max_tokens": max_tokens,
+                      "prompt": prompt}),
+        )
+        .send()
+        .await
+        .expect("the server answers");
+    (response.status().as_u16(), response)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_router_queue_answers_429_with_an_openai_error() {
+    let dir = tempfile::TempDir::new().unwrap();
+    // A hundredth of real speed: two long prefills keep both workers busy for many seconds of
+    // wall time while the next requests arrive (two tokens each, so that they count as
+    // running during their prefill pass).
+    let server = start_serving(queue_limited_spec(dir.path()), 1 << 20, 0.01);
+    let url = server.url("/v1/completions");
+    let long = |from: u32| json!((from..from + 4000).collect::<Vec<u32>>());
+    let busy: Vec<_> = [0, 50_000]
+        .into_iter()
+        .map(|from| tokio::spawn(streaming_status(url.clone(), long(from), 2)))
+        .collect();
+    let running = wait_for_metrics(&server, |text| {
+        metric(text, "vllm:num_requests_running") == 2.0
+    })
+    .await;
+    assert_eq!(
+        metric(&running, "vllm:num_requests_running"),
+        2.0,
+        "{running}"
+    );
+    // Of the next three, two wait in the queue (one per worker) and one is refused at once.
+    let next: Vec<_> = ["third", "fourth", "fifth"]
+        .into_iter()
+        .map(|prompt| tokio::spawn(streaming_status(url.clone(), json!(prompt), 1)))
+        .collect();
+    let (answered, _, waiting) =
+        tokio::time::timeout(DEADLINE, futures_util::future::select_all(next))
+            .await
+            .expect("one of them is answered at once");
+    let (status, response) = answered.unwrap();
+    assert_eq!(status, 429);
+    let body: Value = response.json().await.expect("a JSON answer");
+    assert_eq!(body["error"]["type"], "rate_limit_exceeded", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("queue limit")),
+        "{body}"
+    );
+    assert!(body["error"].get("param").is_some(), "{body}");
+    assert!(body["error"].get("code").is_some(), "{body}");
+    // The two that waited run once the long requests are gone.
+    for request in busy {
+        request.abort();
+    }
+    for request in waiting {
+        let (status, response) = tokio::time::timeout(DEADLINE, request)
+            .await
+            .expect("a queued request is admitted")
+            .unwrap();
+        assert_eq!(status, 200);
+        drop(response);
+    }
+    let (served, _) = server.finish();
+    let (report, _) = served.simulated.into_report(served.wall_time_ms);
+    assert_eq!(report.get("num_requests").map(|v| v.as_f64()), Some(5.0));
+    assert_eq!(
+        report.get("rejected_requests").map(|v| v.as_f64()),
+        Some(1.0)
+    );
+}
+
+/// Shrinks a socket's receive buffer, so that an unread stream pushes back on the server at
+/// once (a few kB) instead of filling the kernel's buffers.
+#[cfg(unix)]
+fn small_receive_buffer(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let size: libc::c_int = 4096;
+    // SAFETY: setsockopt on an open socket with a pointer to a c_int and its size.
+    let set = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0, "setsockopt SO_RCVBUF");
+}
+
+#[cfg(not(unix))]
+fn small_receive_buffer(_stream: &TcpStream) {}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_does_not_stall_other_clients() {
+    // 50 times real speed: the long stream's tokens are due within seconds.
+    let server = start_serving(spec(), 1 << 20, 50.0);
+    // A stream of 6,000 tokens (about 1 MB of SSE) that nobody reads for now.
+    let mut slow = TcpStream::connect(server.address).unwrap();
+    small_receive_buffer(&slow);
+    let body = json!({"model": "sim-model", "prompt": "read me slowly", "max_tokens": 6000,
+                      "stream": true, "stream_options": {"include_usage": true}})
+    .to_string();
+    write!(
+        slow,
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let running = wait_for_metrics(&server, |text| {
+        metric(text, "vllm:num_requests_running") >= 1.0
+    })
+    .await;
+    assert!(
+        metric(&running, "vllm:num_requests_running") >= 1.0,
+        "{running}"
+    );
+    // Meanwhile other clients stream whole answers.
+    let others: Vec<_> = (0..4)
+        .map(|index| {
+            let url = server.url("/v1/completions");
+            tokio::spawn(async move {
+                let body = client()
+                    .post(url)
+                    .json(
+                        &json!({"model": "sim-model", "prompt": format!("client {index}"),
+                                  "max_tokens": 20, "stream": true,
+                                  "stream_options": {"include_usage": true}}),
+                    )
+                    .send()
+                    .await
+                    .expect("the server answers")
+                    .text()
+                    .await
+                    .expect("the whole stream");
+                events(&body)
+            })
+        })
+        .collect();
+    for other in others {
+        let events = tokio::time::timeout(DEADLINE, other)
+            .await
+            .expect("another client is not held up by the slow reader")
+            .unwrap();
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        let usage: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+        assert_eq!(usage["usage"]["completion_tokens"], 20, "{usage}");
+    }
+    // The slow reader now reads its stream, a little at a time at first, and gets all of it.
+    let received = tokio::task::spawn_blocking(move || {
+        slow.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut received = Vec::new();
+        let mut buffer = [0u8; 1024];
+        loop {
+            let read = slow.read(&mut buffer).expect("the stream goes on");
+            if read == 0 {
+                break received;
+            }
+            received.extend_from_slice(&buffer[..read]);
+            // Slowly at first; the rest at once.
+            if received.len() < 64 << 10 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    })
+    .await
+    .unwrap();
+    // Far more than the socket buffers between the two ends hold: the server had to wait for
+    // this reader while the others were served.
+    assert!(received.len() > 256 << 10, "{} bytes", received.len());
+    let received = String::from_utf8_lossy(&received).into_owned();
+    assert!(received.starts_with("HTTP/1.1 200"), "{}", &received[..200]);
+    assert!(
+        received.contains("\"completion_tokens\":6000"),
+        "{}",
+        &received[received.len().saturating_sub(500)..]
+    );
+    assert!(received.contains("data: [DONE]\n\n"), "no [DONE]");
+    server.finish();
 }
