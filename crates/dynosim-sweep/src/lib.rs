@@ -42,6 +42,7 @@ use std::time::Instant;
 use dynosim::config::spelling::python_message;
 use dynosim::config::{ArrivalMode, ReplaySpec};
 use dynosim::report::Value as ReportValue;
+use dynosim::sim::CollectorThread;
 use dynosim::{Error, Report, Result, Workload};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -281,21 +282,26 @@ fn report_map(report: &Report) -> Map<String, Value> {
         .collect()
 }
 
-/// Runs one validated candidate on a shared workload; errors (and panics) become its error.
-/// Setting `cancel` ends the run early (its outcome is then to be dropped).
+/// Runs one validated candidate on a shared workload, its collector on the thread
+/// `collector_thread` says; errors (and panics) become its error. Setting `cancel` ends the
+/// run early (its outcome is then to be dropped).
 fn simulate_one(
     spec: &ReplaySpec,
     workload: &Workload,
     cancel: &AtomicBool,
+    collector_thread: CollectorThread,
 ) -> std::result::Result<Map<String, Value>, String> {
     let ran = catch_unwind(AssertUnwindSafe(|| -> Result<Report> {
         let prepared = dynosim::prepare(spec)?;
         let started = Instant::now();
-        let simulated = dynosim::simulate_with(
+        let simulated = dynosim::simulate_streaming(
             prepared.as_ref(),
             workload.clone(),
             &mut dynosim::sim::VirtualClock,
             cancel,
+            &dynosim::sim::Observers::default(),
+            None,
+            collector_thread,
         )?;
         let (report, _) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
         Ok(report)
@@ -497,6 +503,10 @@ pub struct Evaluator {
     /// `None` for a detached evaluator (a remote task's), which stores nothing.
     journal: Option<Journal>,
     pool: rayon::ThreadPool,
+    /// Where each candidate's collector runs: on a thread of its own when the sweep's threads
+    /// leave a core each for that (as a candidate run alone in its own process has it),
+    /// otherwise inline.
+    collector_thread: CollectorThread,
     budget: Option<u64>,
     progress: bool,
     cancel: Option<Arc<AtomicBool>>,
@@ -543,9 +553,16 @@ impl Evaluator {
             .num_threads(options.jobs.unwrap_or(0))
             .build()
             .map_err(|err| Error::runtime(format!("cannot start the sweep's threads: {err}")))?;
+        let cores = std::thread::available_parallelism().map_or(1, |cores| cores.get());
+        let collector_thread = if pool.current_num_threads() * 2 <= cores {
+            CollectorThread::OwnThread
+        } else {
+            CollectorThread::SameThread
+        };
         Ok(Evaluator {
             journal,
             pool,
+            collector_thread,
             budget,
             progress: options.progress,
             cancel: options.cancel.clone(),
@@ -665,7 +682,7 @@ impl Evaluator {
     /// Simulates one validated candidate on its shared workload (`cancel` ends it early).
     fn simulate_pending(&self, job: &Pending, cancel: &AtomicBool) -> Stored {
         let result = match &self.workloads[job.workload] {
-            Ok(workload) => simulate_one(&job.spec, workload, cancel),
+            Ok(workload) => simulate_one(&job.spec, workload, cancel, self.collector_thread),
             Err(error) => Err(error.clone()),
         };
         let (report, error) = match result {

@@ -48,7 +48,7 @@ pub(super) struct Aggregated<'s> {
     completions: SlotQueue,
     requests: Requests,
     /// Requests held in the KV router's queue, by id, until it places them.
-    parked: Vec<Option<EngineRequest>>,
+    parked: FastMap<RequestId, EngineRequest>,
     /// Scratch: queued requests the KV router placed.
     placements: Vec<Placement>,
     collector: CollectorFront,
@@ -263,7 +263,7 @@ impl<'s> Aggregated<'s> {
             counts_tokens: requests.counts_tokens(routes_on_kv_events),
             pool,
             completions: SlotQueue::new(),
-            parked: Vec::new(),
+            parked: FastMap::default(),
             placements: Vec::new(),
             collector,
             requests,
@@ -624,11 +624,7 @@ impl Aggregated<'_> {
                 self.pool.enqueue(target, request);
             }
             Routed::Queued => {
-                let id = request.id;
-                if id >= self.parked.len() {
-                    self.parked.resize_with(id + 1, || None);
-                }
-                self.parked[id] = Some(request);
+                self.parked.insert(request.id, request);
             }
             Routed::Rejected => {
                 self.collector.on_rejected(request.id, self.now_ms);
@@ -668,8 +664,9 @@ impl Aggregated<'_> {
     /// Sends parked requests the KV router took out of its queue to their schedulers.
     fn send_placements(&mut self, placements: &mut Vec<Placement>) {
         for placement in placements.drain(..) {
-            let request = self.parked[placement.id]
-                .take()
+            let request = self
+                .parked
+                .remove(&placement.id)
                 .expect("the router places only parked requests");
             self.note_placement(placement.overlap_blocks, request.prompt.len());
             self.note_sent(request.id, placement.target);

@@ -39,7 +39,7 @@ use crate::workload::SessionId;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CollectorThread {
     /// The simulating thread (for callers whose other cores are busy already, like a sweep's
-    /// candidates, and for tests of the plain path).
+    /// candidates running on every core, and for tests of the plain path).
     #[default]
     SameThread,
     /// A thread of its own, fed batches of the simulation's calls.

@@ -224,7 +224,8 @@ pub struct Projection {
 #[derive(Debug)]
 pub struct ActiveLoad {
     targets: Vec<TargetLoad>,
-    requests: Vec<Option<ActiveRequest>>,
+    /// The active requests by id (only those: a run's length does not grow it).
+    requests: FastMap<RequestId, ActiveRequest>,
     /// The AIC prefill-load model: the oldest prefill of each target decays.
     decay: bool,
 }
@@ -233,7 +234,7 @@ impl ActiveLoad {
     pub fn new(targets: usize) -> Self {
         Self {
             targets: (0..targets).map(|_| TargetLoad::default()).collect(),
-            requests: Vec::new(),
+            requests: FastMap::default(),
             decay: false,
         }
     }
@@ -320,22 +321,22 @@ impl ActiveLoad {
             TrackedBlocks::Private(count) => load.private_blocks += count,
             TrackedBlocks::Shared(hashes) => load.add_shared(hashes),
         }
-        if id >= self.requests.len() {
-            self.requests.resize_with(id + 1, || None);
-        }
-        debug_assert!(self.requests[id].is_none(), "request placed twice");
-        self.requests[id] = Some(ActiveRequest {
-            target,
-            prefill_tokens,
-            first_token_seen: false,
-            blocks,
-        });
+        let placed_before = self.requests.insert(
+            id,
+            ActiveRequest {
+                target,
+                prefill_tokens,
+                first_token_seen: false,
+                blocks,
+            },
+        );
+        debug_assert!(placed_before.is_none(), "request placed twice");
     }
 
     /// The request's first token is out: its prefill no longer loads the target. Returns
     /// false when that was already known (or the request is not active).
     pub fn prefill_done(&mut self, id: RequestId, now_ms: f64) -> bool {
-        let Some(Some(request)) = self.requests.get_mut(id) else {
+        let Some(request) = self.requests.get_mut(&id) else {
             return false;
         };
         if request.first_token_seen {
@@ -353,7 +354,7 @@ impl ActiveLoad {
 
     /// The request terminated: everything it held is released. Unknown ids are ignored.
     pub fn free(&mut self, id: RequestId, now_ms: f64) {
-        let Some(request) = self.requests.get_mut(id).and_then(Option::take) else {
+        let Some(request) = self.requests.remove(&id) else {
             return;
         };
         let load = &mut self.targets[request.target];
@@ -386,6 +387,22 @@ mod tests {
 
     fn shared(tokens: &[u64]) -> TrackedBlocks {
         TrackedBlocks::Shared(blocks(tokens))
+    }
+
+    #[test]
+    fn only_active_requests_are_kept_however_long_the_run() {
+        // A run of many requests, at most three active at once: what the load holds follows
+        // the active requests, not the highest id seen.
+        let mut load = ActiveLoad::new(2);
+        for id in 0..10_000 {
+            load.add(id, id % 2, 16, None, 0.0, TrackedBlocks::Private(1));
+            if id >= 2 {
+                load.free(id - 2, 0.0);
+            }
+            assert!(load.requests.len() <= 3);
+        }
+        assert_eq!(load.active_requests(0) + load.active_requests(1), 2);
+        assert_eq!(load.requests.len(), 2);
     }
 
     #[test]
