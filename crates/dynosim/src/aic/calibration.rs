@@ -22,8 +22,11 @@ use serde::{Deserialize, Serialize};
 /// The `format` value of a calibration file.
 pub const FORMAT: &str = "dynosim-aic-calibration/1";
 
-/// Calibrations shipped with dynosim, by the name `aic_calibration` accepts.
-const SHIPPED: &[(&str, &str)] = &[];
+/// Calibrations shipped with dynosim, by the name `aic_calibration` accepts. `silicon`: fitted
+/// by `dynosim calibrate` on the TRAIN rows of aiconfigurator-core 0.12's silicon_sample.csv
+/// (InferenceX family, aggregated, H100/H200/B200; docs/fidelity.md has the command and its
+/// errors).
+const SHIPPED: &[(&str, &str)] = &[("silicon", include_str!("calibrations/silicon.json"))];
 
 /// The corrections applied to one engine configuration's AIC pass times and KV capacity.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -337,6 +340,21 @@ mod tests {
     fn a_missing_file_is_named() {
         let message = resolve("/nonexistent/cal.json", "vllm", "h200_sxm", "m").unwrap_err();
         assert!(message.contains("/nonexistent/cal.json"), "{message}");
+    }
+
+    #[test]
+    fn every_shipped_calibration_parses_and_has_entries() {
+        for (name, text) in SHIPPED {
+            let file =
+                CalibrationFile::parse(text).unwrap_or_else(|message| panic!("{name}: {message}"));
+            assert!(!file.entries.is_empty(), "{name}");
+            assert!(
+                file.entries.iter().any(|entry| entry.model.is_none()),
+                "{name}: no (backend, system) entry"
+            );
+        }
+        let vllm = resolve("silicon", "vllm", "h200_sxm", "any/model").unwrap();
+        assert_ne!(vllm, AicCalibration::IDENTITY);
     }
 
     #[test]
