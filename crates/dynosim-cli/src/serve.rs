@@ -209,7 +209,7 @@ pub fn run(cli: &ServeCli, invocation: &str) -> Result<Served> {
     options.replay_concurrency = Some(1);
     let jsonl_path = options.report_jsonl.clone();
     let mut spec = options.into_spec()?;
-    if spec.disaggregation.is_some() || spec.planner.is_some() {
+    if spec.deployment.is_disaggregated() || spec.planner.is_some() {
         return Err(Error::usage(
             "dynosim serve runs aggregated workers without a planner",
         ));

@@ -20,9 +20,9 @@ use std::path::PathBuf;
 use super::json_fields::show_f64;
 use super::planner::{PlannerMode, PlannerSpec};
 use super::{
-    compact_f64, ArrivalMode, ArrivalProcess, Disaggregation, EngineArgs, EngineType, LengthSpread,
-    ReplayMode, ReplaySpec, RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat, TraceSpec,
-    WorkerType, WorkloadSpec, MAX_VIRTUAL_TIME_MS,
+    compact_f64, ArrivalMode, ArrivalProcess, Deployment, EngineArgs, EngineType, LengthSpread,
+    PoolSpec, ReplayMode, ReplaySpec, RouterConfig, RouterMode, Sla, SyntheticSpec, TraceFormat,
+    TraceSpec, WorkerType, WorkloadSpec, MAX_VIRTUAL_TIME_MS,
 };
 use crate::aic::{normalize_dtype, AicConfig};
 use crate::error::{Error, Result};
@@ -319,12 +319,13 @@ fn check_planner_budget(spec: &ReplaySpec, planner: &PlannerSpec) -> Result<()> 
         return Ok(());
     }
     let min_workers = planner.min_endpoint.max(1) as i64;
-    let (gpus, what) = match (&spec.disaggregation, planner.mode) {
-        (Some(disagg), PlannerMode::Disagg) => (
-            spec.engine.gpus_per_worker() as i64 + disagg.prefill.gpus_per_worker() as i64,
+    let generating = spec.deployment.generating().engine.gpus_per_worker() as i64;
+    let (gpus, what) = match (&spec.deployment, planner.mode) {
+        (Deployment::Disaggregated { prefill, .. }, PlannerMode::Disagg) => (
+            generating + prefill.engine.gpus_per_worker() as i64,
             "one prefill and one decode worker",
         ),
-        _ => (spec.engine.gpus_per_worker() as i64, "one worker"),
+        _ => (generating, "one worker"),
     };
     if planner.max_gpu_budget < min_workers * gpus {
         return Err(flag_error(
@@ -403,14 +404,6 @@ impl Choices {
     fn trace_format_is(&self, dialect: TraceDialect) -> bool {
         self.trace_format == Ok(dialect)
     }
-}
-
-/// The workers a spec runs: the (decode) engine arguments, their count, and the prefill pool
-/// when disaggregated.
-struct Topology {
-    engine: EngineArgs,
-    num_workers: usize,
-    disaggregation: Option<Disaggregation>,
 }
 
 /// The engine arguments given to the replay, parsed (step 10 of the front).
@@ -1016,13 +1009,12 @@ impl ReplayOptions {
         Ok(())
     }
 
-    /// The checks on disaggregated pools (the reference's order), giving the decode engine
-    /// arguments and the prefill pool.
+    /// The checks on disaggregated pools (the reference's order), giving the two pools.
     fn check_disaggregated_workers(
         &self,
         engines: ParsedEngines,
         closed_loop: bool,
-    ) -> Result<(EngineArgs, Disaggregation)> {
+    ) -> Result<Deployment> {
         let mode = replay_kind(closed_loop);
         let (Some(prefill), Some(decode)) = (engines.prefill, engines.decode) else {
             unreachable!("the topology check pairs the two")
@@ -1119,18 +1111,21 @@ impl ReplayOptions {
                 "invalid handoff transfer bandwidth 0 (kv_transfer_bandwidth must be positive)",
             ));
         }
-        Ok((
-            decode,
-            Disaggregation {
-                prefill,
-                num_prefill_workers,
+        Ok(Deployment::Disaggregated {
+            prefill: PoolSpec {
+                engine: prefill,
+                workers: num_prefill_workers,
             },
-        ))
+            decode: PoolSpec {
+                engine: decode,
+                workers: num_decode_workers,
+            },
+        })
     }
 
     /// The workers both builders share: disaggregated pools after their checks, or the
     /// aggregated workers after theirs.
-    fn topology(
+    fn deployment(
         &self,
         choices: &Choices,
         engines: ParsedEngines,
@@ -1138,14 +1133,9 @@ impl ReplayOptions {
         router_mode: RouterMode,
         num_workers: usize,
         closed_loop: bool,
-    ) -> Result<Topology> {
+    ) -> Result<Deployment> {
         if disaggregated {
-            let (engine, prefill) = self.check_disaggregated_workers(engines, closed_loop)?;
-            return Ok(Topology {
-                engine,
-                num_workers: non_negative("--num-decode-workers", self.num_decode_workers)?,
-                disaggregation: Some(prefill),
-            });
+            return self.check_disaggregated_workers(engines, closed_loop);
         }
         let engine = engines.aggregated.unwrap_or_default();
         // Online, the reference's live KV router also serves a single target; so does the
@@ -1158,11 +1148,10 @@ impl ReplayOptions {
             closed_loop,
             single_target_kv_refused,
         )?;
-        Ok(Topology {
+        Ok(Deployment::Aggregated(PoolSpec {
             engine,
-            num_workers,
-            disaggregation: None,
-        })
+            workers: num_workers,
+        }))
     }
 
     /// The replay mode, at the point where the reference checks it, with the online speed
@@ -1255,7 +1244,7 @@ impl ReplayOptions {
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
         let replay_mode = self.replay_mode(choices)?;
-        let topology = self.topology(
+        let deployment = self.deployment(
             choices,
             engines,
             disaggregated,
@@ -1263,14 +1252,14 @@ impl ReplayOptions {
             num_workers,
             concurrency.is_some(),
         )?;
-        self.check_online(replay_mode, &topology.engine)?;
+        self.check_online(replay_mode, &deployment.generating().engine)?;
         if dialect == TraceDialect::MooncakeDelta && replay_mode != ReplayMode::Offline {
             return Err(flag_error(
                 "--trace-format",
                 "mooncake-delta trace format is not supported for online replay",
             ));
         }
-        if topology.disaggregation.is_some() {
+        if deployment.is_disaggregated() {
             let unsupported = match dialect {
                 TraceDialect::AgenticMooncake => Some("agentic_mooncake"),
                 TraceDialect::MooncakeDelta => Some("mooncake-delta"),
@@ -1346,8 +1335,7 @@ impl ReplayOptions {
         });
         Ok(ReplaySpec {
             workload,
-            engine: topology.engine,
-            num_workers: topology.num_workers,
+            deployment,
             router_mode,
             router_config,
             arrivals,
@@ -1355,7 +1343,6 @@ impl ReplayOptions {
             max_sim_time_ms,
             sla,
             capture_requests,
-            disaggregation: topology.disaggregation,
             planner: None,
         })
     }
@@ -1490,7 +1477,7 @@ impl ReplayOptions {
         }
 
         let replay_mode = self.replay_mode(choices)?;
-        let topology = self.topology(
+        let deployment = self.deployment(
             choices,
             engines,
             disaggregated,
@@ -1498,27 +1485,22 @@ impl ReplayOptions {
             num_workers,
             concurrency.is_some(),
         )?;
-        self.check_online(replay_mode, &topology.engine)?;
+        self.check_online(replay_mode, &deployment.generating().engine)?;
         let arrivals = arrival_mode(concurrency, || match speedup {
             Some(speedup) => Ok(speedup),
             None => self.check_speedup("arrival_speedup_ratio"),
         })?;
-        let engine_block_size = u32::try_from(topology.engine.block_size).map_err(|_| {
+        let generating = &deployment.generating().engine;
+        let engine_block_size = u32::try_from(generating.block_size).map_err(|_| {
             flag_error(
                 "--extra-engine-args",
-                format!(
-                    "block_size is too large, got {}",
-                    topology.engine.block_size
-                ),
+                format!("block_size is too large, got {}", generating.block_size),
             )
         })?;
         // Every synthetic prompt has the same length: one that no engine can ever hold would
         // have every request rejected (or, on SGLang, block the queue forever), after building
         // prompts of that size. Refused before they exist.
-        let first_engine = topology
-            .disaggregation
-            .as_ref()
-            .map_or(&topology.engine, |pools| &pools.prefill);
+        let first_engine = &deployment.entry().engine;
         let kv_tokens = first_engine
             .num_gpu_blocks
             .saturating_mul(first_engine.block_size);
@@ -1554,8 +1536,7 @@ impl ReplayOptions {
                 engine_block_size,
                 lengths,
             }),
-            engine: topology.engine,
-            num_workers: topology.num_workers,
+            deployment,
             router_mode,
             router_config,
             arrivals,
@@ -1563,7 +1544,6 @@ impl ReplayOptions {
             max_sim_time_ms: self.max_sim_time_ms()?,
             sla,
             capture_requests: false,
-            disaggregation: topology.disaggregation,
             planner: None,
         })
     }
@@ -2311,10 +2291,12 @@ mod tests {
             .clone()
             .into_spec()
             .expect("a valid disaggregated replay");
-        let pools = spec.disaggregation.expect("disaggregated");
-        assert_eq!(pools.prefill.worker_type, WorkerType::Prefill);
-        assert_eq!(spec.engine.worker_type, WorkerType::Decode);
-        assert_eq!((pools.num_prefill_workers, spec.num_workers), (1, 1));
+        let Deployment::Disaggregated { prefill, decode } = spec.deployment else {
+            panic!("disaggregated")
+        };
+        assert_eq!(prefill.engine.worker_type, WorkerType::Prefill);
+        assert_eq!(decode.engine.worker_type, WorkerType::Decode);
+        assert_eq!((prefill.workers, decode.workers), (1, 1));
         let with = |prefill: &str, decode: &str| ReplayOptions {
             prefill_engine_args: Some(prefill.into()),
             decode_engine_args: Some(decode.into()),
@@ -2401,7 +2383,10 @@ mod tests {
         let spec = generated
             .into_spec()
             .expect("a valid synthetic disaggregated replay");
-        assert_eq!(spec.disaggregation.map(|d| d.num_prefill_workers), Some(3));
+        match spec.deployment {
+            Deployment::Disaggregated { prefill, .. } => assert_eq!(prefill.workers, 3),
+            other => panic!("{other:?}"),
+        }
         assert_error(
             ReplayOptions {
                 num_prefill_workers: 3,
@@ -2888,8 +2873,9 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(spec.num_workers, 3);
-        assert_eq!(spec.engine.block_size, 32);
+        assert_eq!(spec.deployment.generating().workers, 3);
+        assert_eq!(spec.deployment.generating().engine.block_size, 32);
+        assert!(!spec.deployment.is_disaggregated());
         assert_eq!(spec.router_mode, RouterMode::RoundRobin);
         assert!(spec.router_config.is_none());
         assert_eq!(spec.arrivals, ArrivalMode::Timestamps { speedup: 2.0 });
@@ -2902,7 +2888,7 @@ mod tests {
             WorkloadSpec::Trace(trace) => assert_eq!(trace.block_size, 64),
             other => panic!("{other:?}"),
         }
-        assert_eq!(spec.engine, EngineArgs::default());
+        assert_eq!(spec.deployment.generating().engine, EngineArgs::default());
         assert!(!spec.capture_requests);
     }
 
@@ -3344,7 +3330,7 @@ mod tests {
             }
         );
         assert_eq!(spec.arrivals, ArrivalMode::Timestamps { speedup: 4.0 });
-        assert_eq!(spec.num_workers, 2);
+        assert_eq!(spec.deployment.generating().workers, 2);
         assert_eq!(spec.max_sim_time_ms, None);
         assert!(!spec.capture_requests);
         assert_eq!(spec_of(synthetic()).engine_block_size, 64);

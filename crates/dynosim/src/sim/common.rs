@@ -11,12 +11,13 @@ use super::driver::{Driver, Terminal};
 use super::event_loop::ProgressPoint;
 use super::pool::Pool;
 use super::scaling::Traffic;
-use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
+use crate::config::{ArrivalMode, EngineArgs, PoolSpec, ReplaySpec, RouterConfig, RouterMode};
 use crate::engine::kv::FastMap;
 use crate::engine::RequestId;
 use crate::error::Error;
 use crate::router::kv::{KvRouter, Targets};
-use crate::router::RouteInput;
+use crate::router::round_robin::RoundRobin;
+use crate::router::{RouteInput, Router};
 use crate::tokens::TokenSeq;
 use crate::workload::Turn;
 
@@ -430,9 +431,29 @@ impl RouteHints {
     }
 }
 
+/// The router of `pool`, whose workers have `ranks` schedulers each: round robin, or a KV
+/// router over all its schedulers (see [`kv_router`], `adjust` included) as the spec's router
+/// mode says.
+pub(super) fn pool_router(
+    spec: &ReplaySpec,
+    pool: &PoolSpec,
+    ranks: usize,
+    adjust: impl FnOnce(&mut RouterConfig),
+) -> Router {
+    match spec.router_mode {
+        RouterMode::RoundRobin => Router::RoundRobin(RoundRobin::new(pool.workers, ranks)),
+        RouterMode::KvRouter => Router::Kv(Box::new(kv_router(
+            spec.router_config.as_ref(),
+            &pool.engine,
+            pool.workers * ranks,
+            adjust,
+        ))),
+    }
+}
+
 /// A KV router over `targets` schedulers running `engine`, configured from the user's router
 /// config (defaults when none) with the engine's queue-policy override, then `adjust`.
-pub(super) fn kv_router(
+fn kv_router(
     user_config: Option<&RouterConfig>,
     engine: &EngineArgs,
     targets: usize,
