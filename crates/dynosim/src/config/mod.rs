@@ -21,7 +21,8 @@ pub use engine_args::{
 };
 pub use options::ReplayOptions;
 pub use profile_table::ProfileTable;
-pub use router_config::{RouterConfig, RouterQueuePolicy};
+pub use router_config::RouterConfig;
+pub use router_policy::RouterQueuePolicy;
 
 use std::path::PathBuf;
 

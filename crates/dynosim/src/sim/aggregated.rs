@@ -19,12 +19,12 @@
 //! and hands back their ends and the requests they gave a token to.
 
 use super::collector_front::CollectorFront;
-use super::common::{
-    earliest, kv_router_may_queue, pool_router, ReleasedRequest, Requests, RouteHints, SlotQueue,
-};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
+use super::event_queue::{earliest, SlotQueue};
 use super::pool::Pool;
+use super::pool_router::{kv_router_may_queue, pool_router};
+use super::requests::{ReleasedRequest, Requests, RouteHints};
 use super::scaling::{Scaling, NO_WORKER_JOINED};
 use crate::config::{ArrivalMode, EngineArgs, PoolSpec, ReplaySpec};
 use crate::engine::kv::FastMap;
@@ -379,6 +379,8 @@ impl<'s> Aggregated<'s> {
 }
 
 impl Topology for Aggregated<'_> {
+    type Arrival = ReleasedRequest;
+
     fn start_ticks(&mut self) -> Result<bool> {
         match &mut self.scaling {
             Some(scaling) => scaling.start(self.now_ms).map(|()| true),

@@ -27,11 +27,13 @@
 use std::collections::VecDeque;
 
 use super::collector_front::CollectorFront;
-use super::common::{earliest, pool_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
+use super::event_queue::{earliest, EventQueue};
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
 use super::pool::Pool;
+use super::pool_router::pool_router;
+use super::requests::{ReleasedRequest, Requests, RouteHints};
 use super::scaling::{Scaling, NO_WORKER_JOINED};
 use crate::config::router_config::PrefillLoadModel;
 use crate::config::{
@@ -298,6 +300,8 @@ impl<'s> Disaggregated<'s> {
 
 /// Past the time cap the run stops at once (the default): passes in flight are not finished.
 impl Topology for Disaggregated<'_> {
+    type Arrival = ReleasedRequest;
+
     fn progress(&self) -> ProgressPoint {
         self.released.progress(self.now_ms)
     }

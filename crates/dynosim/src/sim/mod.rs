@@ -9,13 +9,15 @@
 
 mod aggregated;
 mod collector_front;
-mod common;
 mod disaggregated;
 pub mod driver;
 pub mod event_loop;
+mod event_queue;
 pub mod external;
 mod handoff;
 mod pool;
+mod pool_router;
+mod requests;
 mod scaling;
 
 use std::sync::atomic::{AtomicBool, Ordering};
