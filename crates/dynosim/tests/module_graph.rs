@@ -243,7 +243,7 @@ fn defining_module(
 ) -> Option<ModulePath> {
     let known: BTreeSet<ModulePath> = modules.keys().cloned().collect();
     let mut prefix = path.len();
-    while prefix > 0 && !known.contains(&path[..prefix].to_vec()) {
+    while prefix > 0 && !known.contains(&path[..prefix]) {
         prefix -= 1;
     }
     let target = path[..prefix].to_vec();

@@ -82,6 +82,9 @@ impl PoolSpec {
 /// The workers a replay runs, by topology. Validated: aggregated workers have worker type
 /// aggregated; disaggregated pools have the same engine type (vLLM or SGLang) and block size,
 /// one DP rank per worker, worker types prefill and decode.
+// One per run, held by its spec and never in a collection: boxing the larger variant would
+// buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Deployment {
     /// One pool (`--extra-engine-args`, `--num-workers`).
