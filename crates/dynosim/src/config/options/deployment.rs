@@ -4,8 +4,8 @@
 //! INTERFACE
 //! - [`ParsedEngines`], [`ReplayOptions::parse_engines`]: the three engine-args flags, parsed.
 //! - [`ReplayOptions::check_worker_topology`]: which flags go together; whether disaggregated.
-//! - [`ReplayOptions::deployment`]: the pools after their checks, in the reference's order.
-//! - [`ReplayOptions::check_online`]: online replay's limits on the workers.
+//! - [`ReplayOptions::mode_and_deployment`]: the replay mode, then the pools after their
+//!   checks in the reference's order, then online replay's limits on the workers.
 
 use super::checks::{flag_error, non_negative, replay_kind, Choices};
 use super::{ReplayOptions, MAX_ENGINE_RANKS};
@@ -92,9 +92,33 @@ impl ReplayOptions {
         }
     }
 
-    /// The workers both builders share: disaggregated pools after their checks, or the
-    /// aggregated workers after theirs.
-    pub(super) fn deployment(
+    /// The replay mode and the workers, as both builders check them: the mode, then the
+    /// workers' checks, then online replay's limits on the workers.
+    pub(super) fn mode_and_deployment(
+        &self,
+        choices: &Choices,
+        engines: ParsedEngines,
+        disaggregated: bool,
+        router_mode: RouterMode,
+        num_workers: usize,
+        closed_loop: bool,
+    ) -> Result<(ReplayMode, Deployment)> {
+        let replay_mode = self.replay_mode(choices)?;
+        let deployment = self.deployment(
+            choices,
+            engines,
+            disaggregated,
+            router_mode,
+            num_workers,
+            closed_loop,
+        )?;
+        self.check_online(replay_mode, &deployment.generating().engine)?;
+        Ok((replay_mode, deployment))
+    }
+
+    /// The workers: disaggregated pools after their checks, or the aggregated workers after
+    /// theirs.
+    fn deployment(
         &self,
         choices: &Choices,
         engines: ParsedEngines,
@@ -303,7 +327,7 @@ impl ReplayOptions {
 
     /// The reference's limits of online replay that the mode check itself does not cover
     /// (disaggregation and the time cap are refused where those options are checked).
-    pub(super) fn check_online(&self, mode: ReplayMode, engine: &EngineArgs) -> Result<()> {
+    fn check_online(&self, mode: ReplayMode, engine: &EngineArgs) -> Result<()> {
         if !matches!(mode, ReplayMode::Online { .. }) {
             return Ok(());
         }

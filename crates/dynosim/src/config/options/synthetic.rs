@@ -145,8 +145,7 @@ impl ReplayOptions {
             }
         }
 
-        let replay_mode = self.replay_mode(choices)?;
-        let deployment = self.deployment(
+        let (replay_mode, deployment) = self.mode_and_deployment(
             choices,
             engines,
             disaggregated,
@@ -154,7 +153,6 @@ impl ReplayOptions {
             num_workers,
             concurrency.is_some(),
         )?;
-        self.check_online(replay_mode, &deployment.generating().engine)?;
         let arrivals = arrival_mode(concurrency, || match speedup {
             Some(speedup) => Ok(speedup),
             None => self.check_speedup("arrival_speedup_ratio"),

@@ -46,8 +46,7 @@ impl ReplayOptions {
         let max_sim_time_ms = self.max_sim_time_ms()?;
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
-        let replay_mode = self.replay_mode(choices)?;
-        let deployment = self.deployment(
+        let (replay_mode, deployment) = self.mode_and_deployment(
             choices,
             engines,
             disaggregated,
@@ -55,7 +54,6 @@ impl ReplayOptions {
             num_workers,
             concurrency.is_some(),
         )?;
-        self.check_online(replay_mode, &deployment.generating().engine)?;
         if dialect == TraceDialect::MooncakeDelta && replay_mode != ReplayMode::Offline {
             return Err(flag_error(
                 "--trace-format",
