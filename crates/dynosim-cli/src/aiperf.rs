@@ -55,6 +55,8 @@ pub fn recorded_settings(options: &ReplayOptions) -> Map<String, Value> {
 /// AIPerf's `input_config` for the run's load, when AIPerf can express it.
 fn input_config(spec: &ReplaySpec) -> Option<Value> {
     let model = spec
+        .deployment
+        .generating()
         .engine
         .aic
         .as_ref()

@@ -54,13 +54,12 @@ pub fn render_html_report(
     let mut configuration = vec![("command".to_string(), invocation.to_string())];
     configuration.extend(dynosim::report::html::spec_configuration(spec));
     let scaling = planner.map(|outcome| {
-        let initial = match &spec.disaggregation {
-            Some(pools) => vec![
-                ("prefill", pools.num_prefill_workers),
-                ("decode", spec.num_workers),
-            ],
-            None => vec![("agg", spec.num_workers)],
-        };
+        let initial: Vec<(&str, usize)> = spec
+            .deployment
+            .pools()
+            .into_iter()
+            .map(|(role, pool)| (role.component(), pool.workers))
+            .collect();
         let marks: Vec<ScalingMark<'_>> = outcome
             .events
             .iter()

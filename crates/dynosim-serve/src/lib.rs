@@ -131,7 +131,7 @@ pub fn serve(spec: &ReplaySpec, config: ServeConfig, hooks: ServeHooks) -> Resul
         config.speed,
         record_trace,
     ));
-    let engine = &spec.engine;
+    let engine = &spec.deployment.generating().engine;
     let app = Arc::new(App {
         shared: Arc::clone(&shared),
         tokenizer,

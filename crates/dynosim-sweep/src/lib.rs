@@ -244,16 +244,7 @@ struct Pending {
 
 /// GPUs of a deployment, as the report counts them (`aic_tp_size × dp_size` per worker).
 pub fn gpus_of(spec: &ReplaySpec) -> u64 {
-    let per_pool =
-        |workers: usize, per_worker: usize| (workers as u64).saturating_mul(per_worker as u64);
-    let decode = per_pool(spec.num_workers, spec.engine.gpus_per_worker());
-    match &spec.disaggregation {
-        Some(prefill) => decode.saturating_add(per_pool(
-            prefill.num_prefill_workers,
-            prefill.prefill.gpus_per_worker(),
-        )),
-        None => decode,
-    }
+    spec.deployment.gpus()
 }
 
 /// What decides the workload a spec loads (runs that agree on it share one read).
@@ -261,7 +252,7 @@ fn workload_key(spec: &ReplaySpec) -> String {
     format!(
         "{:?}|{}|{}",
         spec.workload,
-        spec.disaggregation.is_some(),
+        spec.deployment.is_disaggregated(),
         matches!(spec.arrivals, ArrivalMode::Concurrency { .. })
     )
 }

@@ -522,9 +522,8 @@ fn evaluate(
         .iter()
         .map(|spec| {
             let mut spec = (**spec.as_ref()?).clone();
-            corrected(&mut spec.engine, corrections);
-            if let Some(pools) = spec.disaggregation.as_mut() {
-                corrected(&mut pools.prefill, corrections);
+            for (_, pool) in spec.deployment.pools_mut() {
+                corrected(&mut pool.engine, corrections);
             }
             Some(spec)
         })

@@ -435,14 +435,17 @@ pub fn run(
 /// the configuration's, so its engines are taken from the prepared spec).
 pub(crate) fn simulate(spec: &ReplaySpec, prepared: &ReplaySpec) -> Entry {
     let mut spec = spec.clone();
-    spec.engine = prepared.engine.clone();
-    if let (Some(row), Some(tables)) = (
-        spec.disaggregation.as_mut(),
-        prepared.disaggregation.as_ref(),
-    ) {
-        row.prefill = tables.prefill.clone();
+    for ((_, row), (_, tables)) in spec
+        .deployment
+        .pools_mut()
+        .into_iter()
+        .zip(prepared.deployment.pools())
+    {
+        row.engine = tables.engine.clone();
     }
     let aic_version = spec
+        .deployment
+        .generating()
         .engine
         .aic
         .as_ref()

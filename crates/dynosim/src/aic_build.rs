@@ -336,11 +336,10 @@ fn as_flag(message: &str) -> String {
 /// Whether a spec still needs [`prepare`].
 pub fn needs_prepare(spec: &ReplaySpec) -> bool {
     let unprepared = |aic: Option<&AicConfig>| aic.is_some_and(|aic| aic.tables.is_none());
-    unprepared(spec.engine.aic.as_ref())
-        || spec
-            .disaggregation
-            .as_ref()
-            .is_some_and(|disagg| unprepared(disagg.prefill.aic.as_ref()))
+    spec.deployment
+        .pools()
+        .into_iter()
+        .any(|(_, pool)| unprepared(pool.engine.aic.as_ref()))
         || spec
             .router_config
             .as_ref()
@@ -351,11 +350,8 @@ pub fn needs_prepare(spec: &ReplaySpec) -> bool {
 /// `announce` hears a sentence before each table build that is not answered from the cache
 /// (the caller decides whether to show it).
 pub fn prepare(spec: &mut ReplaySpec, announce: &mut dyn FnMut(&str)) -> Result<()> {
-    if let Some(disagg) = spec.disaggregation.as_mut() {
-        prepare_engine(&mut disagg.prefill, "--prefill-engine-args", announce)?;
-        prepare_engine(&mut spec.engine, "--decode-engine-args", announce)?;
-    } else {
-        prepare_engine(&mut spec.engine, "--extra-engine-args", announce)?;
+    for (role, pool) in spec.deployment.pools_mut() {
+        prepare_engine(&mut pool.engine, role.engine_args_flag(), announce)?;
     }
     if let Some(aic) = spec
         .router_config
@@ -379,10 +375,7 @@ pub fn prepare(spec: &mut ReplaySpec, announce: &mut dyn FnMut(&str)) -> Result<
 /// A normal spread of synthetic prompt lengths is drawn again above the KV cache, whose size
 /// `into_spec` took before the package estimated it: bring the bound to the estimate.
 fn cap_drawn_prompts(spec: &mut ReplaySpec) {
-    let first_engine = spec
-        .disaggregation
-        .as_ref()
-        .map_or(&spec.engine, |pools| &pools.prefill);
+    let first_engine = &spec.deployment.entry().engine;
     let kv_tokens = first_engine
         .num_gpu_blocks
         .saturating_mul(first_engine.block_size);
@@ -451,10 +444,16 @@ mod tests {
         assert_eq!(max_input(&spec), 16384 * 64);
         // As when the package's estimate replaced the default capacity (no AIC here, so
         // `prepare` runs no Python).
-        spec.engine.num_gpu_blocks = 3;
+        fn entry(spec: &mut ReplaySpec) -> &mut crate::config::EngineArgs {
+            match &mut spec.deployment {
+                crate::config::Deployment::Aggregated(pool) => &mut pool.engine,
+                other => panic!("{other:?}"),
+            }
+        }
+        entry(&mut spec).num_gpu_blocks = 3;
         prepare(&mut spec, &mut |_| {}).unwrap();
         assert_eq!(max_input(&spec), 3 * 64);
-        spec.engine.num_gpu_blocks = 1;
+        entry(&mut spec).num_gpu_blocks = 1;
         prepare(&mut spec, &mut |_| {}).unwrap();
         assert_eq!(
             max_input(&spec),

@@ -13,7 +13,8 @@
 //! one-worker loop does); and a cap past the end changes nothing.
 
 use dynosim::config::{
-    ArrivalMode, EngineArgs, EngineType, PreemptionMode, ReplaySpec, RouterMode, Sla,
+    ArrivalMode, Deployment, EngineArgs, EngineType, PoolSpec, PreemptionMode, ReplaySpec,
+    RouterMode, Sla,
 };
 use dynosim::report::record::TerminalStatus;
 use dynosim::report::Value;
@@ -134,15 +135,16 @@ fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
                 format: dynosim::config::TraceFormat::Mooncake,
                 block_size: 256,
             }),
-            engine,
-            num_workers,
+            deployment: Deployment::Aggregated(PoolSpec {
+                engine,
+                workers: num_workers,
+            }),
             router_config: None,
             arrivals,
             replay_mode: dynosim::config::ReplayMode::Offline,
             max_sim_time_ms: None,
             sla: Sla::default(),
             capture_requests: true,
-            disaggregation: None,
             planner: None,
         })
 }
@@ -282,18 +284,22 @@ fn arb_disaggregated_spec() -> impl Strategy<Value = ReplaySpec> {
                         format: dynosim::config::TraceFormat::Mooncake,
                         block_size: 256,
                     }),
-                    engine: decode,
-                    num_workers: decode_workers,
+                    deployment: Deployment::Disaggregated {
+                        prefill: PoolSpec {
+                            engine: prefill,
+                            workers: prefill_workers,
+                        },
+                        decode: PoolSpec {
+                            engine: decode,
+                            workers: decode_workers,
+                        },
+                    },
                     router_config: None,
                     arrivals,
                     replay_mode: dynosim::config::ReplayMode::Offline,
                     max_sim_time_ms: None,
                     sla: Sla::default(),
                     capture_requests: true,
-                    disaggregation: Some(dynosim::config::Disaggregation {
-                        prefill,
-                        num_prefill_workers: prefill_workers,
-                    }),
                     planner: None,
                 }
             },
@@ -318,15 +324,17 @@ proptest! {
         prop_assert_eq!(int(&report, "completed_requests") as usize, turns);
         let out: usize = completed.iter().map(|r| r.output_length).sum();
         prop_assert_eq!(int(&report, "total_output_tokens") as usize, out);
-        let pools = spec.disaggregation.as_ref().unwrap();
+        let Deployment::Disaggregated { prefill, decode } = &spec.deployment else {
+            panic!("disaggregated")
+        };
         for r in &records {
             prop_assert_eq!(r.output_length, r.requested_output_length);
-            prop_assert!(r.prefill_worker_idx.is_some_and(|w| w < pools.num_prefill_workers));
-            prop_assert!(r.decode_worker_idx.is_some_and(|w| w < spec.num_workers));
+            prop_assert!(r.prefill_worker_idx.is_some_and(|w| w < prefill.workers));
+            prop_assert!(r.decode_worker_idx.is_some_and(|w| w < decode.workers));
             // vLLM: arrival <= prefill admit <= source held <= reserved <= activated <=
             // released; SGLang reserves first: arrival <= reserved <= prefill admit <= held...
             // Then activated <= decode admit <= first token <= last token <= end.
-            let chain = if spec.engine.engine_type == EngineType::Sglang {
+            let chain = if decode.engine.engine_type == EngineType::Sglang {
                 [
                     Some(r.arrival_time_ms),
                     r.destination_reserved_ms,
@@ -418,7 +426,8 @@ fn check_time_cap(
             "a capped run's completed record is the uncapped one"
         );
     }
-    let single_aggregated_worker = spec.disaggregation.is_none() && spec.num_workers == 1;
+    let single_aggregated_worker =
+        matches!(&spec.deployment, Deployment::Aggregated(pool) if pool.workers == 1);
     if !single_aggregated_worker {
         for r in &records {
             prop_assert!(
@@ -560,13 +569,13 @@ fn oversize_session(engine: &EngineArgs) -> Session {
 /// `spec` with the native load-threshold planner (1 s ticks) and workers that take
 /// `startup_s` to start.
 fn with_planner(mut spec: ReplaySpec, startup_s: f64) -> ReplaySpec {
-    let config = match spec.disaggregation {
-        Some(_) => {
+    let config = match spec.deployment {
+        Deployment::Disaggregated { .. } => {
             r#"{"mode":"disagg","optimization_target":"load","decode_scale_up_kv_rate":60,
                "decode_scale_down_kv_rate":20,"prefill_scale_up_queue_tokens":4096,
                "prefill_scale_down_queue_tokens":512,"load_adjustment_interval_seconds":1}"#
         }
-        None => {
+        Deployment::Aggregated(_) => {
             r#"{"mode":"agg","optimization_target":"load","decode_scale_up_kv_rate":60,
                "decode_scale_down_kv_rate":20,"load_adjustment_interval_seconds":1}"#
         }
@@ -579,9 +588,8 @@ fn with_planner(mut spec: ReplaySpec, startup_s: f64) -> ReplaySpec {
         }
         engine.startup_time = startup_s;
     };
-    vllm(&mut spec.engine);
-    if let Some(pools) = &mut spec.disaggregation {
-        vllm(&mut pools.prefill);
+    for (_, pool) in spec.deployment.pools_mut() {
+        vllm(&mut pool.engine);
     }
     spec
 }
@@ -633,8 +641,11 @@ proptest! {
         let mut workload = workload;
         if oversize {
             // (The TRT-LLM flavour lets a lone request's output outgrow the cache.)
-            spec.engine.engine_type = EngineType::Vllm;
-            workload.sessions.push(oversize_session(&spec.engine));
+            let Deployment::Aggregated(pool) = &mut spec.deployment else {
+                panic!("aggregated")
+            };
+            pool.engine.engine_type = EngineType::Vllm;
+            workload.sessions.push(oversize_session(&pool.engine));
         }
         match run_with_deadline(&spec, workload)? {
             // An engine may refuse the request that can never fit (a rejection ends it).
@@ -659,8 +670,7 @@ proptest! {
         let spec = with_planner(spec, startup_s);
         let mut workload = workload;
         if oversize {
-            let prefill = &spec.disaggregation.as_ref().expect("disaggregated").prefill;
-            workload.sessions.push(oversize_session(prefill));
+            workload.sessions.push(oversize_session(&spec.deployment.entry().engine));
         }
         match run_with_deadline(&spec, workload)? {
             Ok(report) => prop_assert!(

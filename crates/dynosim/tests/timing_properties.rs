@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use dynosim::config::{
-    ArrivalMode, EngineArgs, EngineType, ProfileTable, ReplaySpec, RouterMode, Sla,
-    SpeculativeArgs, TimingSource,
+    ArrivalMode, Deployment, EngineArgs, EngineType, PoolSpec, ProfileTable, ReplaySpec,
+    RouterMode, Sla, SpeculativeArgs, TimingSource,
 };
 use dynosim::engine::timing::{DecodeBatch, PassTimer, PrefillBatch};
 use dynosim::report::record::TerminalStatus;
@@ -149,15 +149,16 @@ fn spec(engine: EngineArgs, num_workers: usize) -> ReplaySpec {
             format: dynosim::config::TraceFormat::Mooncake,
             block_size: 256,
         }),
-        engine,
-        num_workers,
+        deployment: Deployment::Aggregated(PoolSpec {
+            engine,
+            workers: num_workers,
+        }),
         router_mode: RouterMode::RoundRobin,
         router_config: None,
         arrivals: ArrivalMode::Timestamps { speedup: 1.0 },
         max_sim_time_ms: None,
         sla: Sla::default(),
         capture_requests: true,
-        disaggregation: None,
         planner: None,
         replay_mode: dynosim::config::ReplayMode::Offline,
     }

@@ -45,7 +45,7 @@ use super::json_fields::{
     about_source, inline_or_file, read_object, show_f64, unknown_field_message, ObjectError, Slot,
 };
 use super::profile_table::ProfileTable;
-use super::router_config::RouterQueuePolicy;
+use super::router_policy::RouterQueuePolicy;
 use crate::aic::BlockEstimate;
 use crate::aic::{normalize_dtype, AicConfig, BACKENDS, DEFAULT_SYSTEM};
 use crate::error::{Error, Result};

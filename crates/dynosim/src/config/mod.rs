@@ -21,7 +21,8 @@ pub use engine_args::{
 };
 pub use options::ReplayOptions;
 pub use profile_table::ProfileTable;
-pub use router_config::{RouterConfig, RouterQueuePolicy};
+pub use router_config::RouterConfig;
+pub use router_policy::RouterQueuePolicy;
 
 use std::path::PathBuf;
 
@@ -46,9 +47,8 @@ pub(crate) fn compact_f64(value: f64) -> String {
 #[derive(Clone, Debug)]
 pub struct ReplaySpec {
     pub workload: WorkloadSpec,
-    /// Engine arguments of the aggregated workers (defaults materialised, validated).
-    pub engine: EngineArgs,
-    pub num_workers: usize,
+    /// The workers: one aggregated pool, or a prefill pool and a decode pool.
+    pub deployment: Deployment,
     pub router_mode: RouterMode,
     /// Router configuration (accepted and validated; round robin ignores it).
     pub router_config: Option<RouterConfig>,
@@ -60,21 +60,117 @@ pub struct ReplaySpec {
     pub sla: Sla,
     /// Collect per-request records (for `--report-jsonl`).
     pub capture_requests: bool,
-    /// Separate prefill and decode pools (`--prefill-engine-args` with
-    /// `--decode-engine-args`). Then `engine` holds the decode workers' arguments and
-    /// `num_workers` their count.
-    pub disaggregation: Option<Disaggregation>,
     /// Planner in the loop (`--planner-config`): workers are added and removed at scaling ticks.
     pub planner: Option<planner::PlannerSpec>,
 }
 
-/// The prefill pool of a disaggregated deployment (the decode pool is the spec's `engine` ×
-/// `num_workers`). Validated: same engine type (vLLM or SGLang) and block size on both pools,
-/// one DP rank per worker, worker types prefill and decode.
+/// One pool of workers at its start: `workers` copies of one engine configuration (engine
+/// arguments with their defaults materialised, validated).
 #[derive(Clone, Debug)]
-pub struct Disaggregation {
-    pub prefill: EngineArgs,
-    pub num_prefill_workers: usize,
+pub struct PoolSpec {
+    pub engine: EngineArgs,
+    pub workers: usize,
+}
+
+impl PoolSpec {
+    /// GPUs of the whole pool, as the report counts them (`aic_tp_size × dp_size` a worker).
+    pub fn gpus(&self) -> u64 {
+        (self.workers as u64).saturating_mul(self.engine.gpus_per_worker() as u64)
+    }
+}
+
+/// The workers a replay runs, by topology. Validated: aggregated workers have worker type
+/// aggregated; disaggregated pools have the same engine type (vLLM or SGLang) and block size,
+/// one DP rank per worker, worker types prefill and decode.
+// One per run, held by its spec and never in a collection: boxing the larger variant would
+// buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Deployment {
+    /// One pool (`--extra-engine-args`, `--num-workers`).
+    Aggregated(PoolSpec),
+    /// A prefill pool handing its requests' KV over to a decode pool
+    /// (`--prefill-engine-args`/`--num-prefill-workers`,
+    /// `--decode-engine-args`/`--num-decode-workers`).
+    Disaggregated { prefill: PoolSpec, decode: PoolSpec },
+}
+
+/// What a pool does in its deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolRole {
+    Aggregated,
+    Prefill,
+    Decode,
+}
+
+impl PoolRole {
+    /// The flag that gives this pool's engine arguments.
+    pub fn engine_args_flag(self) -> &'static str {
+        match self {
+            PoolRole::Aggregated => "--extra-engine-args",
+            PoolRole::Prefill => "--prefill-engine-args",
+            PoolRole::Decode => "--decode-engine-args",
+        }
+    }
+
+    /// The planner's and the HTML report's name of the pool's component.
+    pub fn component(self) -> &'static str {
+        match self {
+            PoolRole::Aggregated => "agg",
+            PoolRole::Prefill => "prefill",
+            PoolRole::Decode => "decode",
+        }
+    }
+}
+
+impl Deployment {
+    pub fn is_disaggregated(&self) -> bool {
+        matches!(self, Deployment::Disaggregated { .. })
+    }
+
+    /// The pool every request enters first: the aggregated one, or the prefill pool (whose
+    /// KV cache bounds the prompts a run can admit).
+    pub fn entry(&self) -> &PoolSpec {
+        match self {
+            Deployment::Aggregated(pool) => pool,
+            Deployment::Disaggregated { prefill, .. } => prefill,
+        }
+    }
+
+    /// The pool that generates the output tokens: the aggregated one, or the decode pool.
+    pub fn generating(&self) -> &PoolSpec {
+        match self {
+            Deployment::Aggregated(pool) => pool,
+            Deployment::Disaggregated { decode, .. } => decode,
+        }
+    }
+
+    /// The pools with their roles, prefill before decode.
+    pub fn pools(&self) -> Vec<(PoolRole, &PoolSpec)> {
+        match self {
+            Deployment::Aggregated(pool) => vec![(PoolRole::Aggregated, pool)],
+            Deployment::Disaggregated { prefill, decode } => {
+                vec![(PoolRole::Prefill, prefill), (PoolRole::Decode, decode)]
+            }
+        }
+    }
+
+    /// [`Deployment::pools`], mutable (to replace an engine's timing tables).
+    pub fn pools_mut(&mut self) -> Vec<(PoolRole, &mut PoolSpec)> {
+        match self {
+            Deployment::Aggregated(pool) => vec![(PoolRole::Aggregated, pool)],
+            Deployment::Disaggregated { prefill, decode } => {
+                vec![(PoolRole::Prefill, prefill), (PoolRole::Decode, decode)]
+            }
+        }
+    }
+
+    /// GPUs of every pool at the start, as the report counts them.
+    pub fn gpus(&self) -> u64 {
+        self.pools()
+            .into_iter()
+            .fold(0u64, |sum, (_, pool)| sum.saturating_add(pool.gpus()))
+    }
 }
 
 /// Where the requests come from.

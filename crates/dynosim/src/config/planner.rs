@@ -30,11 +30,11 @@ impl ReplaySpec {
                 "{what} only supports replay_mode='offline'"
             )));
         }
-        let engines = std::iter::once(&self.engine)
-            .chain(self.disaggregation.as_ref().map(|disagg| &disagg.prefill));
-        if engines
+        if self
+            .deployment
+            .pools()
             .into_iter()
-            .any(|args| args.engine_type == EngineType::Sglang)
+            .any(|(_, pool)| pool.engine.engine_type == EngineType::Sglang)
         {
             return Err(Error::usage_about(
                 what,

@@ -54,16 +54,6 @@ pub(super) struct NpyArray {
 }
 
 impl ProfileTable {
-    /// Reads and checks what `planner_profile_data` names: a profiler results directory
-    /// (see [`super::profiler_results`]) or else an NPZ file of the tables themselves.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        if path.is_dir() {
-            super::profiler_results::table_from_directory(path)
-        } else {
-            Self::from_npz(path)
-        }
-    }
-
     /// Reads and checks `path`. The message names the file and, where one is at fault, the key.
     pub fn from_npz(path: &Path) -> Result<Self, String> {
         let at = |message: String| format!("{}: {message}", path.display());

@@ -23,7 +23,8 @@
 //!   (scipy's `griddata`), so decode tables agree at the measured points and differ slightly
 //!   between them (docs/differences.md).
 //!
-//! INTERFACE: [`table_from_directory`] (called by [`ProfileTable::load`]); every fault names the
+//! INTERFACE: [`table_from_directory`] (called by [`ProfileTable::load`], defined here: a
+//! directory or else an NPZ file); every fault names the
 //! file and the key, or says which files were looked for.
 
 use std::path::{Path, PathBuf};
@@ -31,6 +32,18 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::profile_table::{open_npz, read_array, ProfileTable};
+
+impl ProfileTable {
+    /// Reads and checks what `planner_profile_data` names: a profiler results directory
+    /// (see [`table_from_directory`]) or else an NPZ file of the tables themselves.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        if path.is_dir() {
+            table_from_directory(path)
+        } else {
+            Self::from_npz(path)
+        }
+    }
+}
 
 /// Points per axis of the converted tables (the reference's default resolution).
 const RESOLUTION: usize = 100;

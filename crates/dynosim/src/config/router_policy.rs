@@ -15,7 +15,33 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::RouterQueuePolicy;
+/// Order of the KV router's pending-request queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouterQueuePolicy {
+    /// First come, first served.
+    #[default]
+    Fcfs,
+    /// Last come, first served.
+    Lcfs,
+    /// Weighted shortest processing time.
+    Wspt,
+}
+
+impl RouterQueuePolicy {
+    /// Parses the engine-args override (`router_queue_policy` in `--extra-engine-args`), which
+    /// the reference reads with its own wording.
+    pub(crate) fn from_engine_arg(text: &str) -> std::result::Result<Self, String> {
+        match text {
+            "fcfs" => Ok(Self::Fcfs),
+            "lcfs" => Ok(Self::Lcfs),
+            "wspt" => Ok(Self::Wspt),
+            _ => Err(format!(
+                "unknown queue policy: {text:?}, expected 'fcfs', 'lcfs', or 'wspt'"
+            )),
+        }
+    }
+}
 
 const SYNTHETIC_CLASS_NAME: &str = "default";
 

@@ -173,13 +173,17 @@ impl Capabilities {
 /// mode, engines timed by a measured profile or AIC tables seed the planner's perf models
 /// with benchmark passes from that timing model ([`benchmark_passes`]).
 pub fn native_for(spec: &crate::config::ReplaySpec, planner: &PlannerSpec) -> NativePlanner {
-    let decode = Capabilities::of(&spec.engine);
-    let prefill_args = spec.disaggregation.as_ref().map(|disagg| &disagg.prefill);
+    let generating = &spec.deployment.generating().engine;
+    let decode = Capabilities::of(generating);
+    let prefill_args = match &spec.deployment {
+        crate::config::Deployment::Disaggregated { prefill, .. } => Some(&prefill.engine),
+        crate::config::Deployment::Aggregated(_) => None,
+    };
     let prefill = prefill_args.map(Capabilities::of);
     let mut native = NativePlanner::new(planner.clone(), prefill, decode);
     if planner.target == crate::config::planner::OptimizationTarget::Sla {
         let (p_prefill, _) = prefill_args.map(benchmark_passes).unwrap_or_default();
-        let (d_prefill, d_decode) = benchmark_passes(&spec.engine);
+        let (d_prefill, d_decode) = benchmark_passes(generating);
         if prefill_args.is_some() {
             native.bootstrap_perf(p_prefill, d_decode);
         } else {

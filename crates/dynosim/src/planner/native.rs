@@ -13,14 +13,53 @@ use std::collections::BTreeMap;
 
 use super::budget::{clamp_pair, clamp_single};
 use super::perf::{Limits, PerfModel, Settings, WorkerKind};
-use super::predict::LoadForecast;
-use super::sla::MergedTraffic;
+use super::predict::{LoadForecast, TrafficObservation};
 use super::{
     Capabilities, ForwardPassMetrics, PlannerOutcome, ScalingDecision, ScalingEvent, ScalingPolicy,
     ScalingSnapshot,
 };
 use crate::config::planner::{OptimizationTarget, PlannerMode, PlannerSpec};
 use crate::error::Result;
+
+/// Traffic windows merged between two consuming ticks, weighted by their sample counts.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct MergedTraffic {
+    duration_s: f64,
+    num_req: usize,
+    isl_sum: f64,
+    osl_sum: f64,
+    shapes: usize,
+    hit_sum: f64,
+    hits: usize,
+}
+
+impl MergedTraffic {
+    pub(super) fn add(&mut self, traffic: &super::TrafficStats) {
+        self.duration_s += traffic.duration_s;
+        self.num_req += traffic.num_req;
+        self.isl_sum += traffic.avg_isl * traffic.shape_count as f64;
+        self.osl_sum += traffic.avg_osl * traffic.shape_count as f64;
+        self.shapes += traffic.shape_count;
+        self.hit_sum += traffic.avg_kv_hit_rate * traffic.hit_rate_count as f64;
+        self.hits += traffic.hit_rate_count;
+    }
+
+    /// The merged observation (none for an empty span), and a fresh start.
+    pub(super) fn take(&mut self) -> Option<TrafficObservation> {
+        let merged = std::mem::take(self);
+        if merged.duration_s <= 0.0 {
+            return None;
+        }
+        let mean = |sum: f64, n: usize| if n > 0 { sum / n as f64 } else { 0.0 };
+        Some(TrafficObservation {
+            duration_s: merged.duration_s,
+            num_req: merged.num_req as f64,
+            isl: mean(merged.isl_sum, merged.shapes),
+            osl: mean(merged.osl_sum, merged.shapes),
+            kv_hit_rate: (merged.hits > 0).then(|| merged.hit_sum / merged.hits as f64),
+        })
+    }
+}
 
 /// Metrics per (worker, rank), as last seen.
 pub(super) type FpmCache = BTreeMap<(usize, u32), ForwardPassMetrics>;
@@ -521,5 +560,43 @@ impl ScalingPolicy for NativePlanner {
         self.pending_at_s = now_s + self.spec.scale_interval_s;
         decision.next_tick_ms = Some(self.pending_at_s * 1000.0);
         Ok(decision)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::TrafficStats;
+
+    #[test]
+    fn merged_windows_weight_shapes_by_their_counts() {
+        let mut merged = MergedTraffic::default();
+        assert_eq!(merged.take(), None);
+        merged.add(&TrafficStats {
+            duration_s: 5.0,
+            num_req: 10,
+            avg_isl: 100.0,
+            avg_osl: 10.0,
+            shape_count: 1,
+            ..Default::default()
+        });
+        merged.add(&TrafficStats {
+            duration_s: 5.0,
+            num_req: 2,
+            avg_isl: 400.0,
+            avg_osl: 40.0,
+            shape_count: 3,
+            avg_kv_hit_rate: 0.5,
+            hit_rate_count: 2,
+            ..Default::default()
+        });
+        let observed = merged.take().unwrap();
+        assert_eq!(observed.duration_s, 10.0);
+        assert_eq!(observed.num_req, 12.0);
+        assert_eq!(observed.isl, 325.0);
+        assert_eq!(observed.osl, 32.5);
+        assert_eq!(observed.kv_hit_rate, Some(0.5));
+        // Taken: the next span starts empty.
+        assert_eq!(merged.take(), None);
     }
 }

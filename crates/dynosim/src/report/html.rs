@@ -20,7 +20,7 @@ use serde_json::{json, Value as Json};
 
 use super::timeseries::TimeSeries;
 use super::{Report, Value};
-use crate::config::{ArrivalMode, ReplaySpec, RouterMode};
+use crate::config::{ArrivalMode, Deployment, ReplaySpec, RouterMode};
 
 /// Chart.js 3.9.1, minified UMD build; defines the global `Chart`.
 pub const CHART_JS: &str = include_str!("../../assets/chart.min.js");
@@ -94,18 +94,18 @@ pub fn spec_configuration(spec: &ReplaySpec) -> Vec<(String, String)> {
                 args.speedup_ratio.to_string(),
             );
         };
-    match &spec.disaggregation {
-        Some(pools) => {
+    match &spec.deployment {
+        Deployment::Disaggregated { prefill, decode } => {
             row("topology", "disaggregated".into());
-            row("num_prefill_workers", pools.num_prefill_workers.to_string());
-            row("num_decode_workers", spec.num_workers.to_string());
-            engine(&mut row, "prefill ", &pools.prefill);
-            engine(&mut row, "decode ", &spec.engine);
+            row("num_prefill_workers", prefill.workers.to_string());
+            row("num_decode_workers", decode.workers.to_string());
+            engine(&mut row, "prefill ", &prefill.engine);
+            engine(&mut row, "decode ", &decode.engine);
         }
-        None => {
+        Deployment::Aggregated(pool) => {
             row("topology", "aggregated".into());
-            row("num_workers", spec.num_workers.to_string());
-            engine(&mut row, "", &spec.engine);
+            row("num_workers", pool.workers.to_string());
+            engine(&mut row, "", &pool.engine);
         }
     }
     let router = match spec.router_mode {

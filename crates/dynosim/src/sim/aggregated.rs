@@ -19,28 +19,28 @@
 //! and hands back their ends and the requests they gave a token to.
 
 use super::collector_front::CollectorFront;
-use super::common::{
-    earliest, kv_router, kv_router_may_queue, ReleasedRequest, Requests, RouteHints, SlotQueue,
-};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
+use super::event_queue::{earliest, SlotQueue};
 use super::pool::Pool;
+use super::pool_router::{kv_router_may_queue, pool_router};
+use super::requests::{ReleasedRequest, Requests, RouteHints};
 use super::scaling::{Scaling, NO_WORKER_JOINED};
-use crate::config::RouterMode;
-use crate::config::{ArrivalMode, ReplaySpec};
+use crate::config::{ArrivalMode, EngineArgs, PoolSpec, ReplaySpec};
 use crate::engine::kv::FastMap;
 use crate::engine::{EngineRequest, PassEvent, RankLoad, RequestId};
 use crate::error::{Error, Result};
 use crate::planner::{PlannerOutcome, ScalingPolicy, ScalingSnapshot};
 use crate::report::{Collector, RunFacts, TerminalStatus};
 use crate::router::kv::Placement;
-use crate::router::round_robin::RoundRobin;
-use crate::router::{Routed, Router};
+use crate::router::Routed;
 use crate::workload::Session;
 
 /// Aggregated workers: `num_workers` workers of `dp_size` ranks each, behind one router.
 pub(super) struct Aggregated<'s> {
     spec: &'s ReplaySpec,
+    /// The workers' engine arguments.
+    engine: &'s EngineArgs,
     now_ms: f64,
     /// The workers and their router.
     pool: Pool,
@@ -215,50 +215,38 @@ fn merge_ascending(a: &[f64], b: &[f64], out: &mut Vec<f64>) {
 impl<'s> Aggregated<'s> {
     pub(super) fn new(
         spec: &'s ReplaySpec,
+        workers: &'s PoolSpec,
         driver: Driver,
         policy: Option<&'s mut dyn ScalingPolicy>,
         mut collector: CollectorFront,
     ) -> Self {
-        let dp_size = spec.engine.dp_size;
-        let router = match spec.router_mode {
-            RouterMode::RoundRobin => {
-                Router::RoundRobin(RoundRobin::new(spec.num_workers, dp_size))
-            }
-            RouterMode::KvRouter => Router::Kv(Box::new(kv_router(
-                spec.router_config.as_ref(),
-                &spec.engine,
-                spec.num_workers * dp_size,
-                |_| {},
-            ))),
-        };
+        let engine = &workers.engine;
+        let num_workers = workers.workers;
+        let dp_size = engine.dp_size;
+        let router = pool_router(spec, workers, dp_size, |_| {});
         // Only the KV router reads the engines' cache events.
         let routes_on_kv_events = router.reads_kv_events();
         // A planner always runs the multi-worker loop.
-        let single_worker = spec.num_workers == 1 && dp_size == 1 && policy.is_none();
+        let single_worker = num_workers == 1 && dp_size == 1 && policy.is_none();
         let closed_loop = matches!(spec.arrivals, ArrivalMode::Concurrency { .. });
-        let mut pool = Pool::new(
-            &spec.engine,
-            spec.num_workers,
-            dp_size,
-            router,
-            routes_on_kv_events,
-        );
+        let mut pool = Pool::new(engine, num_workers, dp_size, router, routes_on_kv_events);
         if policy.is_some() {
             pool.record_fpm(0.0);
         }
-        let requests = Requests::new(driver, spec.engine.front_delay_ms());
+        let requests = Requests::new(driver, engine.front_delay_ms());
         // Run-ahead needs every input a worker can receive to be known in advance: no planner
         // (ticks, joining workers), no request whose end releases a turn, no KV router queue
         // that a first token or an end can place from; and nothing that records pass ends in
         // time order (the HTML report's series).
         let router_may_queue =
-            routes_on_kv_events && kv_router_may_queue(spec.router_config.as_ref(), &spec.engine);
+            routes_on_kv_events && kv_router_may_queue(spec.router_config.as_ref(), engine);
         let run_ahead = policy.is_none()
             && !requests.driver().terminals_release_turns()
             && !router_may_queue
             && !collector.records_timeseries();
         Self {
             spec,
+            engine,
             now_ms: 0.0,
             counts_tokens: requests.counts_tokens(routes_on_kv_events),
             pool,
@@ -275,7 +263,7 @@ impl<'s> Aggregated<'s> {
             run_ahead,
             passes_run_ahead: 0,
             accrued_ms: 0.0,
-            run_ahead_ends: RunAheadEnds::new(spec.num_workers),
+            run_ahead_ends: RunAheadEnds::new(num_workers),
             ahead_ends: Vec::new(),
             ahead_ids: Vec::new(),
             external: None,
@@ -333,10 +321,7 @@ impl<'s> Aggregated<'s> {
                 // Queued in the router: cancelled once it is placed.
                 return true;
             };
-            if self
-                .pool
-                .is_busy(scheduler / self.spec.engine.dp_size.max(1))
-            {
+            if self.pool.is_busy(scheduler / self.engine.dp_size.max(1)) {
                 return true;
             }
             if self.pool.abort(scheduler, id) {
@@ -379,7 +364,7 @@ impl<'s> Aggregated<'s> {
         } else {
             self.pool.worker_seconds()
         };
-        let gpus = self.spec.engine.gpus_per_worker() as u64;
+        let gpus = self.engine.gpus_per_worker() as u64;
         let facts = RunFacts {
             prefill_worker_seconds: 0.0,
             decode_worker_seconds,
@@ -394,6 +379,8 @@ impl<'s> Aggregated<'s> {
 }
 
 impl Topology for Aggregated<'_> {
+    type Arrival = ReleasedRequest;
+
     fn start_ticks(&mut self) -> Result<bool> {
         match &mut self.scaling {
             Some(scaling) => scaling.start(self.now_ms).map(|()| true),
@@ -575,7 +562,7 @@ impl Aggregated<'_> {
         };
         let decision = scaling.decide(snapshot)?;
         if let Some(target) = decision.target_decode {
-            let startup_ms = self.spec.engine.startup_time * 1000.0;
+            let startup_ms = self.engine.startup_time * 1000.0;
             self.pool.scale_to(target, self.now_ms, startup_ms)?;
             self.send_joined_placements();
         }
@@ -611,7 +598,7 @@ impl Aggregated<'_> {
         let routed = self.pool.router.route(hints.route_input(
             request.id,
             &request.prompt,
-            self.spec.engine.block_size,
+            self.engine.block_size,
             self.now_ms,
         ));
         match routed {
@@ -677,7 +664,7 @@ impl Aggregated<'_> {
     /// The planner's traffic window counts the KV router's cache hits.
     fn note_placement(&mut self, overlap_blocks: u32, isl: usize) {
         if let (Some(scaling), true) = (&mut self.scaling, self.pool.routes_on_kv_events()) {
-            let isl_blocks = isl.div_ceil(self.spec.engine.block_size.max(1));
+            let isl_blocks = isl.div_ceil(self.engine.block_size.max(1));
             scaling.traffic.on_placement(overlap_blocks, isl_blocks);
         }
     }
@@ -900,8 +887,8 @@ mod tests {
 
     use super::*;
     use crate::config::{
-        EngineArgs, EngineType, PreemptionMode, ReplayMode, Sla, TraceFormat, TraceSpec,
-        WorkloadSpec,
+        Deployment, EngineArgs, EngineType, PreemptionMode, ReplayMode, RouterMode, Sla,
+        TraceFormat, TraceSpec, WorkloadSpec,
     };
     use crate::report::{Report, RequestRecord};
     use crate::sim::collector_front::CollectorThread;
@@ -922,7 +909,10 @@ mod tests {
             spec.capture_requests,
             CollectorThread::SameThread,
         );
-        let mut sim = Aggregated::new(spec, driver, None, collector);
+        let Deployment::Aggregated(workers) = &spec.deployment else {
+            panic!("an aggregated spec")
+        };
+        let mut sim = Aggregated::new(spec, workers, driver, None, collector);
         sim.run_ahead &= run_ahead;
         let cancel = AtomicBool::new(false);
         event_loop::run(
@@ -1024,15 +1014,16 @@ mod tests {
                             format: TraceFormat::Mooncake,
                             block_size: 256,
                         }),
-                        engine,
-                        num_workers,
+                        deployment: Deployment::Aggregated(PoolSpec {
+                            engine,
+                            workers: num_workers,
+                        }),
                         router_config: None,
                         arrivals: ArrivalMode::Timestamps { speedup },
                         replay_mode: ReplayMode::Offline,
                         max_sim_time_ms: cap_ms,
                         sla: Sla::default(),
                         capture_requests: true,
-                        disaggregation: None,
                         planner: None,
                     }
                 },
@@ -1076,7 +1067,10 @@ mod tests {
             ..Workload::default()
         };
         let mut spec = ReplaySpec {
-            num_workers: 2,
+            deployment: Deployment::Aggregated(PoolSpec {
+                engine: EngineArgs::default(),
+                workers: 2,
+            }),
             ..base_spec()
         };
         let (report, records, ahead) = run(&spec, workload.clone(), true);
@@ -1098,15 +1092,16 @@ mod tests {
                 format: TraceFormat::Mooncake,
                 block_size: 256,
             }),
-            engine: EngineArgs::default(),
-            num_workers: 1,
+            deployment: Deployment::Aggregated(PoolSpec {
+                engine: EngineArgs::default(),
+                workers: 1,
+            }),
             router_config: None,
             arrivals: ArrivalMode::Timestamps { speedup: 1.0 },
             replay_mode: ReplayMode::Offline,
             max_sim_time_ms: None,
             sla: Sla::default(),
             capture_requests: true,
-            disaggregation: None,
             planner: None,
         }
     }

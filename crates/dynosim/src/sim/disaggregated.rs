@@ -27,15 +27,17 @@
 use std::collections::VecDeque;
 
 use super::collector_front::CollectorFront;
-use super::common::{earliest, kv_router, EventQueue, ReleasedRequest, Requests, RouteHints};
 use super::driver::Driver;
 use super::event_loop::{ProgressPoint, Topology};
+use super::event_queue::{earliest, EventQueue};
 use super::handoff::{Action, Event as HandoffEvent, Handoff, Order, Outcome};
 use super::pool::Pool;
+use super::pool_router::pool_router;
+use super::requests::{ReleasedRequest, Requests, RouteHints};
 use super::scaling::{Scaling, NO_WORKER_JOINED};
 use crate::config::router_config::PrefillLoadModel;
 use crate::config::{
-    EngineArgs, EngineType, KvTransferTimingMode, ReplaySpec, RouterMode, WorkloadSpec,
+    EngineArgs, EngineType, KvTransferTimingMode, PoolSpec, ReplaySpec, WorkloadSpec,
 };
 use crate::engine::{DestinationRefused, DestinationReserved, EngineRequest, PassEvent, RequestId};
 use crate::error::{Error, Result};
@@ -43,8 +45,7 @@ use crate::planner::{PlannerOutcome, ScalingPolicy, ScalingSnapshot};
 use crate::report::record::TerminalStatus;
 use crate::report::{Collector, HandoffStage, RunFacts};
 use crate::router::kv::Placement;
-use crate::router::round_robin::RoundRobin;
-use crate::router::{Routed, Router};
+use crate::router::Routed;
 use crate::tokens::TokenSeq;
 
 /// Which pool a worker belongs to.
@@ -147,54 +148,44 @@ pub(super) struct Disaggregated<'s> {
 impl<'s> Disaggregated<'s> {
     pub(super) fn new(
         spec: &'s ReplaySpec,
+        prefill_pool: &'s PoolSpec,
+        decode_pool: &'s PoolSpec,
         driver: Driver,
         policy: Option<&'s mut dyn ScalingPolicy>,
         collector: CollectorFront,
     ) -> Self {
-        let pools = spec.disaggregation.as_ref().expect("a disaggregated spec");
-        let prefill_args = &pools.prefill;
-        let decode_args = &spec.engine;
+        let prefill_args = &prefill_pool.engine;
         let order = match prefill_args.engine_type {
             EngineType::Sglang => Order::DestinationFirst,
             _ => Order::SourceFirst,
         };
-        let (prefill_router, decode_router) = match spec.router_mode {
-            RouterMode::RoundRobin => (
-                Router::RoundRobin(RoundRobin::new(pools.num_prefill_workers, 1)),
-                Router::RoundRobin(RoundRobin::new(spec.num_workers, 1)),
-            ),
-            RouterMode::KvRouter => (
-                // Prefill placement follows cached prefixes; its own block tracking is off.
-                Router::Kv(Box::new(kv_router(
-                    spec.router_config.as_ref(),
-                    prefill_args,
-                    pools.num_prefill_workers,
-                    |config| config.router_track_active_blocks = false,
-                ))),
-                // Decode placement balances active blocks; it never sees cache events.
-                Router::Kv(Box::new(kv_router(
-                    spec.router_config.as_ref(),
-                    decode_args,
-                    spec.num_workers,
-                    |config| {
-                        config.overlap_score_credit = 0.0;
-                        config.router_assume_kv_reuse = false;
-                        config.router_track_prefill_tokens = false;
-                        config.router_prefill_load_model = PrefillLoadModel::None;
-                    },
-                ))),
-            ),
-        };
+        // Prefill placement follows cached prefixes; its own block tracking is off.
+        let prefill_router = pool_router(spec, prefill_pool, 1, |config| {
+            config.router_track_active_blocks = false
+        });
+        // Decode placement balances active blocks; it never sees cache events.
+        let decode_router = pool_router(spec, decode_pool, 1, |config| {
+            config.overlap_score_credit = 0.0;
+            config.router_assume_kv_reuse = false;
+            config.router_track_prefill_tokens = false;
+            config.router_prefill_load_model = PrefillLoadModel::None;
+        });
         // Only the prefill pool's KV router reads cache events.
         let prefill_routes_on_kv_events = prefill_router.reads_kv_events();
         let prefill = Pool::new(
             prefill_args,
-            pools.num_prefill_workers,
+            prefill_pool.workers,
             1,
             prefill_router,
             prefill_routes_on_kv_events,
         );
-        let mut decode = Pool::new(decode_args, spec.num_workers, 1, decode_router, false);
+        let mut decode = Pool::new(
+            &decode_pool.engine,
+            decode_pool.workers,
+            1,
+            decode_router,
+            false,
+        );
         let mut prefill = prefill;
         if policy.is_some() {
             prefill.record_fpm(0.0);
@@ -309,6 +300,8 @@ impl<'s> Disaggregated<'s> {
 
 /// Past the time cap the run stops at once (the default): passes in flight are not finished.
 impl Topology for Disaggregated<'_> {
+    type Arrival = ReleasedRequest;
+
     fn progress(&self) -> ProgressPoint {
         self.released.progress(self.now_ms)
     }

@@ -21,7 +21,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::common::ReleasedRequest;
 use crate::error::{Error, Result};
 
 /// When model time may advance.
@@ -132,11 +131,13 @@ pub(super) trait Topology {
     fn progress(&self) -> ProgressPoint;
     /// The error when work remains but nothing can happen any more.
     fn dead_end(&self) -> Error;
+    /// A released turn, recorded as a request, on its way to the deployment.
+    type Arrival;
     /// The next turn ready now, taken from the driver and recorded as a request.
-    fn take_arrival(&mut self) -> Option<ReleasedRequest>;
+    fn take_arrival(&mut self) -> Option<Self::Arrival>;
     /// Hands a released request to the deployment: routes it (aggregated) or starts its
     /// handoff (disaggregated).
-    fn admit(&mut self, arrival: ReleasedRequest);
+    fn admit(&mut self, arrival: Self::Arrival);
     /// Releases every turn ready now, each admitted before the next is taken (admitting one
     /// can end it at once and free a concurrency slot for the next). Whether any was.
     fn release_arrivals(&mut self) -> bool {

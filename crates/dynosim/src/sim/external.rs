@@ -30,7 +30,7 @@ use super::collector_front::{CollectorFront, CollectorThread};
 use super::driver::Driver;
 use super::event_loop::Topology;
 use super::Simulated;
-use crate::config::{ArrivalMode, ReplaySpec};
+use crate::config::{ArrivalMode, Deployment, PoolSpec, ReplaySpec};
 use crate::engine::{RankLoad, RequestId};
 use crate::error::{Error, Result};
 use crate::report::{Collector, RecordSink, RequestObserver};
@@ -93,7 +93,6 @@ pub fn serve(
     cancel: &AtomicBool,
     outputs: ServeOutputs,
 ) -> Result<Simulated> {
-    check_servable(spec)?;
     // Requests arrive when they arrive: an open loop, whatever arrival mode the spec was
     // built with (a spec always carries one).
     let open_loop;
@@ -105,6 +104,7 @@ pub fn serve(
         open_loop = copy;
         &open_loop
     };
+    let pool = check_servable(spec)?;
     let mut collector = Collector::new(spec.sla, spec.capture_requests);
     collector.observe_with(observer);
     if outputs.timeseries {
@@ -119,7 +119,7 @@ pub fn serve(
         spec.capture_requests,
         CollectorThread::SameThread,
     );
-    let mut sim = Aggregated::new(spec, Driver::external(), None, collector);
+    let mut sim = Aggregated::new(spec, pool, Driver::external(), None, collector);
     sim.feed_externally();
     let mut arrived = Vec::new();
     sim.settle()?;
@@ -171,19 +171,20 @@ fn session_of(request: ExternalRequest) -> Session {
     }
 }
 
-/// Whether `spec`'s deployment can be served: aggregated workers without a planner. Callers
-/// that set up more (a server binding its port) check it first; the run checks it again.
-pub fn check_servable(spec: &ReplaySpec) -> Result<()> {
-    if spec.disaggregation.is_some() {
+/// Whether `spec`'s deployment can be served: aggregated workers without a planner; gives
+/// their pool. Callers that set up more (a server binding its port) check it first; the run
+/// checks it again.
+pub fn check_servable(spec: &ReplaySpec) -> Result<&PoolSpec> {
+    let Deployment::Aggregated(pool) = &spec.deployment else {
         return Err(Error::usage(
             "serving a disaggregated deployment is not supported: give aggregated workers \
              (--extra-engine-args, --num-workers)",
         ));
-    }
+    };
     if spec.planner.is_some() {
         return Err(Error::usage(
             "serving with a planner is not supported: leave out --planner-config",
         ));
     }
-    Ok(())
+    Ok(pool)
 }

@@ -9,19 +9,21 @@
 
 mod aggregated;
 mod collector_front;
-mod common;
 mod disaggregated;
 pub mod driver;
 pub mod event_loop;
+mod event_queue;
 pub mod external;
 mod handoff;
 mod pool;
+mod pool_router;
+mod requests;
 mod scaling;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use crate::config::ReplaySpec;
+use crate::config::{Deployment, ReplaySpec};
 use crate::error::{Error, Result};
 use crate::planner::{self, PlannerOutcome, ScalingPolicy};
 use crate::report::timeseries::TimeSeries;
@@ -150,10 +152,9 @@ pub fn simulate_scaled<'a>(
     let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
     let progress = observers.progress.as_deref();
-    let disaggregated = spec.disaggregation.is_some();
     let mut collector = Collector::new(spec.sla, spec.capture_requests);
     if observers.timeseries {
-        let pools: &[&'static str] = if disaggregated {
+        let pools: &[&'static str] = if spec.deployment.is_disaggregated() {
             &["prefill", "decode"]
         } else {
             &["worker"]
@@ -164,18 +165,21 @@ pub fn simulate_scaled<'a>(
         collector.stream_records_to(sink);
     }
     let collector = CollectorFront::start(collector, spec.capture_requests, collector_thread);
-    let (collector, mut facts, planner, interrupted) = if disaggregated {
-        let mut sim = Disaggregated::new(spec, driver, policy, collector);
-        let interrupted = event_loop::run(&mut sim, cap, clock, cancel, progress)?;
-        let planner = sim.planner_outcome();
-        let (collector, facts) = sim.finish()?;
-        (collector, facts, planner, interrupted)
-    } else {
-        let mut sim = Aggregated::new(spec, driver, policy, collector);
-        let interrupted = event_loop::run(&mut sim, cap, clock, cancel, progress)?;
-        let planner = sim.planner_outcome();
-        let (collector, facts) = sim.finish()?;
-        (collector, facts, planner, interrupted)
+    let (collector, mut facts, planner, interrupted) = match &spec.deployment {
+        Deployment::Disaggregated { prefill, decode } => {
+            let mut sim = Disaggregated::new(spec, prefill, decode, driver, policy, collector);
+            let interrupted = event_loop::run(&mut sim, cap, clock, cancel, progress)?;
+            let planner = sim.planner_outcome();
+            let (collector, facts) = sim.finish()?;
+            (collector, facts, planner, interrupted)
+        }
+        Deployment::Aggregated(workers) => {
+            let mut sim = Aggregated::new(spec, workers, driver, policy, collector);
+            let interrupted = event_loop::run(&mut sim, cap, clock, cancel, progress)?;
+            let planner = sim.planner_outcome();
+            let (collector, facts) = sim.finish()?;
+            (collector, facts, planner, interrupted)
+        }
     };
     facts.interrupted = interrupted;
     Ok(Simulated {

@@ -29,7 +29,7 @@
 //!   a worker joins wait in [`Pool::take_placements`]. With metrics on, the pool keeps the
 //!   latest forward-pass metrics per (worker, rank) ([`super::scaling::FpmBuffer`]).
 
-use super::common::EventQueue;
+use super::event_queue::EventQueue;
 use super::handoff::Action;
 use super::scaling::FpmBuffer;
 use crate::config::EngineArgs;

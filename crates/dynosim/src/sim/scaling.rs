@@ -290,7 +290,7 @@ impl<'p> Scaling<'p> {
         queued: usize,
     ) -> Option<f64> {
         match others {
-            Some(_) => super::common::earliest(others, self.next_tick_ms),
+            Some(_) => super::event_queue::earliest(others, self.next_tick_ms),
             None if in_flight > 0 && queued == in_flight => self.next_tick_ms,
             None => None,
         }

@@ -39,7 +39,7 @@ pub fn load(spec: &ReplaySpec) -> Result<Workload> {
                     expected_block_size,
                 } => {
                     let loaded = dynamo_trace::read_dynamo(&trace.files, expected_block_size)?;
-                    if loaded.agentic && spec.disaggregation.is_some() {
+                    if loaded.agentic && spec.deployment.is_disaggregated() {
                         return Err(Error::usage(
                             "agentic Dynamo request traces are not supported for disaggregated \
                              replay (--prefill-engine-args; the trace's records carry \

@@ -2,7 +2,7 @@
 //! for the same inputs.
 
 use crate::config::{
-    ArrivalMode, Disaggregation, EngineArgs, EngineType, KvTransferTimingMode, ReplaySpec,
+    ArrivalMode, Deployment, EngineArgs, EngineType, KvTransferTimingMode, PoolSpec, ReplaySpec,
     RouterMode, Sla, TraceFormat, TraceSpec, WorkerType, WorkloadSpec,
 };
 use crate::report::record::TerminalStatus;
@@ -60,8 +60,16 @@ fn spec(
             format: TraceFormat::Mooncake,
             block_size: 64,
         }),
-        engine: decode,
-        num_workers: decode_workers,
+        deployment: Deployment::Disaggregated {
+            prefill: PoolSpec {
+                engine: prefill,
+                workers: prefill_workers,
+            },
+            decode: PoolSpec {
+                engine: decode,
+                workers: decode_workers,
+            },
+        },
         router_mode: RouterMode::RoundRobin,
         router_config: None,
         arrivals: ArrivalMode::Timestamps { speedup: 1.0 },
@@ -69,10 +77,6 @@ fn spec(
         max_sim_time_ms: None,
         sla: Sla::default(),
         capture_requests: true,
-        disaggregation: Some(Disaggregation {
-            prefill,
-            num_prefill_workers: prefill_workers,
-        }),
         planner: None,
     }
 }

@@ -1,9 +1,14 @@
-//! Pieces shared by the topologies: the timed event queue (with the reference's tie-break),
-//! the requests of a run (released by the driver, where each came from, how many are in
-//! flight), and building a KV router for a pool.
+//! The requests of a run, as both topologies hold them: released from the driver, each
+//! request's origin while it is in flight, its tokens counted, its end reported back to the
+//! driver, and the dead-end error that names a request no engine can ever schedule.
+//!
+//! INTERFACE
+//! - [`Requests`]: release ([`Requests::release`], through the serving front's delay when a
+//!   calibration gives one), token counts, ends, progress, dead ends.
+//! - [`ReleasedRequest`]: a released turn recorded as an arrival, with its [`RouteHints`].
+//! - [`RouteHints`]: what a router needs of a request beyond its prompt.
 
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::collector_front::CollectorFront;
@@ -11,181 +16,13 @@ use super::driver::{Driver, Terminal};
 use super::event_loop::ProgressPoint;
 use super::pool::Pool;
 use super::scaling::Traffic;
-use crate::config::{ArrivalMode, EngineArgs, RouterConfig};
+use crate::config::ArrivalMode;
 use crate::engine::kv::FastMap;
 use crate::engine::RequestId;
 use crate::error::Error;
-use crate::router::kv::{KvRouter, Targets};
 use crate::router::RouteInput;
 use crate::tokens::TokenSeq;
 use crate::workload::Turn;
-
-/// Something scheduled to happen at `at_ms`; equal times keep scheduling order.
-#[derive(Clone, Copy, Debug)]
-struct Timed<T> {
-    at_ms: f64,
-    seq: u64,
-    what: T,
-}
-
-impl<T> PartialEq for Timed<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl<T> Eq for Timed<T> {}
-impl<T> PartialOrd for Timed<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<T> Ord for Timed<T> {
-    /// Reversed for a min-heap: earliest time first, then scheduling order.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other
-            .at_ms
-            .total_cmp(&self.at_ms)
-            .then_with(|| other.seq.cmp(&self.seq))
-    }
-}
-
-/// Future events in time order, ties in the order they were scheduled.
-#[derive(Debug)]
-pub(super) struct EventQueue<T> {
-    heap: BinaryHeap<Timed<T>>,
-    next_seq: u64,
-}
-
-impl<T: Copy> EventQueue<T> {
-    pub(super) fn new() -> Self {
-        Self {
-            heap: BinaryHeap::new(),
-            next_seq: 0,
-        }
-    }
-
-    pub(super) fn push(&mut self, at_ms: f64, what: T) {
-        self.heap.push(Timed {
-            at_ms,
-            seq: self.next_seq,
-            what,
-        });
-        self.next_seq += 1;
-    }
-
-    /// The next event: its time and what it is.
-    pub(super) fn peek(&self) -> Option<(f64, T)> {
-        self.heap.peek().map(|timed| (timed.at_ms, timed.what))
-    }
-
-    /// Pops the next event if it happens at or before `now_ms` and `accept` takes it.
-    pub(super) fn pop_due_if(&mut self, now_ms: f64, accept: impl Fn(&T) -> bool) -> Option<T> {
-        let next = self.heap.peek()?;
-        if next.at_ms > now_ms || !accept(&next.what) {
-            return None;
-        }
-        self.heap.pop().map(|timed| timed.what)
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.heap.is_empty()
-    }
-}
-
-/// At most one future event per slot (a worker's pass completion), in time order, ties in
-/// the order they were scheduled. A handful of workers beat a heap when scanned: a push is one
-/// store (and one comparison with the earliest), a pop one scan of integer keys.
-///
-/// Unlike an [`EventQueue`], the caller says where each event was scheduled — the model
-/// time it was scheduled at and its rank among the events scheduled at that time — rather
-/// than the queue counting pushes: an event scheduled ahead of the loop (a pass started by
-/// running ahead) then still sorts where the loop would have scheduled it. Pushed in
-/// nondecreasing (time, rank) order, the queue pops exactly as an [`EventQueue`] does.
-#[derive(Debug, Default)]
-pub(super) struct SlotQueue {
-    /// Per slot: its event's position in the order, [`ordered_bits`] of its time and of the
-    /// time it was scheduled at, then its rank ((`u128::MAX`, _): no event).
-    keys: Vec<(u128, u64)>,
-    /// Per slot: when its event happens.
-    times: Vec<f64>,
-    /// The slot with the earliest event.
-    earliest: Option<usize>,
-}
-
-const NO_EVENT: (u128, u64) = (u128::MAX, u64::MAX);
-
-/// A time's bits mapped so that unsigned order is `f64::total_cmp`'s.
-fn ordered_bits(at_ms: f64) -> u64 {
-    let bits = at_ms.to_bits();
-    // Negative times: flip every bit; others: set the sign bit.
-    if bits >> 63 == 1 {
-        !bits
-    } else {
-        bits | 1 << 63
-    }
-}
-
-impl SlotQueue {
-    pub(super) fn new() -> Self {
-        Self::default()
-    }
-
-    /// Schedules `slot`'s event at `at_ms`, as the `rank`-th event scheduled at model time
-    /// `scheduled_ms`; the slot must have none.
-    pub(super) fn push(&mut self, at_ms: f64, scheduled_ms: f64, rank: u64, slot: usize) {
-        if slot >= self.keys.len() {
-            self.keys.resize(slot + 1, NO_EVENT);
-            self.times.resize(slot + 1, 0.0);
-        }
-        debug_assert_eq!(self.keys[slot], NO_EVENT, "one event per slot");
-        let key = (
-            u128::from(ordered_bits(at_ms)) << 64 | u128::from(ordered_bits(scheduled_ms)),
-            rank,
-        );
-        self.keys[slot] = key;
-        self.times[slot] = at_ms;
-        if self
-            .earliest
-            .is_none_or(|earliest| key < self.keys[earliest])
-        {
-            self.earliest = Some(slot);
-        }
-    }
-
-    /// The next event: its time and slot.
-    pub(super) fn peek(&self) -> Option<(f64, usize)> {
-        self.earliest.map(|slot| (self.times[slot], slot))
-    }
-
-    /// Pops the next event if it happens at or before `now_ms`.
-    #[inline]
-    pub(super) fn pop_due(&mut self, now_ms: f64) -> Option<usize> {
-        let (at_ms, slot) = self.peek()?;
-        if at_ms > now_ms {
-            return None;
-        }
-        self.keys[slot] = NO_EVENT;
-        let mut earliest = None;
-        let mut earliest_key = NO_EVENT;
-        for (slot, &key) in self.keys.iter().enumerate() {
-            if key < earliest_key {
-                earliest_key = key;
-                earliest = Some(slot);
-            }
-        }
-        self.earliest = earliest;
-        Some(slot)
-    }
-}
-
-/// The earlier of two optional times (`f64::min` of those present, in this order).
-pub(super) fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
-}
 
 /// Where a request came from, to report its terminal state back to the driver.
 #[derive(Clone, Copy, Debug)]
@@ -281,10 +118,11 @@ impl Requests {
 
     /// When the next request can be released, if any is waiting.
     pub(super) fn next_ready_ms(&self) -> Option<f64> {
-        earliest(
-            self.driver.next_ready_ms(),
-            self.front.front().map(|(due, _)| *due),
-        )
+        let front = self.front.front().map(|(due, _)| *due);
+        match (self.driver.next_ready_ms(), front) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Where the run is at `now_ms`, for a progress display.
@@ -475,117 +313,6 @@ impl RouteHints {
             priority: turn.priority,
             strict_priority: turn.strict_priority,
             policy_class: turn.policy_class.clone(),
-        }
-    }
-}
-
-/// A KV router over `targets` schedulers running `engine`, configured from the user's router
-/// config (defaults when none) with the engine's queue-policy override, then `adjust`.
-pub(super) fn kv_router(
-    user_config: Option<&RouterConfig>,
-    engine: &EngineArgs,
-    targets: usize,
-    adjust: impl FnOnce(&mut RouterConfig),
-) -> KvRouter {
-    let mut config = kv_router_config(user_config, engine);
-    adjust(&mut config);
-    let profile = config.policy_profile();
-    let seed = config.router_seed;
-    let targets = Targets {
-        count: targets,
-        block_size: engine.block_size.max(1),
-        max_batched_tokens: engine
-            .max_num_batched_tokens
-            .map_or(10_000_000, |tokens| tokens as u64),
-    };
-    KvRouter::new(config, profile, targets, seed)
-}
-
-/// The user's router config (defaults when none) with the engine's queue-policy override.
-fn kv_router_config(user_config: Option<&RouterConfig>, engine: &EngineArgs) -> RouterConfig {
-    let mut config = user_config.cloned().unwrap_or_default();
-    if let Some(policy) = engine.router_queue_policy {
-        config.router_queue_policy = policy;
-    }
-    config
-}
-
-/// Whether the KV router [`kv_router`] builds from these settings (with no `adjust`) may hold
-/// requests in its queue: some class has a busy threshold. Only then can a request's first
-/// token or end place a queued request (with all targets eligible, as without a planner).
-pub(super) fn kv_router_may_queue(user_config: Option<&RouterConfig>, engine: &EngineArgs) -> bool {
-    kv_router_config(user_config, engine)
-        .policy_profile()
-        .classes()
-        .iter()
-        .any(|class| class.queues())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn ordered_bits_sort_times_as_total_cmp_does() {
-        let times = [
-            f64::NEG_INFINITY,
-            -1.5,
-            -0.0,
-            0.0,
-            f64::MIN_POSITIVE,
-            1.0,
-            1.0 + f64::EPSILON,
-            1e300,
-            f64::INFINITY,
-        ];
-        for &a in &times {
-            for &b in &times {
-                for (sa, sb) in [(0, 1), (1, 0), (5, 5)] {
-                    // Earlier time first, then lower sequence: the order the heap pops.
-                    let pop_order = a.total_cmp(&b).then(sa.cmp(&sb));
-                    assert_eq!(
-                        (ordered_bits(a), sa).cmp(&(ordered_bits(b), sb)),
-                        pop_order,
-                        "{a} {b}"
-                    );
-                }
-            }
-        }
-    }
-
-    proptest! {
-        /// The slot queue pops in exactly the heap's order, ties by scheduling order
-        /// included, whatever the pushes (few distinct times, so that ties are common).
-        #[test]
-        fn slot_queue_pops_in_event_queue_order(
-            steps in proptest::collection::vec((0usize..6, 0u8..4, any::<bool>()), 1..200),
-        ) {
-            let mut slots = SlotQueue::new();
-            let mut heap = EventQueue::new();
-            let mut busy = [false; 6];
-            let mut now_ms = 0.0;
-            let mut rank = 0;
-            for (slot, delay, advance) in steps {
-                if !busy[slot] {
-                    let at_ms = now_ms + f64::from(delay);
-                    slots.push(at_ms, now_ms, rank, slot);
-                    rank += 1;
-                    heap.push(at_ms, slot);
-                    busy[slot] = true;
-                }
-                prop_assert_eq!(slots.peek(), heap.peek());
-                if advance {
-                    now_ms += 1.0;
-                    rank = 0;
-                    loop {
-                        let popped = slots.pop_due(now_ms);
-                        prop_assert_eq!(popped, heap.pop_due_if(now_ms, |_| true));
-                        let Some(slot) = popped else { break };
-                        busy[slot] = false;
-                    }
-                }
-            }
         }
     }
 }
