@@ -175,8 +175,9 @@ const AXES: [(Axis, f64); 6] = [
 /// scales, e^(0.3/16), about 2%).
 const SMALLEST_STEP_FRACTION: f64 = 16.0;
 
-/// Fits corrections per (backend, system) on the TRAIN rows of `runs` that `filters` select.
-/// `progress` is told each group as it starts and each improvement.
+/// Fits corrections per (backend, system, model) on the TRAIN rows of `runs` that `filters`
+/// select (a filter asking for TEST rows is refused). `progress` is told what each fit starts
+/// from and ends with.
 pub fn calibrate(
     runs: Vec<MeasuredRun>,
     filters: &Filters,
@@ -184,8 +185,7 @@ pub fn calibrate(
     progress: &(dyn Fn(&str) + Sync),
 ) -> Result<Calibration> {
     if filters.split == Some(Split::Test) {
-        return Err(Error::usage_about(
-            "--split",
+        return Err(Error::usage(
             "calibration fits on TRAIN rows only; TEST rows are for `dynosim validate`",
         ));
     }
@@ -395,8 +395,7 @@ fn model_of(run: &MeasuredRun) -> Option<String> {
 }
 
 /// Builds every row's run and prepares each engine configuration's tables once (in
-/// parallel): the rows ready to simulate, by (backend, system), and the reasons of those
-/// that are not.
+/// parallel): the rows ready to simulate, and the reasons of those that are not.
 fn prepare_rows(
     runs: Vec<MeasuredRun>,
     progress: &(dyn Fn(&str) + Sync),
