@@ -160,6 +160,10 @@ pub struct SglangArgs {
     pub clip_max_new_tokens: Option<usize>,
     /// Admission conservativeness factor (default 1.0).
     pub schedule_conservativeness: Option<f64>,
+    /// SGLang's `--scheduler-recv-interval`: while the rank only decodes, requests that
+    /// arrived are taken in every this many passes (default 1: every pass). A dynosim
+    /// extension; the reference ignores the key.
+    pub scheduler_recv_interval: Option<usize>,
 }
 
 impl Default for EngineArgs {
@@ -925,6 +929,7 @@ fn check_sglang_fields(sglang: &SglangArgs) -> Result<(), String> {
         ("page_size", sglang.page_size),
         ("max_prefill_tokens", sglang.max_prefill_tokens),
         ("chunked_prefill_size", sglang.chunked_prefill_size),
+        ("scheduler_recv_interval", sglang.scheduler_recv_interval),
     ] {
         if value == Some(0) {
             return Err(format!("sglang.{field}: must be at least 1, got 0"));
@@ -1017,13 +1022,8 @@ fn attach_aic(parsed: &mut ParsedEngineArgs) -> Result<(), String> {
     if let Some(value) = raw.calibration.filter(|value| !value.trim().is_empty()) {
         let config = args.aic.as_mut().expect("set above");
         config.calibration = Some(
-            crate::aic::calibration::resolve(
-                &value,
-                &config.backend,
-                &config.system,
-                &config.model_path,
-            )
-            .map_err(|message| format!("aic_calibration: {message}"))?,
+            crate::aic::calibration::resolve(&value, config)
+                .map_err(|message| format!("aic_calibration: {message}"))?,
         );
     }
     if !raw.num_gpu_blocks_given {

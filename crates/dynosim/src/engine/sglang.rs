@@ -50,6 +50,25 @@ const LPM_MAX_WAITING: usize = 128;
 /// running it after its twin lets it reuse the twin's prefix.
 const IN_BATCH_PREFIX_TOKENS: usize = 32;
 
+/// How SGLang's scheduler polls for new requests (`--scheduler-recv-interval`): each loop
+/// iteration adds the weight of the batch it last ran to a counter and takes in the requests
+/// that arrived once the counter reaches the interval (then starts over). A decode batch
+/// weighs 1, a batch that prefilled anything weighs `EXTEND_WEIGHT` (so arrivals are taken
+/// in at the next pass); an idle loop spins at no model cost, so a rank with nothing to run
+/// takes them in at once.
+#[derive(Debug)]
+struct RecvSkipper {
+    interval: usize,
+    counter: usize,
+    /// The weight of the last pass.
+    last_weight: usize,
+    /// Arrived, not yet taken in (FIFO).
+    inbox: VecDeque<Request>,
+}
+
+/// SGLang's weight of a batch that is not pure decoding: larger than any useful interval.
+const EXTEND_WEIGHT: usize = 1000;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum SchedulePolicy {
     Fifo,
@@ -160,6 +179,8 @@ pub struct SglangScheduler {
     running: Vec<Request>,
     /// The request at the head of the queue when the last pass could do nothing.
     blocked: Option<RequestId>,
+    /// `None`: every arrival is taken in at the next pass (interval 1).
+    recv: Option<RecvSkipper>,
     worker_type: WorkerType,
     /// Decode role: activated handoffs (KV in place), waiting for a running slot.
     prebuilt_ready: VecDeque<Request>,
@@ -220,6 +241,15 @@ impl SglangScheduler {
             waiting: VecDeque::new(),
             running: Vec::new(),
             blocked: None,
+            recv: settings
+                .scheduler_recv_interval
+                .filter(|&interval| interval > 1)
+                .map(|interval| RecvSkipper {
+                    interval,
+                    counter: 0,
+                    last_weight: EXTEND_WEIGHT,
+                    inbox: VecDeque::new(),
+                }),
             worker_type: args.worker_type,
             prebuilt_ready: VecDeque::new(),
             source_holds: FastMap::default(),
@@ -231,8 +261,28 @@ impl SglangScheduler {
 
     pub fn enqueue(&mut self, request: EngineRequest) {
         let request = Self::new_request(request);
-        self.waiting.push_back(request);
+        match &mut self.recv {
+            Some(recv) => recv.inbox.push_back(request),
+            None => self.waiting.push_back(request),
+        }
         self.blocked = None;
+    }
+
+    /// Requests that arrived but were not taken in yet.
+    fn inbox_len(&self) -> usize {
+        self.recv.as_ref().map_or(0, |recv| recv.inbox.len())
+    }
+
+    /// The poll at the start of a pass: adds the weight of the last pass and takes the inbox
+    /// in when the interval is reached or the rank has nothing else to run.
+    fn receive(&mut self) {
+        let idle = self.waiting.is_empty() && self.running.is_empty();
+        let Some(recv) = &mut self.recv else { return };
+        recv.counter = recv.counter.saturating_add(recv.last_weight);
+        if recv.counter >= recv.interval || idle {
+            recv.counter = 0;
+            self.waiting.extend(recv.inbox.drain(..));
+        }
     }
 
     fn new_request(request: EngineRequest) -> Request {
@@ -250,11 +300,14 @@ impl SglangScheduler {
     }
 
     pub fn has_work(&self) -> bool {
-        !self.waiting.is_empty() || !self.running.is_empty() || !self.prebuilt_ready.is_empty()
+        !self.waiting.is_empty()
+            || !self.running.is_empty()
+            || !self.prebuilt_ready.is_empty()
+            || self.inbox_len() > 0
     }
 
     pub fn num_requests(&self) -> usize {
-        self.waiting.len() + self.running.len() + self.prebuilt_ready.len()
+        self.waiting.len() + self.running.len() + self.prebuilt_ready.len() + self.inbox_len()
     }
 
     pub fn load(&self) -> super::RankLoad {
@@ -262,7 +315,7 @@ impl SglangScheduler {
         // Pages neither free nor evictable are held by requests.
         let idle = self.cache.available_tokens() + self.cache.evictable_tokens();
         super::RankLoad {
-            waiting: self.waiting.len() + self.prebuilt_ready.len(),
+            waiting: self.waiting.len() + self.prebuilt_ready.len() + self.inbox_len(),
             running: self.running.len(),
             kv_used_tokens: total.saturating_sub(idle),
             kv_capacity_tokens: total,
@@ -434,6 +487,7 @@ impl SglangScheduler {
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         let events_before = events.len();
+        self.receive();
         // Activated handoffs join the running batch first, without prefill.
         while self.running.len() < self.max_running {
             let Some(request) = self.prebuilt_ready.pop_front() else {
@@ -467,6 +521,7 @@ impl SglangScheduler {
                 covered_after: admission.total_covered,
             })
         };
+        let extended = !admission.admitted.is_empty();
         for mut request in admission.admitted {
             if request.materialized < request.len() {
                 self.cache_materialized_prefix(&mut request);
@@ -488,6 +543,9 @@ impl SglangScheduler {
             (self.new_token_ratio - self.new_token_ratio_step).max(self.min_new_token_ratio);
 
         let scheduled_requests = admission.computing + decode.emitted;
+        if let Some(recv) = &mut self.recv {
+            recv.last_weight = if extended { EXTEND_WEIGHT } else { 1 };
+        }
         self.blocked = if scheduled_requests == 0 && events.len() == events_before {
             self.waiting
                 .front()
@@ -699,6 +757,13 @@ impl SglangScheduler {
     /// running, and its pages go back as a finished request's do (its computed full pages
     /// into the radix tree). False when the rank does not hold it.
     pub fn abort(&mut self, id: RequestId) -> bool {
+        if let Some(recv) = &mut self.recv {
+            if let Some(at) = recv.inbox.iter().position(|r| r.id == id) {
+                // Never taken in: it holds nothing.
+                recv.inbox.remove(at);
+                return true;
+            }
+        }
         let mut request = if let Some(at) = self.waiting.iter().position(|r| r.id == id) {
             self.waiting.remove(at).expect("found above")
         } else if let Some(at) = self.prebuilt_ready.iter().position(|r| r.id == id) {

@@ -542,3 +542,61 @@ fn unknown_policy_names_fall_back_to_fifo() {
     });
     assert_eq!(SglangScheduler::new(&args, 0).policy, SchedulePolicy::Fifo);
 }
+
+#[test]
+fn with_a_recv_interval_arrivals_wait_for_the_poll_while_the_rank_decodes() {
+    let engine = |interval: usize| {
+        args(&format!(
+            r#"{{"engine_type":"sglang","num_gpu_blocks":100000,
+                "sglang":{{"scheduler_recv_interval":{interval}}}}}"#
+        ))
+    };
+    // Interval 1 is every pass, as without the key.
+    for interval in [1, 5] {
+        let mut h = Harness::new(&engine(interval));
+        // An idle rank takes an arrival in at once.
+        let first = h.add(prompt(&[(1, 100)]), 50);
+        assert!(h.pass());
+        assert_eq!(h.lives[first].admissions, vec![0], "interval {interval}");
+        // The prefill pass counts as a poll due at the next pass: a request that arrives now
+        // is taken in at the next pass.
+        let second = h.add(prompt(&[(2, 100)]), 50);
+        assert!(h.pass());
+        assert_eq!(h.lives[second].admissions, vec![0], "interval {interval}");
+        // After a decode-only pass, the next arrival waits until `interval` decode passes
+        // have run since the last poll.
+        assert!(h.pass());
+        let third = h.add(prompt(&[(3, 100)]), 50);
+        let arrived_after = h.passes;
+        while h.lives[third].admissions.is_empty() {
+            assert!(h.pass());
+        }
+        let admitted_at = h.passes - 1;
+        // Decode passes 4..=interval+2 run first (none when polling every pass).
+        assert_eq!(
+            admitted_at - arrived_after,
+            interval - 1,
+            "interval {interval}"
+        );
+        assert!(h.run());
+        assert_eq!(h.lives[third].tokens, 50);
+    }
+}
+
+#[test]
+fn an_aborted_request_still_in_the_inbox_leaves_nothing_behind() {
+    let mut h = Harness::new(&args(
+        r#"{"engine_type":"sglang","sglang":{"scheduler_recv_interval":30}}"#,
+    ));
+    let running = h.add(prompt(&[(1, 100)]), 40);
+    assert!(h.pass());
+    assert!(h.pass());
+    let waiting = h.add(prompt(&[(2, 100)]), 5);
+    assert_eq!(h.scheduler.load().waiting, 1);
+    assert!(h.scheduler.abort(waiting));
+    assert!(!h.scheduler.abort(waiting));
+    assert_eq!(h.scheduler.num_requests(), 1);
+    assert!(h.run());
+    assert_eq!(h.lives[running].tokens, 40);
+    assert!(h.scheduler.is_drained());
+}
