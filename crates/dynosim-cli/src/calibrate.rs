@@ -47,6 +47,12 @@ pub struct CalibrateCli {
     /// Fit one entry per (backend, system) only, no per-model entries
     #[arg(long)]
     pub no_per_model: bool,
+    /// Refine each engine configuration (widths, quantisation) of a fitted model that has
+    /// --min-rows rows with at most this many evaluations, moving only the decode scale and
+    /// the per-request delay (0: no configuration entries)
+    #[arg(long, value_name = "N",
+          default_value_t = CalibrateOptions::default().configuration_evaluations as u32)]
+    pub configuration_evaluations: u32,
 }
 
 /// Runs the fit, writes the calibration file and returns the text to print.
@@ -61,6 +67,7 @@ pub fn run(cli: &CalibrateCli) -> Result<String> {
         max_evaluations: cli.max_evaluations as usize,
         min_rows: cli.min_rows as usize,
         per_model: !cli.no_per_model,
+        configuration_evaluations: cli.configuration_evaluations as usize,
     };
     let progress = |line: &str| eprintln!("{line}");
     let mut calibration =
@@ -79,6 +86,7 @@ pub fn run(cli: &CalibrateCli) -> Result<String> {
         "max_evaluations": cli.max_evaluations,
         "min_rows": cli.min_rows,
         "per_model": !cli.no_per_model,
+        "configuration_evaluations": cli.configuration_evaluations,
         "dynosim": env!("CARGO_PKG_VERSION"),
     });
     let mut text = serde_json::to_string_pretty(&calibration.file)
@@ -120,7 +128,11 @@ fn fit_table(groups: &[GroupFit]) -> String {
         "backend", "system", "model", "rows", "TTFT before>after", "TPOT before>after"
     );
     for group in groups {
-        let model = group.model.as_deref().unwrap_or("(all)");
+        let model = match (&group.model, &group.configuration) {
+            (_, Some(configuration)) => format!("  {configuration}"),
+            (Some(model), None) => model.clone(),
+            (None, None) => "(all)".to_owned(),
+        };
         let corrections = match &group.corrections {
             Some(c) => format!(
                 "+{:.0} ms/request, prefill x{:.3} +{:.1} ms, decode x{:.3} +{:.2} ms, KV x{:.3}",

@@ -7,8 +7,10 @@
 //!   by (backend, system) and, with `per_model`, by model: each model with enough rows gets
 //!   its own corrections, fitted by a coordinate search, and the (backend, system) entry that
 //!   serves the other models takes each parameter's median over them (a fit of all the
-//!   group's rows where no model has enough); returns the calibration file and what each fit
-//!   saw.
+//!   group's rows where no model has enough); each engine configuration of a fitted model
+//!   with enough rows is then refined from the model's corrections (decode scale and
+//!   per-request delay only) and gets its own entry where that lowers its rows' score;
+//!   returns the calibration file and what each fit saw.
 //!
 //! The fit. A group's rows are simulated under corrections θ and scored by
 //! `mean min(|ln(predicted / measured)|, 1)` of mean TTFT plus that of mean TPOT (log errors
@@ -26,7 +28,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use dynosim::aic::calibration::{CalibrationEntry, CalibrationFile, FORMAT};
+use dynosim::aic::calibration::{configuration_key, CalibrationEntry, CalibrationFile, FORMAT};
 use dynosim::aic::AicCalibration;
 use dynosim::config::spelling::python_message;
 use dynosim::config::{EngineArgs, ReplaySpec};
@@ -59,6 +61,11 @@ pub struct CalibrateOptions {
     pub min_rows: usize,
     /// Fit an entry per model of a (backend, system) that has `min_rows` rows.
     pub per_model: bool,
+    /// With `per_model`: refine each engine configuration of a fitted model that has
+    /// `min_rows` rows, starting from the model's corrections and moving only the decode
+    /// scale and the per-request delay, with at most this many evaluations (0: no
+    /// configuration entries).
+    pub configuration_evaluations: usize,
 }
 
 impl Default for CalibrateOptions {
@@ -69,6 +76,7 @@ impl Default for CalibrateOptions {
             max_evaluations: 60,
             min_rows: 4,
             per_model: true,
+            configuration_evaluations: 10,
         }
     }
 }
@@ -80,6 +88,9 @@ struct ReadyRow {
     system: String,
     /// The AIC model it runs (`aic_model_path`), which per-model entries are keyed by.
     model: String,
+    /// Its engine configuration ([`configuration_key`]), which configuration entries are
+    /// keyed by.
+    configuration: String,
     spec: ReplaySpec,
     /// Its engine configuration's prepared spec (tables loaded), shared by its rows.
     prepared: Arc<ReplaySpec>,
@@ -102,6 +113,8 @@ pub struct GroupFit {
     pub system: String,
     /// `Some` for a model's own entry within its (backend, system).
     pub model: Option<String>,
+    /// `Some` for an engine configuration's entry within its model.
+    pub configuration: Option<String>,
     /// Rows in the group (TRAIN, modelable, both measurements), and how many the fit used.
     pub rows: usize,
     pub rows_used: usize,
@@ -170,6 +183,12 @@ const AXES: [(Axis, f64); 6] = [
     (Axis::Milliseconds(|c| &mut c.prefill_pass_ms), 20.0),
     (Axis::Milliseconds(|c| &mut c.decode_pass_ms), 1.0),
 ];
+
+/// Every axis, for a fit from the identity.
+const ALL_AXES: [usize; 6] = [0, 1, 2, 3, 4, 5];
+
+/// The axes a configuration's refinement moves: the per-request delay and the decode scale.
+const CONFIGURATION_AXES: [usize; 2] = [0, 3];
 
 /// The search ends when every axis's step has shrunk below its first step over this (for the
 /// scales, e^(0.3/16), about 2%).
@@ -241,6 +260,7 @@ pub fn calibrate(
             Vec::new()
         };
         let mut model_fits = Vec::new();
+        let mut configuration_fits = Vec::new();
         for model in &fitted_models {
             let fit = fit_group(
                 &pool,
@@ -249,6 +269,16 @@ pub fn calibrate(
                 options,
                 progress,
             );
+            if let Some(corrections) = &fit.corrections {
+                configuration_fits.extend(fit_configurations(
+                    &pool,
+                    &rows,
+                    (&backend, &system, model),
+                    corrections,
+                    options,
+                    progress,
+                ));
+            }
             model_fits.push(fit);
         }
         let fitted: Vec<&AicCalibration> = model_fits
@@ -264,6 +294,7 @@ pub fn calibrate(
                 backend: backend.clone(),
                 system: system.clone(),
                 model: None,
+                configuration: None,
                 rows: rows.len(),
                 rows_used: 0,
                 evaluations: 0,
@@ -279,6 +310,7 @@ pub fn calibrate(
         };
         fits.push(shared);
         fits.extend(model_fits);
+        fits.extend(configuration_fits);
     }
 
     let entries = fits
@@ -289,6 +321,7 @@ pub fn calibrate(
                 backend: fit.backend.clone(),
                 system: fit.system.clone(),
                 model: fit.model.clone(),
+                configuration: fit.configuration.clone(),
                 corrections,
                 fit: if !fit.median_of.is_empty() {
                     json!({"median_of_models": fit.median_of})
@@ -332,11 +365,16 @@ fn fit_group(
         "{backend} on {system}{}: {total} rows",
         model.map(|model| format!(", {model}")).unwrap_or_default()
     ));
-    let (cases, prepared) = cases_of(rows, model, options.rows_per_group);
+    let (cases, prepared) = cases_of(
+        rows,
+        |row| model.is_none_or(|model| row.model == model),
+        options.rows_per_group,
+    );
     let mut fit = GroupFit {
         backend: backend.to_owned(),
         system: system.to_owned(),
         model: model.map(str::to_owned),
+        configuration: None,
         rows: total,
         rows_used: cases.len(),
         evaluations: 0,
@@ -358,12 +396,73 @@ fn fit_group(
             &cases,
             &prepared,
             &AicCalibration::IDENTITY,
-            options,
+            (&ALL_AXES, options.max_evaluations),
             &mut fit,
             progress,
         )
     });
     fit
+}
+
+/// Refines `start` (a model's corrections) for each engine configuration of the model with
+/// at least `min_rows` rows: only the decode scale and the per-request delay move. A
+/// configuration whose rows the refinement does not improve gets no entry.
+fn fit_configurations(
+    pool: &rayon::ThreadPool,
+    rows: &[ReadyRow],
+    (backend, system, model): (&str, &str, &str),
+    start: &AicCalibration,
+    options: &CalibrateOptions,
+    progress: &(dyn Fn(&str) + Sync),
+) -> Vec<GroupFit> {
+    if options.configuration_evaluations == 0 {
+        return Vec::new();
+    }
+    let mut configurations: BTreeMap<&str, usize> = BTreeMap::new();
+    for row in rows.iter().filter(|row| row.model == model) {
+        *configurations.entry(&row.configuration).or_insert(0) += 1;
+    }
+    let mut fits = Vec::new();
+    for (configuration, count) in configurations {
+        if count < options.min_rows.max(1) {
+            continue;
+        }
+        progress(&format!(
+            "{backend} on {system}, {model}, {configuration}: {count} rows"
+        ));
+        let (cases, prepared) = cases_of(
+            rows,
+            |row| row.model == model && row.configuration == configuration,
+            options.rows_per_group,
+        );
+        let mut fit = GroupFit {
+            backend: backend.to_owned(),
+            system: system.to_owned(),
+            model: Some(model.to_owned()),
+            configuration: Some(configuration.to_owned()),
+            rows: count,
+            rows_used: cases.len(),
+            evaluations: 0,
+            before: Score::default(),
+            after: Score::default(),
+            corrections: None,
+            median_of: Vec::new(),
+        };
+        pool.install(|| {
+            search(
+                &cases,
+                &prepared,
+                start,
+                (&CONFIGURATION_AXES, options.configuration_evaluations),
+                &mut fit,
+                progress,
+            )
+        });
+        if fit.corrections.as_ref() != Some(start) {
+            fits.push(fit);
+        }
+    }
+    fits
 }
 
 /// Each parameter's median over `fits` (the upper middle one of an even count).
@@ -448,11 +547,20 @@ fn prepare_rows(
             continue;
         };
         let model = model_of(&run).unwrap_or_default();
+        let configuration = tables
+            .deployment
+            .entry()
+            .engine
+            .aic
+            .as_ref()
+            .map(configuration_key)
+            .unwrap_or_default();
         ready.push(ReadyRow {
             id: run.id,
             backend: run.backend,
             system: run.system,
             model,
+            configuration,
             spec,
             prepared: Arc::clone(tables),
             measured_ttft_ms: run.measured_ttft_ms.unwrap_or(0.0),
@@ -462,20 +570,16 @@ fn prepare_rows(
     (ready, unready)
 }
 
-/// The first `limit` rows (of `model` when given) as cases, with the prepared specs of
-/// their configurations (each once).
+/// The first `limit` rows that `select` accepts as cases, with the prepared specs of their
+/// configurations (each once).
 fn cases_of(
     rows: &[ReadyRow],
-    model: Option<&str>,
+    select: impl Fn(&ReadyRow) -> bool,
     limit: usize,
 ) -> (Vec<Case>, Vec<Option<Arc<ReplaySpec>>>) {
     let mut cases = Vec::new();
     let mut prepared: Vec<Option<Arc<ReplaySpec>>> = Vec::new();
-    for row in rows
-        .iter()
-        .filter(|row| model.is_none_or(|model| row.model == model))
-        .take(limit)
-    {
+    for row in rows.iter().filter(|row| select(row)).take(limit) {
         let configuration = match prepared.iter().position(|known| {
             known
                 .as_ref()
@@ -595,7 +699,7 @@ fn search(
     cases: &[Case],
     prepared: &[Option<Arc<ReplaySpec>>],
     start: &AicCalibration,
-    options: &CalibrateOptions,
+    (axes, budget): (&[usize], usize),
     fit: &mut GroupFit,
     progress: &(dyn Fn(&str) + Sync),
 ) {
@@ -615,7 +719,7 @@ fn search(
         let mut guess = best.clone();
         guess.request_overhead_ms = (guess.request_overhead_ms + best_score.ttft_gap_ms).max(0.0);
         guess.decode_scale *= best_score.tpot_ratio.clamp(0.2, 5.0);
-        if guess != best && fit.evaluations < options.max_evaluations {
+        if guess != best && fit.evaluations < budget {
             let score = evaluate(cases, prepared, &guess);
             fit.evaluations += 1;
             if score.loss < best_score.loss - 1e-6 {
@@ -628,8 +732,9 @@ fn search(
     // An adaptive coordinate search: an axis whose move helped tries the same direction
     // first next time with a longer step; one where neither direction helped halves its step.
     let mut directions = [1.0f64; AXES.len()];
-    'search: while fit.evaluations < options.max_evaluations {
-        for (axis_index, (axis, first_step)) in AXES.iter().enumerate() {
+    'search: while fit.evaluations < budget {
+        for &axis_index in axes {
+            let (axis, first_step) = &AXES[axis_index];
             let step = steps[axis_index];
             if step < first_step / SMALLEST_STEP_FRACTION {
                 continue;
@@ -647,7 +752,7 @@ fn search(
                 if candidate == best {
                     continue;
                 }
-                if fit.evaluations >= options.max_evaluations {
+                if fit.evaluations >= budget {
                     break 'search;
                 }
                 let score = evaluate(cases, prepared, &candidate);
@@ -666,10 +771,9 @@ fn search(
                 step / 2.0
             };
         }
-        let converged = AXES
+        let converged = axes
             .iter()
-            .zip(&steps)
-            .all(|((_, first_step), step)| *step < first_step / SMALLEST_STEP_FRACTION);
+            .all(|&axis| steps[axis] < AXES[axis].1 / SMALLEST_STEP_FRACTION);
         if converged {
             break;
         }

@@ -9,15 +9,20 @@
 //!   gets for its cache), and each request reaches the engines a fixed time after it arrives
 //!   (the serving front's latency; applied by the simulation's request ledger).
 //! - [`CalibrationFile`]: the file `dynosim calibrate` writes, one entry per (backend,
-//!   system) and optionally more specific ones per (backend, system, model);
-//!   [`CalibrationFile::parse`] checks it, [`CalibrationFile::entry`] picks the entry of a
-//!   configuration: its model's if there is one, else its (backend, system) entry.
+//!   system) and optionally more specific ones per (backend, system, model) and per (backend,
+//!   system, model, engine configuration); [`CalibrationFile::parse`] checks it,
+//!   [`CalibrationFile::entry`] picks the most specific entry that applies: the model's
+//!   engine configuration's, else the model's, else the (backend, system) entry.
+//! - [`configuration_key`]: the engine configuration an entry names (parallel widths and
+//!   quantisation), as text.
 //! - [`resolve`]: the engine-args value `aic_calibration` (a shipped name or a file path) to
-//!   the corrections of one (backend, system, model).
+//!   the corrections of one AIC engine configuration.
 //!
 //! Without `aic_calibration` nothing here runs and AIC timing is exactly the package's.
 
 use serde::{Deserialize, Serialize};
+
+use super::AicConfig;
 
 /// The `format` value of a calibration file.
 pub const FORMAT: &str = "dynosim-aic-calibration/1";
@@ -122,6 +127,10 @@ pub struct CalibrationEntry {
     /// the (backend, system) without an entry of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The engine configuration of `model` this entry is for ([`configuration_key`]);
+    /// `None`: every configuration of the model without an entry of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<String>,
     pub corrections: AicCalibration,
     /// What the fit saw (rows, errors before and after); informational, not read back.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
@@ -151,10 +160,17 @@ impl CalibrationFile {
                 .corrections
                 .check()
                 .map_err(|message| format!("entries[{index}] ({}): {message}", entry.describe()))?;
+            if entry.configuration.is_some() && entry.model.is_none() {
+                return Err(format!(
+                    "entries[{index}] ({}): an entry for a configuration names its model",
+                    entry.describe()
+                ));
+            }
             if file.entries[..index].iter().any(|other| {
                 other.backend == entry.backend
                     && other.system == entry.system
                     && other.model == entry.model
+                    && other.configuration == entry.configuration
             }) {
                 return Err(format!(
                     "entries[{index}]: a second entry for {}",
@@ -165,27 +181,25 @@ impl CalibrationFile {
         Ok(file)
     }
 
-    /// The corrections of `model` on `backend` and `system`: the model's own entry, else the
-    /// (backend, system) entry; or a message listing the entries there are.
+    /// The corrections of `model` in engine configuration `configuration` on `backend` and
+    /// `system`: that configuration's entry, else the model's own, else the (backend, system)
+    /// entry; or a message listing the entries there are.
     pub fn entry(
         &self,
         backend: &str,
         system: &str,
         model: &str,
+        configuration: &str,
     ) -> Result<&AicCalibration, String> {
         let here = |entry: &&CalibrationEntry| entry.backend == backend && entry.system == system;
-        let own = self
-            .entries
-            .iter()
-            .filter(here)
-            .find(|entry| entry.model.as_deref() == Some(model));
-        let shared = || {
-            self.entries
-                .iter()
-                .filter(here)
-                .find(|entry| entry.model.is_none())
+        let find = |model: Option<&str>, configuration: Option<&str>| {
+            self.entries.iter().filter(here).find(|entry| {
+                entry.model.as_deref() == model && entry.configuration.as_deref() == configuration
+            })
         };
-        own.or_else(shared)
+        find(Some(model), Some(configuration))
+            .or_else(|| find(Some(model), None))
+            .or_else(|| find(None, None))
             .map(|entry| &entry.corrections)
             .ok_or_else(|| {
                 let have: Vec<String> = self
@@ -208,11 +222,32 @@ impl CalibrationFile {
 impl CalibrationEntry {
     /// `backend on system`, with the model when the entry has one.
     pub fn describe(&self) -> String {
-        match &self.model {
-            Some(model) => format!("{} on {} for {model}", self.backend, self.system),
-            None => format!("{} on {}", self.backend, self.system),
+        match (&self.model, &self.configuration) {
+            (Some(model), Some(configuration)) => format!(
+                "{} on {} for {model} ({configuration})",
+                self.backend, self.system
+            ),
+            (Some(model), None) => format!("{} on {} for {model}", self.backend, self.system),
+            _ => format!("{} on {}", self.backend, self.system),
         }
     }
+}
+
+/// The engine configuration an entry is keyed by: parallel widths and quantisation, e.g.
+/// `tp8 dp1 moe_tp8 ep1 gemm=fp8 moe=fp8 kv=fp8` (`-` where the package's default applies).
+pub fn configuration_key(config: &AicConfig) -> String {
+    let width = |value: Option<usize>| value.map_or("-".to_string(), |value| value.to_string());
+    let dtype = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_string());
+    format!(
+        "tp{} dp{} moe_tp{} ep{} gemm={} moe={} kv={}",
+        config.tp_size,
+        config.attention_dp_size,
+        width(config.moe_tp_size),
+        width(config.moe_ep_size),
+        dtype(&config.gemm_dtype),
+        dtype(&config.moe_dtype),
+        dtype(&config.kv_cache_dtype),
+    )
 }
 
 /// The names of the calibrations shipped with dynosim.
@@ -221,14 +256,9 @@ pub fn shipped_names() -> Vec<&'static str> {
 }
 
 /// The corrections `value` (a shipped calibration's name or a calibration file's path) gives
-/// `model` on `backend` and `system`. Reads the file: call it while the engine arguments are
+/// the engine configuration `config`. Reads the file: call it while the engine arguments are
 /// parsed, before any simulation.
-pub fn resolve(
-    value: &str,
-    backend: &str,
-    system: &str,
-    model: &str,
-) -> Result<AicCalibration, String> {
+pub fn resolve(value: &str, config: &AicConfig) -> Result<AicCalibration, String> {
     let (origin, text) = match SHIPPED.iter().find(|(name, _)| *name == value) {
         Some((name, text)) => (format!("shipped calibration '{name}'"), text.to_string()),
         None => {
@@ -245,14 +275,40 @@ pub fn resolve(
         }
     };
     let file = CalibrationFile::parse(&text).map_err(|message| format!("{origin}: {message}"))?;
-    file.entry(backend, system, model)
-        .cloned()
-        .map_err(|message| format!("{origin}: {message}"))
+    file.entry(
+        &config.backend,
+        &config.system,
+        &config.model_path,
+        &configuration_key(config),
+    )
+    .cloned()
+    .map_err(|message| format!("{origin}: {message}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(backend: &str, system: &str, model: &str) -> AicConfig {
+        AicConfig {
+            backend: backend.into(),
+            system: system.into(),
+            backend_version: None,
+            model_path: model.into(),
+            tp_size: 8,
+            moe_tp_size: Some(8),
+            moe_ep_size: None,
+            attention_dp_size: 1,
+            gemm_dtype: Some("fp8".into()),
+            moe_dtype: None,
+            fmha_dtype: None,
+            kv_cache_dtype: Some("fp8".into()),
+            comm_dtype: None,
+            nextn: 0,
+            calibration: None,
+            tables: None,
+        }
+    }
 
     fn file(entries: &str) -> String {
         format!(r#"{{"format":"{FORMAT}","entries":[{entries}]}}"#)
@@ -265,14 +321,16 @@ mod tests {
     #[test]
     fn an_entry_is_picked_by_backend_and_system() {
         let parsed = CalibrationFile::parse(&file(VLLM_H200)).unwrap();
-        let entry = parsed.entry("vllm", "h200_sxm", "Qwen/Qwen3-32B").unwrap();
+        let entry = parsed
+            .entry("vllm", "h200_sxm", "Qwen/Qwen3-32B", "tp1")
+            .unwrap();
         assert_eq!(entry.prefill_ms(10.0), 17.0);
         assert_eq!(entry.prefill_ms(0.0), 0.0);
         assert_eq!(entry.decode_ms(10.0), 8.5);
         assert_eq!(entry.kv_blocks(1000), 750);
         assert_eq!(entry.kv_blocks(1), 1);
         let missing = parsed
-            .entry("sglang", "h200_sxm", "Qwen/Qwen3-32B")
+            .entry("sglang", "h200_sxm", "Qwen/Qwen3-32B", "tp1")
             .unwrap_err();
         assert!(
             missing.contains("'sglang'") && missing.contains("vllm on h200_sxm"),
@@ -291,20 +349,22 @@ mod tests {
         let parsed = CalibrationFile::parse(&file(&format!("{VLLM_H200},{for_model}"))).unwrap();
         assert_eq!(
             parsed
-                .entry("vllm", "h200_sxm", "m1")
+                .entry("vllm", "h200_sxm", "m1", "tp1")
                 .unwrap()
                 .prefill_scale,
             3.0
         );
         assert_eq!(
             parsed
-                .entry("vllm", "h200_sxm", "m2")
+                .entry("vllm", "h200_sxm", "m2", "tp1")
                 .unwrap()
                 .prefill_scale,
             1.5
         );
         let only_model = CalibrationFile::parse(&file(&for_model)).unwrap();
-        let message = only_model.entry("vllm", "h200_sxm", "m2").unwrap_err();
+        let message = only_model
+            .entry("vllm", "h200_sxm", "m2", "tp1")
+            .unwrap_err();
         assert!(message.contains("vllm on h200_sxm for m1"), "{message}");
         let twice = file(&format!("{for_model},{for_model}"));
         let message = CalibrationFile::parse(&twice).unwrap_err();
@@ -312,6 +372,43 @@ mod tests {
             message.contains("a second entry for vllm on h200_sxm for m1"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_configuration_entry_wins_over_its_model_entry() {
+        let key = configuration_key(&config("vllm", "h200_sxm", "m1"));
+        assert_eq!(key, "tp8 dp1 moe_tp8 ep- gemm=fp8 moe=- kv=fp8");
+        let for_model = VLLM_H200
+            .replace(
+                "\"system\":\"h200_sxm\",",
+                "\"system\":\"h200_sxm\",\"model\":\"m1\",",
+            )
+            .replace("\"prefill_scale\":1.5", "\"prefill_scale\":3");
+        let for_configuration = for_model
+            .replace(
+                "\"model\":\"m1\",",
+                &format!("\"model\":\"m1\",\"configuration\":\"{key}\","),
+            )
+            .replace("\"prefill_scale\":3", "\"prefill_scale\":4");
+        let text = file(&format!("{VLLM_H200},{for_model},{for_configuration}"));
+        let parsed = CalibrationFile::parse(&text).unwrap();
+        let scale = |model: &str, configuration: &str| {
+            parsed
+                .entry("vllm", "h200_sxm", model, configuration)
+                .unwrap()
+                .prefill_scale
+        };
+        assert_eq!(scale("m1", &key), 4.0);
+        assert_eq!(scale("m1", "tp1"), 3.0);
+        assert_eq!(scale("m2", &key), 1.5);
+        let path = std::env::temp_dir().join(format!("dynosim-cal-{}.json", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        let resolved = resolve(path.to_str().unwrap(), &config("vllm", "h200_sxm", "m1"));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(resolved.unwrap().prefill_scale, 4.0);
+        let without_model = for_configuration.replace("\"model\":\"m1\",", "");
+        let message = CalibrationFile::parse(&file(&without_model)).unwrap_err();
+        assert!(message.contains("names its model"), "{message}");
     }
 
     #[test]
@@ -338,7 +435,8 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_named() {
-        let message = resolve("/nonexistent/cal.json", "vllm", "h200_sxm", "m").unwrap_err();
+        let message =
+            resolve("/nonexistent/cal.json", &config("vllm", "h200_sxm", "m")).unwrap_err();
         assert!(message.contains("/nonexistent/cal.json"), "{message}");
     }
 
@@ -353,7 +451,7 @@ mod tests {
                 "{name}: no (backend, system) entry"
             );
         }
-        let vllm = resolve("silicon", "vllm", "h200_sxm", "any/model").unwrap();
+        let vllm = resolve("silicon", &config("vllm", "h200_sxm", "any/model")).unwrap();
         assert_ne!(vllm, AicCalibration::IDENTITY);
     }
 
