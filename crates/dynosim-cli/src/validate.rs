@@ -96,6 +96,11 @@ pub struct MeasuredRunsArgs {
     /// lengths (uniform in [0.8·L, L] for InferenceX rows): an ablation
     #[arg(long)]
     pub fixed_lengths: bool,
+    /// Rebuild InferenceX rows with their benchmark scripts' server settings (KV-cache dtype,
+    /// KV memory share, token budget, running cap, SGLang's polling interval) instead of
+    /// dynosim's engine defaults (the shipped `silicon` calibration was fitted without them)
+    #[arg(long)]
+    pub server_settings: bool,
     /// Rows simulated at once (default: one per core)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
@@ -133,12 +138,15 @@ impl MeasuredRunsArgs {
             None => None,
         };
         if let Some(csv) = &csv {
-            let lengths = if self.fixed_lengths {
-                dynosim_validate::silicon::Lengths::Fixed
-            } else {
-                dynosim_validate::silicon::Lengths::Client
+            let rebuild = dynosim_validate::silicon::Rebuild {
+                lengths: if self.fixed_lengths {
+                    dynosim_validate::silicon::Lengths::Fixed
+                } else {
+                    dynosim_validate::silicon::Lengths::Client
+                },
+                server_settings: self.server_settings,
             };
-            runs.extend(dynosim_validate::silicon::read_csv(csv, &extra, lengths)?);
+            runs.extend(dynosim_validate::silicon::read_csv(csv, &extra, rebuild)?);
             inputs.push(csv.display().to_string());
         }
         for dir in &self.aiperf_dirs {
@@ -179,6 +187,7 @@ impl MeasuredRunsArgs {
             "family": format!("{:?}", self.family).to_lowercase(),
             "extra_engine_args": self.extra_object()?,
             "fixed_lengths": self.fixed_lengths,
+            "server_settings": self.server_settings,
         }))
     }
 }

@@ -161,6 +161,101 @@ fn every_row_is_listed_with_its_split_and_filters_select_rows() {
     assert!(ids(&["--mode", "disagg"], "mode").is_empty());
 }
 
+/// A silicon CSV line with a precision, a system and a `measured=` date in its source note.
+fn dated_row(
+    id: &str,
+    (backend, model, precision, system): (&str, &str, &str, &str),
+    (isl, osl, concurrency, tp): (u32, u32, u32, u32),
+    measured: &str,
+) -> String {
+    format!(
+        "{id},db-dump; measured={measured}T00:00:00.000Z,{backend},1.0,{model},{system},\
+         {precision},agg,{isl},{osl},{precision},{precision},{concurrency},{tp},1,1,,,,,,,,,,,,,,,,,\
+         100.0,10.0"
+    )
+}
+
+#[test]
+fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
+    let tmp = TempDir::new().unwrap();
+    let rows = [
+        dated_row(
+            "recipe-trt",
+            ("trtllm", "meta-llama/Llama-3.1-70B", "fp8", "h200_sxm"),
+            (1024, 1024, 16, 2),
+            "2025-10-29",
+        ),
+        dated_row(
+            "recipe-sglang",
+            ("sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"),
+            (8192, 1024, 32, 4),
+            "2026-03-25",
+        ),
+        dated_row(
+            "recipe-deepseek-trt",
+            ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"),
+            (1024, 1024, 8, 8),
+            "2025-11-02",
+        ),
+    ];
+    write_csv(tmp.path(), "rows.csv", &rows);
+    // No table is built here (the interpreter does not exist): the rows are listed as
+    // unmodelable with the command that would rebuild them.
+    let commands = |extra: &[&str], out_dir: &str| -> Vec<String> {
+        let out = validate(
+            tmp.path(),
+            &[&["--csv", "rows.csv", "--out", out_dir][..], extra].concat(),
+            Some("/nonexistent/python"),
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        read_rows(&tmp.path().join(out_dir).join("rows.csv"))
+            .into_iter()
+            .map(|row| row["command"].clone())
+            .collect()
+    };
+    let scripts = commands(&["--server-settings"], "scripts");
+    for setting in [
+        r#""aic_kv_cache_dtype":"fp8""#,
+        r#""max_num_batched_tokens":16384"#,
+        r#""free_gpu_memory_fraction":0.9"#,
+    ] {
+        assert!(scripts[0].contains(setting), "{setting}: {}", scripts[0]);
+    }
+    for setting in [
+        r#""aic_kv_cache_dtype":"fp8""#,
+        r#""mem_fraction_static":0.85"#,
+        r#""max_num_seqs":256"#,
+        r#""scheduler_recv_interval":30"#,
+    ] {
+        assert!(scripts[1].contains(setting), "{setting}: {}", scripts[1]);
+    }
+    // Before 2026-01-21 the DeepSeek TRT-LLM budget was one prompt plus the batch, in 64s.
+    assert!(
+        scripts[2].contains(r#""max_num_batched_tokens":1152"#),
+        "{}",
+        scripts[2]
+    );
+    let defaults = commands(&[], "defaults");
+    for command in &defaults {
+        assert!(!command.contains("aic_kv_cache_dtype"), "{command}");
+        assert!(!command.contains("scheduler_recv_interval"), "{command}");
+    }
+    // The user's engine arguments still win over the script's.
+    let overridden = commands(
+        &[
+            "--server-settings",
+            "--extra-engine-args",
+            r#"{"aic_kv_cache_dtype":"bfloat16"}"#,
+        ],
+        "overridden",
+    );
+    assert!(
+        overridden[0].contains(r#""aic_kv_cache_dtype":"bfloat16""#),
+        "{}",
+        overridden[0]
+    );
+}
+
 #[test]
 fn bad_csv_input_is_a_usage_error_naming_file_line_and_column() {
     let tmp = TempDir::new().unwrap();

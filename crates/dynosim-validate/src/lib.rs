@@ -23,6 +23,7 @@
 
 pub mod aiperf_dir;
 pub mod calibrate;
+pub mod inferencex;
 pub mod journal;
 pub mod outputs;
 pub mod silicon;

@@ -255,6 +255,8 @@ struct EngineBase<'a> {
     gemm_dtype: &'a str,
     moe_dtype: &'a str,
     concurrency: u64,
+    /// The benchmark script's server settings ([`crate::inferencex`]), over the defaults.
+    server: Map<String, Value>,
 }
 
 /// One pool's engine arguments (`worker_type` for a disaggregated pool's role), with the
@@ -293,7 +295,7 @@ fn engine_args(
         "max_num_seqs".into(),
         json!(base.concurrency.max(DEFAULT_MAX_NUM_SEQS)),
     );
-    for (key, value) in extra {
+    for (key, value) in base.server.iter().chain(extra) {
         args.insert(key.clone(), value.clone());
     }
     Value::Object(args)
@@ -312,12 +314,21 @@ fn concurrency(cells: &Cells<'_>) -> Result<Option<u64>> {
     Ok(noted)
 }
 
+/// How rows are rebuilt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rebuild {
+    pub lengths: Lengths,
+    /// InferenceX rows get their benchmark script's server settings
+    /// ([`crate::inferencex::Recipe`]); `false`: dynosim's engine defaults.
+    pub server_settings: bool,
+}
+
 /// Reads every row of a silicon CSV. `extra` (the `--extra-engine-args` object) is merged over
-/// each pool's engine arguments; `lengths` says how prompt lengths are drawn.
+/// each pool's engine arguments; `rebuild` says how prompts and engines are rebuilt.
 pub fn read_csv(
     path: &Path,
     extra: &Map<String, Value>,
-    lengths: Lengths,
+    rebuild: Rebuild,
 ) -> Result<Vec<MeasuredRun>> {
     let file = path.display().to_string();
     let mut reader = csv::ReaderBuilder::new()
@@ -352,7 +363,7 @@ pub fn read_csv(
             header: &header,
             record: &record,
         };
-        runs.push(read_row(&cells, extra, lengths)?);
+        runs.push(read_row(&cells, extra, rebuild)?);
     }
     Ok(runs)
 }
@@ -360,7 +371,7 @@ pub fn read_csv(
 fn read_row(
     cells: &Cells<'_>,
     extra: &Map<String, Value>,
-    lengths: Lengths,
+    rebuild: Rebuild,
 ) -> Result<MeasuredRun> {
     let id = cells.text("id").to_owned();
     if id.is_empty() {
@@ -425,7 +436,7 @@ fn read_row(
         &run,
         [&agg_shape, &prefill_shape, &decode_shape],
         extra,
-        lengths,
+        rebuild,
     );
     Ok(run)
 }
@@ -436,7 +447,7 @@ fn plan(
     run: &MeasuredRun,
     [agg, prefill, decode]: [&Shape; 3],
     extra: &Map<String, Value>,
-    lengths: Lengths,
+    rebuild: Rebuild,
 ) -> std::result::Result<Settings, String> {
     if !["vllm", "sglang", "trtllm"].contains(&run.backend.as_str()) {
         return Err(format!(
@@ -470,6 +481,23 @@ fn plan(
             shape.pp
         ));
     }
+    let server = if rebuild.server_settings && run.family == Family::InferenceX && mode == Mode::Agg
+    {
+        crate::inferencex::Recipe {
+            backend: &run.backend,
+            model: &run.model,
+            precision: cells.text("precision"),
+            system: &run.system,
+            isl,
+            osl,
+            concurrency,
+            tp: agg.tp,
+            measured: crate::inferencex::measured_date(cells.text("silicon_data_source")),
+        }
+        .engine_args()
+    } else {
+        Map::new()
+    };
     let base = EngineBase {
         backend: &run.backend,
         system: &run.system,
@@ -477,6 +505,7 @@ fn plan(
         gemm_dtype: cells.text("gemm_quant_mode"),
         moe_dtype: cells.text("moe_quant_mode"),
         concurrency,
+        server,
     };
     let mut settings = Settings { values: Map::new() };
     settings.set("input_tokens", json!(isl));
@@ -487,7 +516,7 @@ fn plan(
     );
     settings.set("replay_concurrency", json!(concurrency));
     // The client's length jitter: uniform in [⌊0.8·L⌋, L], seeded (the default length seed).
-    if lengths == Lengths::Client {
+    if rebuild.lengths == Lengths::Client {
         settings.set("random_range_ratio", json!(RANGE_RATIO));
     }
     match mode {
