@@ -104,6 +104,14 @@ impl RankScheduler {
         }
     }
 
+    /// Whether schedulers of `args` keep a block pool ([`RankScheduler::block_pool`]).
+    pub fn keeps_block_pool(args: &EngineArgs) -> bool {
+        match args.engine_type {
+            EngineType::Sglang => false,
+            EngineType::Vllm | EngineType::Trtllm => true,
+        }
+    }
+
     /// Queues a request that arrived at this rank; it is considered at the next pass start.
     pub fn enqueue(&mut self, request: EngineRequest) {
         match self {
@@ -155,6 +163,16 @@ impl RankScheduler {
         match self {
             RankScheduler::Vllm(s) => s.drain_kv_events(out),
             RankScheduler::Sglang(s) => s.drain_kv_events(out),
+        }
+    }
+
+    /// The block pool of a flavour that keeps one (vLLM, TRT-LLM), whose index of cached
+    /// block keys can answer a KV router's per-block questions (see
+    /// [`kv::BlockPool::visible_as_drained`]); `None` for SGLang.
+    pub fn block_pool(&self) -> Option<&kv::BlockPool> {
+        match self {
+            RankScheduler::Vllm(s) => Some(s.block_pool()),
+            RankScheduler::Sglang(_) => None,
         }
     }
 

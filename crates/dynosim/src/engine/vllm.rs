@@ -590,6 +590,11 @@ impl VllmScheduler {
         self.pool.drain_events_into(out);
     }
 
+    /// The prefix cache, to read which blocks it had published as of the last drain.
+    pub fn block_pool(&self) -> &BlockPool {
+        &self.pool
+    }
+
     /// KV blocks in use (resident and not idle in the prefix cache).
     pub fn active_blocks(&self) -> usize {
         self.pool.num_active()

@@ -3,7 +3,8 @@
 //! INTERFACE
 //! - [`Router`]: the one router type every pool uses — round robin or the KV router. It routes
 //!   an arriving request ([`Routed`]), hears of first tokens and terminal states (which may
-//!   release queued requests as [`kv::Placement`]s), and reads the engines' KV events.
+//!   release queued requests as [`kv::Placement`]s), and reads the engines' KV events (or,
+//!   for engines that index their own blocks, asks them: [`kv::PublishedKeys`]).
 //!   With a planner, it hears of workers joining, draining and leaving.
 
 pub mod kv;
@@ -12,7 +13,7 @@ pub mod round_robin;
 use crate::engine::kv::KvEvent;
 use crate::engine::RequestId;
 use crate::tokens::TokenSeq;
-use kv::{Arrival, KvRouter, Placement, RouteRequest};
+use kv::{Arrival, KvRouter, Placement, PublishedKeys, RouteRequest};
 use round_robin::RoundRobin;
 
 /// The router in front of one pool of workers.
@@ -69,23 +70,28 @@ impl Router {
         matches!(self, Router::Kv(_))
     }
 
-    pub fn route(&mut self, request: RouteInput<'_>) -> Routed {
+    /// Routes `request`; `engines` answers the KV router's per-block questions for targets
+    /// whose engines index their own blocks.
+    pub fn route(&mut self, request: RouteInput<'_>, engines: &impl PublishedKeys) -> Routed {
         match self {
             Router::RoundRobin(router) => Routed::Placed {
                 target: router.next_scheduler(),
                 overlap_blocks: 0,
             },
             Router::Kv(router) => {
-                let arrival = router.on_arrival(RouteRequest {
-                    id: request.id,
-                    block_hashes: request.prompt.block_hashes(request.block_size.max(1)),
-                    isl: request.prompt.len(),
-                    arrival_ms: request.arrival_ms,
-                    now_ms: request.now_ms,
-                    priority: request.priority,
-                    strict_priority: request.strict_priority,
-                    policy_class: request.policy_class,
-                });
+                let arrival = router.on_arrival_with(
+                    RouteRequest {
+                        id: request.id,
+                        block_hashes: request.prompt.block_hashes(request.block_size.max(1)),
+                        isl: request.prompt.len(),
+                        arrival_ms: request.arrival_ms,
+                        now_ms: request.now_ms,
+                        priority: request.priority,
+                        strict_priority: request.strict_priority,
+                        policy_class: request.policy_class,
+                    },
+                    engines,
+                );
                 match arrival {
                     Arrival::Placed(target) => Routed::Placed {
                         target,

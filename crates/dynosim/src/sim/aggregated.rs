@@ -595,7 +595,7 @@ impl Aggregated<'_> {
     /// Sends a released request to the scheduler the router picks, or parks it in the KV
     /// router's queue, or rejects it (a router queue limit) as an engine rejection would.
     fn route(&mut self, request: EngineRequest, hints: RouteHints) {
-        let routed = self.pool.router.route(hints.route_input(
+        let routed = self.pool.route(hints.route_input(
             request.id,
             &request.prompt,
             self.engine.block_size,

@@ -465,9 +465,7 @@ impl Disaggregated<'_> {
             Stage::Decode => &mut self.decode,
         };
         let block_size = pool.args.block_size.max(1);
-        let routed = pool
-            .router
-            .route(hints.route_input(id, prompt, block_size, self.now_ms));
+        let routed = pool.route(hints.route_input(id, prompt, block_size, self.now_ms));
         match routed {
             Routed::Placed {
                 target,

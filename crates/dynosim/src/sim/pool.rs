@@ -38,8 +38,8 @@ use crate::engine::kv::KvEvent;
 use crate::engine::{EngineRequest, PassEvent, RankLoad, RankScheduler, RequestId};
 use crate::error::{Error, Result};
 use crate::planner::PoolWorkers;
-use crate::router::kv::Placement;
-use crate::router::Router;
+use crate::router::kv::{Placement, PublishedKeys};
+use crate::router::{RouteInput, Routed, Router};
 
 /// Where a worker is in its life. Only active workers receive new requests; draining ones
 /// finish what they hold; starting and draining ones are paid for like active ones.
@@ -119,9 +119,16 @@ impl Pool {
         args: &EngineArgs,
         workers: usize,
         dp_size: usize,
-        router: Router,
+        mut router: Router,
         routes_on_kv_events: bool,
     ) -> Self {
+        // Block pools index their cached blocks themselves: a router fed their events asks
+        // them rather than mirroring every event.
+        if routes_on_kv_events && RankScheduler::keeps_block_pool(args) {
+            if let Some(router) = router.kv() {
+                router.answer_keys_from_engines();
+            }
+        }
         let mut schedulers: Vec<RankScheduler> = (0..workers * dp_size)
             .map(|index| RankScheduler::new(args, index))
             .collect();
@@ -261,6 +268,13 @@ impl Pool {
         }
         self.router
             .worker_ready(worker, self.dp_size, now_ms, &mut self.placements);
+    }
+
+    /// Routes `request` (the KV router asks the schedulers' block pools which blocks they had
+    /// published).
+    pub(super) fn route(&mut self, request: RouteInput<'_>) -> Routed {
+        self.router
+            .route(request, &PublishedBlocks(&self.schedulers))
     }
 
     /// The queued requests the KV router placed as workers joined since the last call (the
@@ -692,6 +706,26 @@ impl Pool {
         }
         self.schedulers[scheduler].drain_kv_events(&mut self.kv_events);
         self.router.apply_kv_events(scheduler, &self.kv_events);
+    }
+}
+
+/// A pool's schedulers answering the KV router's per-block questions from their block pools,
+/// as of the events drained so far (every drain is applied to the router at once).
+struct PublishedBlocks<'a>(&'a [RankScheduler]);
+
+impl PublishedKeys for PublishedBlocks<'_> {
+    #[inline]
+    fn contains(&self, target: usize, key: u64) -> bool {
+        self.0[target]
+            .block_pool()
+            .is_some_and(|pool| pool.visible_as_drained(key))
+    }
+
+    #[inline]
+    fn prefetch(&self, target: usize, key: u64) {
+        if let Some(pool) = self.0[target].block_pool() {
+            pool.prefetch_hash(key);
+        }
     }
 }
 

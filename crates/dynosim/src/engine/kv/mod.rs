@@ -281,6 +281,31 @@ impl BlockPool {
         }
     }
 
+    /// Whether `hash` was cache-visible as of the last drain of the recorded events: what a
+    /// router fed by exactly the drained events holds. The index answers for every hash the
+    /// undrained events do not name; for one they do, the first of them tells the state before
+    /// it (a hash's events alternate, each changing its visibility). Events are usually
+    /// drained as soon as they are made, so the scan is of an empty list.
+    #[inline]
+    pub fn visible_as_drained(&self, hash: u64) -> bool {
+        if let Some(events) = self.events.as_ref().filter(|events| !events.is_empty()) {
+            let first = events.iter().find(|event| match **event {
+                KvEvent::Stored { hash: named } | KvEvent::Removed { hash: named } => named == hash,
+                KvEvent::StoredRun { .. } | KvEvent::RemovedRun { .. } => false,
+            });
+            if let Some(first) = first {
+                return matches!(first, KvEvent::Removed { .. });
+            }
+        }
+        self.oldest_copy(hash).is_some()
+    }
+
+    /// Starts loading the index bucket where `hash` is looked for.
+    #[inline(always)]
+    pub fn prefetch_hash(&self, hash: u64) {
+        self.by_hash.prefetch(hash);
+    }
+
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -1047,6 +1072,57 @@ mod tests {
                     proptest::prop_assert_eq!(pool.lookup(key), plain.lookup(key));
                 }
                 proptest::prop_assert_eq!(pool.drain_events(), std::mem::take(&mut plain.events));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// A router fed exactly the drained events holds what the pool answers as visible as
+        /// of the last drain, however many events wait undrained (drains at random steps).
+        #[test]
+        fn visible_as_drained_is_what_the_drained_events_say(
+            capacity in 1usize..24,
+            steps in proptest::collection::vec((step(), proptest::bool::ANY), 1..300),
+        ) {
+            let mut pool = BlockPool::new(capacity, true);
+            pool.record_events();
+            let mut mirror = std::collections::HashSet::new();
+            let mut requests: Vec<Vec<CopyId>> = Vec::new();
+            for (step, drain) in steps {
+                match step {
+                    Step::Start(doc, blocks, partial) => {
+                        let keys: Vec<u64> = (0..blocks as u64).map(|i| doc * 100 + i + 1).collect();
+                        let found = pool.match_prefix(&keys).blocks;
+                        let mut fresh: Vec<Option<u64>> =
+                            keys[found..].iter().map(|&k| Some(k)).collect();
+                        if partial {
+                            fresh.push(None);
+                        }
+                        requests.extend(alloc(&mut pool, &keys[..found], &fresh));
+                    }
+                    Step::Finalize(i, _) => {
+                        if let Some(ids) = requests.get(i) {
+                            pool.finalize_run(ids, &[]);
+                        }
+                    }
+                    Step::Release(i, _) => {
+                        if i < requests.len() {
+                            pool.release_all(&requests.remove(i));
+                        }
+                    }
+                }
+                if drain {
+                    for event in pool.drain_events() {
+                        match event {
+                            KvEvent::Stored { hash } => proptest::prop_assert!(mirror.insert(hash)),
+                            KvEvent::Removed { hash } => proptest::prop_assert!(mirror.remove(&hash)),
+                            other => proptest::prop_assert!(false, "a block pool sent {:?}", other),
+                        }
+                    }
+                }
+                for key in (0..6u64).flat_map(|d| (1..7).map(move |i| d * 100 + i)) {
+                    proptest::prop_assert_eq!(pool.visible_as_drained(key), mirror.contains(&key));
+                }
             }
         }
     }

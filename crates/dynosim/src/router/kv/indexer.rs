@@ -9,6 +9,13 @@
 //! them, so those targets keep a set of keys. An SGLang radix tree reports runs of blocks sharing
 //! a base, and always holds the whole prefix of what it holds: of each base it holds a leading
 //! range of blocks, so those targets keep one range per base and answer a prompt run by run.
+//!
+//! A vLLM block pool already indexes its cached blocks by key, and its events are exactly the
+//! changes of that index. So a router over such engines need not mirror them: after
+//! [`CacheIndex::answer_keys_from_engines`], each target's per-block questions go to its engine
+//! through [`PublishedKeys`], which answers as of the events published to the router so far
+//! (the same set the mirror would hold, without a second table to update millions of times).
+//! A target the router forgets ([`CacheIndex::clear`]) is mirrored again from then on, empty.
 
 use std::collections::hash_map::Entry;
 
@@ -16,8 +23,11 @@ use super::keys::KeyTable;
 use crate::engine::kv::{FastMap, KvEvent};
 use crate::tokens::{block_key, BlockHashes, BlockRun};
 
-/// How many keys ahead a walk over events or a prompt prefetches their buckets.
+/// How many keys ahead a walk over a prompt prefetches their buckets.
 const PREFETCH_AHEAD: usize = 4;
+
+/// How many events ahead [`CacheIndex::apply`] prefetches their buckets.
+const EVENT_PREFETCH_AHEAD: usize = 16;
 
 /// The key a per-block event names.
 fn event_key(event: &KvEvent) -> Option<u64> {
@@ -27,8 +37,32 @@ fn event_key(event: &KvEvent) -> Option<u64> {
     }
 }
 
+/// The targets' engines' own answer to "was this block cached, as far as the events published
+/// so far say?" (for targets whose cache the router does not mirror).
+pub trait PublishedKeys {
+    /// Whether block `key` was cache-visible on `target` as of its last published events.
+    fn contains(&self, target: usize, key: u64) -> bool;
+    /// Starts loading what [`PublishedKeys::contains`] will read for `key`. Changes nothing.
+    fn prefetch(&self, target: usize, key: u64);
+}
+
+/// No engine answers: every target is mirrored (the router's own tests).
+#[cfg(test)]
+pub struct MirrorOnly;
+
+#[cfg(test)]
+impl PublishedKeys for MirrorOnly {
+    fn contains(&self, _target: usize, _key: u64) -> bool {
+        unreachable!("no target's engine answers")
+    }
+    fn prefetch(&self, _target: usize, _key: u64) {}
+}
+
 #[derive(Debug, Default)]
 struct TargetCache {
+    /// The engine answers per-block questions ([`PublishedKeys`]); per-block events are not
+    /// mirrored.
+    engine_answers: bool,
     /// Keys of cached blocks, from per-block events (a table whose buckets can be prefetched
     /// while the events before are applied).
     keys: KeyTable,
@@ -79,18 +113,32 @@ impl<'a> PromptKeys<'a> {
     }
 }
 
+/// Leading blocks of the prompt of `keys` that `contains`, prefetching a few keys ahead.
+#[inline(always)]
+fn leading_hits(
+    keys: &mut PromptKeys<'_>,
+    contains: impl Fn(u64) -> bool,
+    prefetch: impl Fn(u64),
+) -> usize {
+    let mut overlap = 0;
+    loop {
+        if let Some(ahead) = keys.get(overlap + PREFETCH_AHEAD) {
+            prefetch(ahead);
+        }
+        match keys.get(overlap) {
+            Some(key) if contains(key) => overlap += 1,
+            _ => return overlap,
+        }
+    }
+}
+
 impl TargetCache {
     fn overlap_by_keys(&self, keys: &mut PromptKeys<'_>) -> usize {
-        let mut overlap = 0;
-        loop {
-            if let Some(ahead) = keys.get(overlap + PREFETCH_AHEAD) {
-                self.keys.prefetch(ahead);
-            }
-            match keys.get(overlap) {
-                Some(key) if self.keys.contains(key) => overlap += 1,
-                _ => return overlap,
-            }
-        }
+        leading_hits(
+            keys,
+            |key| self.keys.contains(key),
+            |key| self.keys.prefetch(key),
+        )
     }
 
     fn overlap_by_ranges(&self, hashes: &BlockHashes) -> usize {
@@ -115,6 +163,8 @@ impl TargetCache {
 #[derive(Debug)]
 pub struct CacheIndex {
     targets: Vec<TargetCache>,
+    /// Targets added from now on are answered by their engines.
+    engines_answer: bool,
     /// Scratch: the keys of the prompt being measured, as far as they were needed.
     keys: Vec<u64>,
 }
@@ -123,14 +173,32 @@ impl CacheIndex {
     pub fn new(targets: usize) -> Self {
         Self {
             targets: (0..targets).map(|_| TargetCache::default()).collect(),
+            engines_answer: false,
             keys: Vec::new(),
+        }
+    }
+
+    /// Every target's engine (and every later target's) answers per-block questions itself
+    /// through the [`PublishedKeys`] given to [`CacheIndex::overlaps`]; its per-block events
+    /// are not mirrored. For engines that publish per-block events only.
+    pub fn answer_keys_from_engines(&mut self) {
+        self.engines_answer = true;
+        for cached in &mut self.targets {
+            cached.engine_answers = true;
         }
     }
 
     pub fn apply(&mut self, target: usize, events: &[KvEvent]) {
         let cached = &mut self.targets[target];
+        if cached.engine_answers {
+            debug_assert!(
+                events.iter().all(|event| event_key(event).is_some()),
+                "an engine that answers per-block questions publishes per-block events only"
+            );
+            return;
+        }
         for (i, event) in events.iter().enumerate() {
-            if let Some(ahead) = events.get(i + PREFETCH_AHEAD).and_then(event_key) {
+            if let Some(ahead) = events.get(i + EVENT_PREFETCH_AHEAD).and_then(event_key) {
                 cached.keys.prefetch(ahead);
             }
             match *event {
@@ -164,9 +232,10 @@ impl CacheIndex {
         }
     }
 
-    /// Leading blocks of `hashes` cached on `target`.
+    /// Leading blocks of `hashes` cached on `target` (a mirrored one).
     pub fn overlap(&self, target: usize, hashes: &BlockHashes) -> usize {
         let cached = &self.targets[target];
+        debug_assert!(!cached.engine_answers, "the engine answers for this target");
         if cached.keys.is_empty() {
             cached.overlap_by_ranges(hashes)
         } else {
@@ -174,13 +243,21 @@ impl CacheIndex {
         }
     }
 
-    /// [`CacheIndex::overlap`] for every target.
-    pub fn overlaps(&mut self, hashes: &BlockHashes) -> Vec<u32> {
+    /// [`CacheIndex::overlap`] for every target, `engines` answering for the targets whose
+    /// engines do.
+    pub fn overlaps(&mut self, hashes: &BlockHashes, engines: &impl PublishedKeys) -> Vec<u32> {
         let mut keys = PromptKeys::new(hashes, &mut self.keys);
         self.targets
             .iter()
-            .map(|cached| {
-                let overlap = if cached.keys.is_empty() {
+            .enumerate()
+            .map(|(target, cached)| {
+                let overlap = if cached.engine_answers {
+                    leading_hits(
+                        &mut keys,
+                        |key| engines.contains(target, key),
+                        |key| engines.prefetch(target, key),
+                    )
+                } else if cached.keys.is_empty() {
                     cached.overlap_by_ranges(hashes)
                 } else {
                     cached.overlap_by_keys(&mut keys)
@@ -192,12 +269,17 @@ impl CacheIndex {
 
     /// Targets up to `count` exist (new ones cache nothing yet).
     pub fn grow(&mut self, count: usize) {
+        let engine_answers = self.engines_answer;
         if count > self.targets.len() {
-            self.targets.resize_with(count, TargetCache::default);
+            self.targets.resize_with(count, || TargetCache {
+                engine_answers,
+                ..TargetCache::default()
+            });
         }
     }
 
-    /// `target` is gone: it caches nothing any more.
+    /// `target` is gone: it caches nothing any more (as far as the router knows: what its
+    /// engine publishes from now on is mirrored, from empty).
     pub fn clear(&mut self, target: usize) {
         self.targets[target] = TargetCache::default();
     }
@@ -234,9 +316,9 @@ mod tests {
             ],
         );
         let hashes = prompt(&[1, 2, 3, 4]).block_hashes(4);
-        assert_eq!(index.overlaps(&hashes), [2, 0]);
+        assert_eq!(index.overlaps(&hashes, &MirrorOnly), [2, 0]);
         index.apply(0, &[KvEvent::Removed { hash: keys[0] }]);
-        assert_eq!(index.overlaps(&hashes), [0, 0]);
+        assert_eq!(index.overlaps(&hashes, &MirrorOnly), [0, 0]);
         assert_eq!(index.cached_blocks(0), 2);
     }
 
@@ -279,14 +361,17 @@ mod tests {
             ],
         );
         assert_eq!(index.cached_blocks(1), 5);
-        assert_eq!(index.overlaps(&cached), [0, 5]);
-        assert_eq!(index.overlaps(&prompt(&[1, 1]).block_hashes(4)), [0, 2]);
+        assert_eq!(index.overlaps(&cached, &MirrorOnly), [0, 5]);
         assert_eq!(
-            index.overlaps(&prompt(&[1, 1, 1, 1]).block_hashes(4)),
+            index.overlaps(&prompt(&[1, 1]).block_hashes(4), &MirrorOnly),
+            [0, 2]
+        );
+        assert_eq!(
+            index.overlaps(&prompt(&[1, 1, 1, 1]).block_hashes(4), &MirrorOnly),
             [0, 3]
         );
         assert_eq!(
-            index.overlaps(&prompt(&[1, 1, 1, 2, 2]).block_hashes(4)),
+            index.overlaps(&prompt(&[1, 1, 1, 2, 2]).block_hashes(4), &MirrorOnly),
             [0, 4]
         );
         index.apply(
@@ -310,6 +395,6 @@ mod tests {
             ],
         );
         assert_eq!(index.cached_blocks(1), 1);
-        assert_eq!(index.overlaps(&cached), [0, 1]);
+        assert_eq!(index.overlaps(&cached, &MirrorOnly), [0, 1]);
     }
 }

@@ -1,7 +1,7 @@
 //! The KV-aware router (`--router-mode kv_router`) of an offline replay.
 //!
 //! State: what each (worker, rank) target has cached ([`indexer`], fed by the engines' KV
-//! events), the load the router itself placed there ([`load`]), and a queue of held-back
+//! events, or answered by engines that index their own blocks: [`PublishedKeys`]), the load the router itself placed there ([`load`]), and a queue of held-back
 //! requests ([`queue`], classes from [`crate::config::router_policy`]). A request's overlap with every target is
 //! measured once, at arrival, and kept if it waits in the queue. Placement picks the cheapest
 //! target ([`select`]); ties and temperature sampling draw from a seeded RNG
@@ -37,6 +37,7 @@ use crate::engine::kv::KvEvent;
 use crate::engine::RequestId;
 use crate::tokens::BlockHashes;
 use indexer::CacheIndex;
+pub use indexer::PublishedKeys;
 use load::{ActiveLoad, Projection, TrackedBlocks};
 use queue::{PolicyQueue, QueueRank, QueueRejection, QueueSnapshot};
 use select::RequestShape;
@@ -145,6 +146,13 @@ impl KvRouter {
         }
     }
 
+    /// The targets' engines answer which blocks they had published ([`PublishedKeys`], given
+    /// with each arrival): their per-block events are not mirrored. For engines that publish
+    /// per-block events only (vLLM, TRT-LLM).
+    pub fn answer_keys_from_engines(&mut self) {
+        self.index.answer_keys_from_engines();
+    }
+
     /// Targets `targets` (new ones, or ones that were away) receive requests from `now_ms`;
     /// queued requests this lets through are appended to `placed`.
     pub fn add_targets(
@@ -214,9 +222,20 @@ impl KvRouter {
         }
     }
 
-    /// Routes an arriving request: placed now, queued, or rejected by a queue limit.
+    /// [`KvRouter::on_arrival_with`] where every target is mirrored.
+    #[cfg(test)]
     pub fn on_arrival(&mut self, request: RouteRequest<'_>) -> Arrival {
-        let overlaps = self.index.overlaps(&request.block_hashes);
+        self.on_arrival_with(request, &indexer::MirrorOnly)
+    }
+
+    /// Routes an arriving request: placed now, queued, or rejected by a queue limit. `engines`
+    /// answers for the targets whose engines index their own blocks.
+    pub fn on_arrival_with(
+        &mut self,
+        request: RouteRequest<'_>,
+        engines: &impl PublishedKeys,
+    ) -> Arrival {
+        let overlaps = self.index.overlaps(&request.block_hashes, engines);
         let blocks = if !self.config.router_track_active_blocks {
             TrackedBlocks::None
         } else if self.config.router_assume_kv_reuse {

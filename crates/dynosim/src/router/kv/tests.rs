@@ -458,3 +458,45 @@ fn with_no_eligible_target_requests_wait_for_one_to_join() {
     assert_eq!(placed.len(), 1);
     assert!((4..6).contains(&placed[0].target));
 }
+
+// ---- engines that answer for their own blocks ----
+
+/// Per target, the block keys its engine had published.
+struct Engines(Vec<Vec<u64>>);
+
+impl PublishedKeys for Engines {
+    fn contains(&self, target: usize, key: u64) -> bool {
+        self.0[target].contains(&key)
+    }
+    fn prefetch(&self, _target: usize, _key: u64) {}
+}
+
+#[test]
+fn engines_answer_for_their_targets_until_a_target_is_forgotten() {
+    let mut kv = router(RouterConfig::default(), 3);
+    kv.answer_keys_from_engines();
+    let cached = hashes(100, 32);
+    let mut prompt = cached.clone();
+    prompt.extend(hashes(900, 8));
+    // Per-block events are not mirrored: the engines' answers place the request.
+    kv.apply_kv_events(0, &store(&cached));
+    let engines = Engines(vec![Vec::new(), tokens(&cached).block_keys(BS), Vec::new()]);
+    assert_eq!(
+        kv.on_arrival_with(request(0, prompt.clone(), 0.0), &engines),
+        Arrival::Placed(1)
+    );
+    assert_eq!(kv.last_overlap_blocks(), 32);
+    let blocks = tokens(&prompt).block_hashes(BS);
+    assert_eq!(kv.index.overlaps(&blocks, &engines), [0, 32, 0]);
+    // A target that joins later is answered by its engine too.
+    let mut placed = Vec::new();
+    kv.add_targets(3..4, 0.0, &mut placed);
+    let mut engines = engines;
+    engines.0.push(tokens(&cached).block_keys(BS)[..5].to_vec());
+    assert_eq!(kv.index.overlaps(&blocks, &engines), [0, 32, 0, 5]);
+    // A forgotten target is mirrored from then on, from empty, whatever its engine says.
+    kv.forget_targets(1..2);
+    assert_eq!(kv.index.overlaps(&blocks, &engines), [0, 0, 0, 5]);
+    kv.apply_kv_events(1, &store(&cached[..3]));
+    assert_eq!(kv.index.overlaps(&blocks, &engines), [0, 3, 0, 5]);
+}
