@@ -46,6 +46,8 @@ pub struct Cli {
     pub html_report: Option<PathBuf>,
     pub quiet: bool,
     pub progress: ProgressMode,
+    /// `--progress-every`, in seconds (checked by `progress::line_interval`).
+    pub progress_every: f64,
 }
 
 /// The options read as the command line's own fields (`cli.num_workers`).
@@ -180,6 +182,10 @@ impl FromArgMatches for Cli {
             html_report: matches.get_one::<PathBuf>("html_report").cloned(),
             quiet: matches.get_flag("quiet"),
             progress,
+            progress_every: matches
+                .get_one::<f64>("progress_every")
+                .copied()
+                .ok_or_else(|| invalid("--progress-every has no value".to_owned()))?,
         })
     }
 

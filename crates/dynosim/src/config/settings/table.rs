@@ -611,6 +611,16 @@ pub static SETTINGS: &[Setting] = &[
               line after 5 s and then every 10 s), bar, lines or off (dynosim only; default: \
               auto)",
     }),
+    front!(progress_every {
+        cli: Cli::Flag("progress-every"),
+        group: Outputs,
+        kind: Kind::Float,
+        default: DefaultFloat(10.0),
+        value_name: "SECONDS",
+        doc: "Seconds between progress lines (--progress lines, or auto when stderr is not a \
+              terminal), from 0.1 to 86400; the first line comes after half of it (dynosim \
+              only)",
+    }),
     option!(max_sim_time_seconds {
         cli: Cli::Flag("max-sim-time-seconds"),
         group: Run,
