@@ -168,27 +168,10 @@ fn quiet_draws_no_bar_on_a_terminal() {
 #[test]
 fn progress_every_sets_the_time_between_lines() {
     let dir = tempfile::TempDir::new().unwrap();
-    let out = common::dynosim(
-        dir.path(),
-        &[
-            "--input-tokens",
-            "100",
-            "--output-tokens",
-            "10",
-            "--request-count",
-            "7",
-            "--arrival-interval-ms",
-            "500",
-            "--replay-mode",
-            "online",
-            "--progress",
-            "lines",
-            "--progress-every",
-            "1",
-            "--report-json",
-            "r.json",
-        ],
-    );
+    let args = "--input-tokens 100 --output-tokens 10 --request-count 7 --arrival-interval-ms 500 \
+                --replay-mode online --progress lines --progress-every 1 --report-json r.json";
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let out = common::dynosim(dir.path(), &args);
     let stderr = common::text(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let progress_lines = stderr
@@ -205,22 +188,11 @@ fn progress_every_sets_the_time_between_lines() {
 #[test]
 fn progress_every_out_of_range_is_a_usage_error() {
     let dir = tempfile::TempDir::new().unwrap();
+    let run = "--input-tokens 10 --output-tokens 2 --request-count 1 --replay-concurrency 1";
     for value in ["0", "-1", "1e9", "nan"] {
-        let out = common::dynosim(
-            dir.path(),
-            &[
-                "--input-tokens",
-                "10",
-                "--output-tokens",
-                "2",
-                "--request-count",
-                "1",
-                "--replay-concurrency",
-                "1",
-                "--progress-every",
-                value,
-            ],
-        );
+        let mut args: Vec<&str> = run.split_whitespace().collect();
+        args.extend(["--progress-every", value]);
+        let out = common::dynosim(dir.path(), &args);
         let stderr = common::text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{value}: {stderr}");
         assert!(

@@ -3,8 +3,7 @@
 //! The two API functions take the reference's `dynamo.replay` signatures and fill the same
 //! [`ReplayOptions`] the CLI fills, so validation (and every message) is shared with the CLI.
 //! Their keyword arguments are taken by name from `**kwargs` (`Kwargs`): each function reads its
-//! keyword-only parameters (the settings table's `TRACE_REPLAY_KEYWORDS` and
-//! `SYNTHETIC_REPLAY_KEYWORDS`), each replay option read as its setting's kind and stored
+//! keyword-only parameters (the settings table's `ReplayFunction::keywords`), each replay option read as its setting's kind and stored
 //! through the table, so no argument is spelled here; the `text_signature`s and `_dynosim.pyi`
 //! state the signatures (tests hold them to the runtime and to the table).
 //! `main` runs the CLI itself, parser included. The GIL is released while a replay runs, and
@@ -32,8 +31,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use dynosim::config::settings::{
-    JsonObject, Kind, Setting, SettingValue, Target, SETTINGS, SYNTHETIC_REPLAY_KEYWORDS,
-    TRACE_REPLAY_KEYWORDS,
+    JsonObject, Kind, ReplayFunction, Setting, SettingValue, Target, SETTINGS,
 };
 use dynosim::config::spelling::python_message;
 use dynosim::config::ReplayOptions;
@@ -407,18 +405,18 @@ impl<'py> Kwargs<'py> {
     }
 }
 
-/// The rest of a replay function's call: its keywords (`keywords`, in its signature's order),
+/// The rest of a replay function's call: its keywords (in its signature's order),
 /// the replay options among them driven by the settings table and the front's own (AIC config,
 /// extra outputs, scaling policy) read here, then the replay itself. `options` holds what the
 /// function filled from its positional arguments.
 fn replay_with_kwargs<'py>(
     py: Python<'py>,
     mut options: ReplayOptions,
-    keywords: &[&str],
+    function: ReplayFunction,
     kwargs: Kwargs<'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let kw = &kwargs;
-    kw.fill(&mut options, keywords)?;
+    kw.fill(&mut options, &function.keywords())?;
     aic::apply(&mut options, kw.take("aic_perf_config")?.as_ref())?;
     let outputs = ExtraOutputs {
         function: kw.function,
@@ -448,12 +446,12 @@ fn run_trace_replay<'py>(
     trace_files: &Bound<'py, PyAny>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let kw = Kwargs::new(py, "run_trace_replay", kwargs)?;
+    let kw = Kwargs::new(py, ReplayFunction::Trace.name(), kwargs)?;
     let options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
         ..ReplayOptions::default()
     };
-    replay_with_kwargs(py, options, TRACE_REPLAY_KEYWORDS, kw)
+    replay_with_kwargs(py, options, ReplayFunction::Trace, kw)
 }
 
 /// Replays a generated workload (identical requests, or lengths drawn from a spread) and
@@ -477,14 +475,14 @@ fn run_synthetic_trace_replay<'py>(
     request_count: &Bound<'py, PyAny>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let kw = Kwargs::new(py, "run_synthetic_trace_replay", kwargs)?;
+    let kw = Kwargs::new(py, ReplayFunction::Synthetic.name(), kwargs)?;
     let options = ReplayOptions {
         input_tokens: Some(int_arg("input_tokens", input_tokens)?),
         output_tokens: Some(int_arg("output_tokens", output_tokens)?),
         request_count: Some(int_arg("request_count", request_count)?),
         ..ReplayOptions::default()
     };
-    replay_with_kwargs(py, options, SYNTHETIC_REPLAY_KEYWORDS, kw)
+    replay_with_kwargs(py, options, ReplayFunction::Synthetic, kw)
 }
 
 /// The keyword-only parameters of a replay function as the settings table defines them,
@@ -492,16 +490,13 @@ fn run_synthetic_trace_replay<'py>(
 /// table).
 #[pyfunction]
 fn _replay_keywords(function: &str) -> PyResult<String> {
-    let keywords = match function {
-        "run_trace_replay" => TRACE_REPLAY_KEYWORDS,
-        "run_synthetic_trace_replay" => SYNTHETIC_REPLAY_KEYWORDS,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "no replay function named '{other}'"
-            )))
-        }
-    };
-    Ok(dynosim::config::settings::python_signature(keywords))
+    let function = [ReplayFunction::Trace, ReplayFunction::Synthetic]
+        .into_iter()
+        .find(|known| known.name() == function)
+        .ok_or_else(|| PyValueError::new_err(format!("no replay function named '{function}'")))?;
+    Ok(dynosim::config::settings::python_signature(
+        &function.keywords(),
+    ))
 }
 
 /// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),

@@ -11,8 +11,9 @@
 //! - [`setting`], [`by_flag`]: look a setting up by name or by flag.
 //! - [`Kind`], [`SettingValue`], [`Fallback`], [`Choice`], [`PythonArg`], [`Group`],
 //!   [`Target`]: the parts of a definition.
-//! - [`python_signature`]: a replay function's keyword-only parameters as Python writes them
-//!   (`num_workers=1`), from [`TRACE_REPLAY_KEYWORDS`] / [`SYNTHETIC_REPLAY_KEYWORDS`].
+//! - [`ReplayFunction`]: the Python API's replay functions and their keyword-only parameters
+//!   ([`ReplayFunction::keywords`], the reference's order); [`python_signature`] writes them as
+//!   Python does (`num_workers=1`).
 //!
 //! A front adds what is its own (clap's parser, PyO3 conversions, JSON reading) and keeps no
 //! list of settings: adding a setting is one definition here plus the rule that uses its value
@@ -22,7 +23,7 @@ mod table;
 
 use std::path::PathBuf;
 
-pub use table::{SETTINGS, SYNTHETIC_REPLAY_KEYWORDS, TRACE_REPLAY_KEYWORDS};
+pub use table::{ReplayFunction, SETTINGS};
 
 use crate::config::ReplayOptions;
 
@@ -322,41 +323,26 @@ fn mismatch(value: &SettingValue, expected: &str) -> String {
     format!("expected {expected}, got {value:?}")
 }
 
-impl FieldValue for i64 {
-    fn to_setting(&self) -> SettingValue {
-        SettingValue::Int(*self)
-    }
-    fn from_setting(value: SettingValue) -> Result<Self, String> {
-        match value {
-            SettingValue::Int(int) => Ok(int),
-            other => Err(mismatch(&other, "an integer")),
+/// `FieldValue` for a type held by one [`SettingValue`] variant.
+macro_rules! scalar_field {
+    ($ty:ty, $variant:ident, $expected:literal) => {
+        impl FieldValue for $ty {
+            fn to_setting(&self) -> SettingValue {
+                SettingValue::$variant(self.clone())
+            }
+            fn from_setting(value: SettingValue) -> Result<Self, String> {
+                match value {
+                    SettingValue::$variant(held) => Ok(held),
+                    other => Err(mismatch(&other, $expected)),
+                }
+            }
         }
-    }
+    };
 }
 
-impl FieldValue for f64 {
-    fn to_setting(&self) -> SettingValue {
-        SettingValue::Float(*self)
-    }
-    fn from_setting(value: SettingValue) -> Result<Self, String> {
-        match value {
-            SettingValue::Float(float) => Ok(float),
-            other => Err(mismatch(&other, "a number")),
-        }
-    }
-}
-
-impl FieldValue for String {
-    fn to_setting(&self) -> SettingValue {
-        SettingValue::Text(self.clone())
-    }
-    fn from_setting(value: SettingValue) -> Result<Self, String> {
-        match value {
-            SettingValue::Text(text) => Ok(text),
-            other => Err(mismatch(&other, "a string")),
-        }
-    }
-}
+scalar_field!(i64, Int, "an integer");
+scalar_field!(f64, Float, "a number");
+scalar_field!(String, Text, "a string");
 
 impl FieldValue for PathBuf {
     fn to_setting(&self) -> SettingValue {

@@ -674,9 +674,37 @@ pub static SETTINGS: &[Setting] = &[
     }),
 ];
 
-/// The keyword-only parameters of `run_trace_replay`, in the reference's order (its first
-/// parameter, `trace_files`, is positional).
-pub static TRACE_REPLAY_KEYWORDS: &[&str] = &[
+/// The replay functions of the Python API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayFunction {
+    /// `run_trace_replay(trace_files, *, ...)`.
+    Trace,
+    /// `run_synthetic_trace_replay(input_tokens, output_tokens, request_count, *, ...)`.
+    Synthetic,
+}
+
+impl ReplayFunction {
+    /// The function's Python name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplayFunction::Trace => "run_trace_replay",
+            ReplayFunction::Synthetic => "run_synthetic_trace_replay",
+        }
+    }
+
+    /// Its keyword-only parameters, in the reference's order: the deployment and arrival
+    /// keywords both take, the function's own, then the goals, planner and outputs both take.
+    pub fn keywords(self) -> Vec<&'static str> {
+        let own = match self {
+            ReplayFunction::Trace => TRACE_KEYWORDS,
+            ReplayFunction::Synthetic => SYNTHETIC_KEYWORDS,
+        };
+        [SHARED_FIRST_KEYWORDS, own, SHARED_LAST_KEYWORDS].concat()
+    }
+}
+
+/// The keywords both replay functions start with.
+const SHARED_FIRST_KEYWORDS: &[&str] = &[
     "extra_engine_args",
     "prefill_engine_args",
     "decode_engine_args",
@@ -689,39 +717,20 @@ pub static TRACE_REPLAY_KEYWORDS: &[&str] = &[
     "replay_mode",
     "router_mode",
     "arrival_speedup_ratio",
+];
+
+/// `run_trace_replay`'s own keywords.
+const TRACE_KEYWORDS: &[&str] = &[
     "trace_block_size",
     "trace_format",
     "trace_shared_prefix_ratio",
     "trace_num_prefix_groups",
     "report_jsonl_path",
     "max_sim_time_ms",
-    "model_name",
-    "sla_ttft_ms",
-    "sla_itl_ms",
-    "sla_e2e_ms",
-    "planner_config",
-    "benchmark_granularity",
-    "router_seed",
-    "aiperf_dir",
-    "html_report",
-    "scaling_policy",
 ];
 
-/// The keyword-only parameters of `run_synthetic_trace_replay`, in the reference's order
-/// (after its positional `input_tokens`, `output_tokens`, `request_count`).
-pub static SYNTHETIC_REPLAY_KEYWORDS: &[&str] = &[
-    "extra_engine_args",
-    "prefill_engine_args",
-    "decode_engine_args",
-    "router_config",
-    "aic_perf_config",
-    "num_workers",
-    "num_prefill_workers",
-    "num_decode_workers",
-    "replay_concurrency",
-    "replay_mode",
-    "router_mode",
-    "arrival_speedup_ratio",
+/// `run_synthetic_trace_replay`'s own keywords.
+const SYNTHETIC_KEYWORDS: &[&str] = &[
     "request_rate",
     "arrival_interval_ms",
     "arrival_seed",
@@ -733,6 +742,10 @@ pub static SYNTHETIC_REPLAY_KEYWORDS: &[&str] = &[
     "output_tokens_stddev",
     "random_range_ratio",
     "length_seed",
+];
+
+/// The keywords both replay functions end with.
+const SHARED_LAST_KEYWORDS: &[&str] = &[
     "model_name",
     "sla_ttft_ms",
     "sla_itl_ms",

@@ -20,10 +20,9 @@ fn names_flags_and_keywords_are_unique() {
 
 #[test]
 fn every_signature_keyword_is_a_setting() {
-    for keyword in TRACE_REPLAY_KEYWORDS
-        .iter()
-        .chain(SYNTHETIC_REPLAY_KEYWORDS)
-    {
+    let trace = ReplayFunction::Trace.keywords();
+    let synthetic = ReplayFunction::Synthetic.keywords();
+    for keyword in trace.iter().chain(&synthetic) {
         assert!(
             SETTINGS
                 .iter()
@@ -42,8 +41,8 @@ fn every_signature_keyword_is_a_setting() {
         if let Some(keyword) = setting.python_keyword() {
             assert!(
                 positional.contains(&keyword)
-                    || TRACE_REPLAY_KEYWORDS.contains(&keyword)
-                    || SYNTHETIC_REPLAY_KEYWORDS.contains(&keyword),
+                    || trace.contains(&keyword)
+                    || synthetic.contains(&keyword),
                 "{keyword} is taken by no replay function"
             );
         }
