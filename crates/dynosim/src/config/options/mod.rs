@@ -38,15 +38,14 @@ mod tests;
 
 use std::path::PathBuf;
 
-use crate::config::settings::{SettingValue, SETTINGS};
-
 /// Seed of the synthetic length draws when `--length-seed` is not given: fixed, so that a
 /// run with a length spread is as deterministic as one without (the same default as
 /// `--arrival-seed`, though the two streams are independent).
 pub const DEFAULT_LENGTH_SEED: u64 = 42;
 
 /// Defines the options struct and `blank()`, every field at its type's zero value (the
-/// settings table's defaults are applied over it by `Default`).
+/// settings table's defaults are applied over it by `Default`, in `config::settings`, which
+/// depends on this module and not the other way round).
 macro_rules! with_blank {
     ($(#[$meta:meta])* pub struct $name:ident {
         $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)*
@@ -57,7 +56,7 @@ macro_rules! with_blank {
         }
 
         impl $name {
-            fn blank() -> Self {
+            pub(crate) fn blank() -> Self {
                 Self { $($field: Default::default(),)* }
             }
         }
@@ -159,21 +158,6 @@ pub struct ReplayOptions {
     pub sla_itl_ms: Option<f64>,
     pub sla_e2e_ms: Option<f64>,
 }
-}
-
-impl Default for ReplayOptions {
-    /// Every setting's default, as the settings table defines it.
-    fn default() -> Self {
-        let mut options = Self::blank();
-        for setting in SETTINGS {
-            if setting.read(&options).is_some() {
-                setting
-                    .apply(&mut options, SettingValue::Unset)
-                    .expect("a setting's default has its field's type");
-            }
-        }
-        options
-    }
 }
 
 /// The most engine ranks (workers × dp_size) one pool may have. Each rank is a scheduler with

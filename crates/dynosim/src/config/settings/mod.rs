@@ -286,6 +286,21 @@ impl Setting {
     }
 }
 
+impl Default for ReplayOptions {
+    /// Every setting's default, as the table defines it.
+    fn default() -> Self {
+        let mut options = Self::blank();
+        for setting in SETTINGS {
+            if setting.read(&options).is_some() {
+                setting
+                    .apply(&mut options, SettingValue::Unset)
+                    .expect("a setting's default has its field's type");
+            }
+        }
+        options
+    }
+}
+
 /// The setting named `name`.
 pub fn setting(name: &str) -> Option<&'static Setting> {
     SETTINGS.iter().find(|setting| setting.name == name)
