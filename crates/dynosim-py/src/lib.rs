@@ -44,7 +44,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use convert::{int_arg, opt_float_arg, opt_int_arg, opt_str_arg};
+use convert::{int_arg, opt_float_arg, opt_int_arg, opt_str_arg, type_name};
 
 /// Usage errors (bad arguments) become `ValueError`, run failures `RuntimeError`; messages
 /// name Python arguments (`replay_concurrency`), not flags.
@@ -59,13 +59,9 @@ fn to_py_err(err: dynosim::Error) -> PyErr {
 /// `trace_files` may be one path (`str` or `os.PathLike`) or an iterable of paths.
 fn trace_file_list(trace_files: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
     let wrong_type = |what: &Bound<'_, PyAny>| {
-        let type_name = what
-            .get_type()
-            .name()
-            .map(|name| name.to_string())
-            .unwrap_or_else(|_| "?".to_owned());
         PyTypeError::new_err(format!(
-            "argument 'trace_files': expected a path or an iterable of paths, got '{type_name}'"
+            "argument 'trace_files': expected a path or an iterable of paths, got '{}'",
+            type_name(what)
         ))
     };
     if trace_files.is_instance_of::<PyString>() || trace_files.hasattr("__fspath__")? {
@@ -303,13 +299,9 @@ fn path_arg(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Pat
         .filter(|value| !value.is_none())
         .map(|value| {
             value.extract::<PathBuf>().map_err(|_| {
-                let type_name = value
-                    .get_type()
-                    .name()
-                    .map(|name| name.to_string())
-                    .unwrap_or_else(|_| "?".to_owned());
                 PyTypeError::new_err(format!(
-                    "argument '{name}': expected str or os.PathLike, got '{type_name}'"
+                    "argument '{name}': expected str or os.PathLike, got '{}'",
+                    type_name(value)
                 ))
             })
         })
