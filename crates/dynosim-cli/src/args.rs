@@ -1,384 +1,211 @@
-//! The command-line flags, named, typed and defaulted exactly like `python -m dynamo.replay`.
+//! The command-line flags, named, typed and defaulted exactly like `python -m dynamo.replay`,
+//! built from the settings table (`dynosim::config::settings`): each setting with a flag there
+//! is an argument here, with its help, value name, default and choices.
 //!
 //! Only syntax and types are checked here (an int flag gets an int, a choice flag one of its
 //! choices). Every semantic rule lives in [`ReplayOptions::into_spec`], shared with the Python
 //! API, so both fronts accept and reject the same inputs with the same messages.
+//!
+//! INTERFACE
+//! - [`Cli`]: the parsed command line (clap's `Parser`, also flattened into `dynosim serve`):
+//!   the replay options (read as its own fields), and the front's own settings (outputs,
+//!   display). [`Cli::to_options`] adds the environment's router policy file.
+//! - [`parse_int`], [`parse_float`]: Python's number syntax, as argparse reads numbers.
 
+use std::ops::Deref;
 use std::path::PathBuf;
 
-use clap::builder::PossibleValuesParser;
-use clap::Parser;
+use clap::builder::{PossibleValue, PossibleValuesParser};
+use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches, ValueEnum};
+use dynosim::config::settings::{self, Kind, Setting, SettingValue, Target, SETTINGS};
 use dynosim::config::ReplayOptions;
 
-/// Replays an LLM-serving workload (a trace file or a synthetic workload) through a simulated
-/// deployment in virtual time and reports the latency and throughput its users would see.
-#[derive(Parser, Debug, Clone)]
-#[command(
-    name = "dynosim",
-    args_override_self = true,
-    allow_negative_numbers = true,
-    infer_long_args = true,
-    version,
-    color = clap::ColorChoice::Never,
-    after_help = "Compare two runs: dynosim compare A B [--json] (each a report JSON or an AIPerf \
-                  run directory; see dynosim compare --help). Sweep many runs: dynosim sweep SPEC.yaml \
-                  --out DIR (see dynosim sweep --help). Serve an OpenAI-compatible API at the \
-                  simulated speed: dynosim serve (see dynosim serve --help). A trace file named \
-                  `compare`, `sweep` or `serve` is passed as ./compare, ./sweep or ./serve."
-)]
+use crate::progress::ProgressMode;
+
+/// The replay's description at the top of `--help`.
+const ABOUT: &str = "Replays an LLM-serving workload (a trace file or a synthetic workload) \
+                     through a simulated deployment in virtual time and reports the latency \
+                     and throughput its users would see";
+
+/// The other commands, at the end of `--help`.
+const AFTER_HELP: &str = "Compare two runs: dynosim compare A B [--json] (each a report JSON or \
+                          an AIPerf run directory; see dynosim compare --help). Sweep many \
+                          runs: dynosim sweep SPEC.yaml --out DIR (see dynosim sweep --help). \
+                          Serve an OpenAI-compatible API at the simulated speed: dynosim serve \
+                          (see dynosim serve --help). A trace file named `compare`, `sweep` or \
+                          `serve` is passed as ./compare, ./sweep or ./serve.";
+
+/// The parsed replay command line.
+#[derive(Debug, Clone)]
 pub struct Cli {
-    /// Trace file to replay (one file; one or more shards with --trace-format dynamo); omit it for a
-    /// synthetic workload
-    #[arg(value_name = "TRACE_FILES")]
-    pub trace_files: Vec<PathBuf>,
-
-    /// Engine arguments of the workers as an inline JSON object, e.g.
-    /// '{"num_gpu_blocks": 4096, "block_size": 64}', or the path of a JSON file holding one
-    /// (default: the vLLM mock engine's defaults)
-    #[arg(long, value_name = "JSON")]
-    pub extra_engine_args: Option<String>,
-
-    /// Disaggregated replay: engine arguments of the prefill workers, an inline JSON object
-    /// (or a JSON file) with "worker_type": "prefill" (given together with --decode-engine-args)
-    #[arg(long, value_name = "JSON")]
-    pub prefill_engine_args: Option<String>,
-
-    /// Disaggregated replay: engine arguments of the decode workers, an inline JSON object
-    /// (or a JSON file) with "worker_type": "decode" (given together with --prefill-engine-args)
-    #[arg(long, value_name = "JSON")]
-    pub decode_engine_args: Option<String>,
-
-    /// KV-router configuration as an inline JSON object or the path of a JSON file (default:
-    /// none; ignored by round_robin)
-    #[arg(long, value_name = "JSON")]
-    pub router_config: Option<String>,
-
-    /// Router policy-class YAML (policy families, cache buckets, queue classes); overrides
-    /// router_policy_config inside --router-config (default: $DYN_ROUTER_POLICY_CONFIG)
-    #[arg(long, value_name = "PATH")]
-    pub router_policy_config: Option<String>,
-
-    /// Model profile to select from --router-policy-config
-    #[arg(long, value_name = "NAME")]
-    pub model_name: Option<String>,
-
-    /// Seed of the KV router's tie-breaking and temperature sampling; the same seed gives the
-    /// same run (dynosim only; the reference draws these unseeded)
-    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "0")]
-    pub router_seed: i64,
-
-    /// AIC backend of the KV router's prefill-load model (vllm, sglang, trtllm; needs
-    /// router_prefill_load_model "aic" in --router-config)
-    #[arg(long, value_name = "NAME")]
-    pub aic_backend: Option<String>,
-
-    /// AIC system (perf database), e.g. h200_sxm
-    #[arg(long, value_name = "NAME")]
-    pub aic_system: Option<String>,
-
-    /// AIC model: a model bundled with aiconfigurator-core or a local directory with config.json
-    #[arg(long, value_name = "PATH")]
-    pub aic_model_path: Option<String>,
-
-    /// AIC perf-database version (default: the package's current one)
-    #[arg(long, value_name = "VERSION")]
-    pub aic_backend_version: Option<String>,
-
-    /// AIC tensor-parallel size (default 1)
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub aic_tp_size: Option<i64>,
-
-    /// AIC MoE tensor-parallel size
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub aic_moe_tp_size: Option<i64>,
-
-    /// AIC MoE expert-parallel size
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub aic_moe_ep_size: Option<i64>,
-
-    /// AIC attention data-parallel size
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub aic_attention_dp_size: Option<i64>,
-
-    /// AIC GEMM quantisation (auto = the model's)
-    #[arg(long, value_name = "DTYPE")]
-    pub aic_gemm_dtype: Option<String>,
-
-    /// AIC MoE quantisation (auto = the model's)
-    #[arg(long, value_name = "DTYPE")]
-    pub aic_moe_dtype: Option<String>,
-
-    /// AIC attention (FMHA) quantisation (auto = the model's)
-    #[arg(long, value_name = "DTYPE")]
-    pub aic_fmha_dtype: Option<String>,
-
-    /// AIC KV-cache quantisation (auto = the model's)
-    #[arg(long, value_name = "DTYPE")]
-    pub aic_kv_cache_dtype: Option<String>,
-
-    /// AIC communication quantisation (auto = the model's)
-    #[arg(long, value_name = "DTYPE")]
-    pub aic_comm_dtype: Option<String>,
-
-    /// AIC speculative draft tokens (1-5)
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub aic_nextn: Option<i64>,
-
-    /// AIC speculative acceptance rates, comma-separated
-    #[arg(long, value_name = "RATES")]
-    pub aic_nextn_accept_rates: Option<String>,
-
-    /// Synthetic workload: prompt length of every request in tokens (default: none)
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub input_tokens: Option<i64>,
-
-    /// Synthetic workload: output length of every request in tokens (default: none)
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub output_tokens: Option<i64>,
-
-    /// Number of synthetic requests; when --turns-per-session > 1, this is the number of
-    /// sessions (default: none)
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub request_count: Option<i64>,
-
-    /// Poisson open-loop request rate in requests per second (synthetic only; default: none)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub request_rate: Option<f64>,
-
-    /// Fixed open-loop interval between synthetic requests in milliseconds; 0 sends them all
-    /// at once (default: none)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub arrival_interval_ms: Option<f64>,
-
-    /// Seed for synthetic open-loop arrival timestamps
-    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "42")]
-    pub arrival_seed: i64,
-
-    /// Synthetic workload: turns per session
-    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "1")]
-    pub turns_per_session: i64,
-
-    /// Synthetic workload: fraction of each prompt shared within its prefix group, in [0, 1]
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float, default_value = "0.0")]
-    pub shared_prefix_ratio: f64,
-
-    /// Synthetic workload: number of shared-prefix groups
-    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "0")]
-    pub num_prefix_groups: i64,
-
-    /// Synthetic workload: delay between a turn's completion and the next turn's arrival (ms)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float, default_value = "0.0")]
-    pub inter_turn_delay_ms: f64,
-
-    /// Synthetic workload: spread input lengths around --input-tokens as AIPerf does (normal,
-    /// drawn again while negative, rounded up, at least 1; dynosim only; default: none)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub input_tokens_stddev: Option<f64>,
-
-    /// Synthetic workload: spread output lengths around --output-tokens as AIPerf does (dynosim
-    /// only; default: none)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub output_tokens_stddev: Option<f64>,
-
-    /// Synthetic workload: input and output lengths uniform in [floor(R x L), L], as vLLM's
-    /// benchmark client draws them (R in [0, 1]; not with the stddevs; dynosim only; default:
-    /// none)
-    #[arg(long, value_name = "R", value_parser = parse_float)]
-    pub random_range_ratio: Option<f64>,
-
-    /// Seed of the synthetic length draws (with a spread above; dynosim only; default: 42)
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub length_seed: Option<i64>,
-
-    /// Number of aggregated workers
-    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "1")]
-    pub num_workers: i64,
-
-    /// Number of prefill workers (disaggregated replay)
-    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "1")]
-    pub num_prefill_workers: i64,
-
-    /// Number of decode workers (disaggregated replay)
-    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "1")]
-    pub num_decode_workers: i64,
-
-    /// Closed loop: at most this many requests (sessions) in flight; replaces trace timestamps
-    /// (default: none, open loop)
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub replay_concurrency: Option<i64>,
-
-    /// offline: virtual time, as fast as the machine goes; online: live, on the wall clock
-    /// (aggregated workers only; Ctrl-C ends the run and writes the report of what finished)
-    #[arg(long, value_name = "MODE", default_value = "offline",
-          value_parser = PossibleValuesParser::new(["offline", "online"]))]
-    pub replay_mode: String,
-
-    /// Online replay runs this many times faster than real time (dynosim only; default 1)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub online_speed: Option<f64>,
-
-    /// How requests are spread over the workers
-    #[arg(long, value_name = "MODE", default_value = "round_robin",
-          value_parser = PossibleValuesParser::new(["round_robin", "kv_router"]))]
-    pub router_mode: String,
-
-    /// Divides trace and Poisson arrival offsets (2.0 replays twice as fast)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float, default_value = "1.0")]
-    pub arrival_speedup_ratio: f64,
-
-    /// Format of the trace file
-    #[arg(long, value_name = "FORMAT", default_value = "mooncake",
-          value_parser = PossibleValuesParser::new([
-              "mooncake",
-              "mooncake-delta",
-              "agentic_mooncake",
-              "applied_compute_agentic",
-              "dynamo",
-          ]))]
-    pub trace_format: String,
-
-    /// Tokens represented by each trace hash_id (default: 512)
-    #[arg(long, value_name = "INT", value_parser = parse_int)]
-    pub trace_block_size: Option<i64>,
-
-    /// applied_compute_agentic traces: fraction of each session's first prompt shared with the
-    /// other sessions of its prefix group, in [0, 1] (other formats ignore it)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float, default_value = "0.0")]
-    pub trace_shared_prefix_ratio: f64,
-
-    /// applied_compute_agentic traces: number of prefix groups sessions are dealt into by line
-    /// (other formats ignore it)
-    #[arg(long, value_name = "INT", value_parser = parse_int, default_value = "0")]
-    pub trace_num_prefix_groups: i64,
-
-    /// Path of the full report JSON; an existing directory gets a timestamped file inside it
-    /// (default: dynamo_replay_report_<YYYYmmdd_HHMMSS>.json in the current directory,
-    /// with _2, _3, ... after the time when that name is taken)
-    #[arg(long, value_name = "PATH")]
+    /// Every replay option the flags set (the others at their defaults).
+    options: ReplayOptions,
+    /// `--report-json`: it names an output file of the front, not an input of the replay.
     pub report_json: Option<PathBuf>,
-
-    /// Write one JSON object per finished request to this path (trace-file replay only;
-    /// default: none)
-    #[arg(long, value_name = "PATH")]
-    pub report_jsonl: Option<PathBuf>,
-
-    /// Planner in the loop: a planner config (YAML or JSON file, or inline JSON) whose planner
-    /// adds and removes workers at scaling ticks (offline replay of mooncake or dynamo traces
-    /// and synthetic workloads; default: none)
-    #[arg(long, value_name = "PATH|JSON")]
-    pub planner_config: Option<String>,
-
-    /// Also write the run as an AIPerf run directory: profile_export_aiperf.json,
-    /// profile_export_aiperf.csv and profile_export.jsonl, readable by AIPerf's tools such as
-    /// `aiperf plot` (created if missing; dynosim only; default: none)
-    #[arg(long, value_name = "DIR")]
     pub aiperf_dir: Option<PathBuf>,
-
-    /// Also write an HTML report: latency distributions, throughput, queue depth, per-worker
-    /// load and KV-cache use over model time, prefix reuse and the configuration, in one file
-    /// that opens with no network (dynosim only; default: none)
-    #[arg(long, value_name = "PATH")]
     pub html_report: Option<PathBuf>,
-
-    /// Print neither the progress bar (shown on stderr when it is a terminal) nor the summary
-    /// table; errors and warnings are still printed (dynosim only)
-    #[arg(long)]
     pub quiet: bool,
+    pub progress: ProgressMode,
+    /// `--progress-every`, in seconds (checked by `progress::line_interval`).
+    pub progress_every: f64,
+}
 
-    /// How a run shows its progress on stderr: auto (a bar on a terminal, otherwise a line
-    /// after 5 s and then every 10 s), bar, lines or off (dynosim only; default: auto)
-    #[arg(long, value_enum, default_value_t = crate::progress::ProgressMode::Auto)]
-    pub progress: crate::progress::ProgressMode,
+/// The options read as the command line's own fields (`cli.num_workers`).
+impl Deref for Cli {
+    type Target = ReplayOptions;
 
-    /// Stop the replay once the simulated clock would pass this many seconds, leaving
-    /// in-flight requests incomplete (any run: planner, synthetic, online; default: no cap)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub max_sim_time_seconds: Option<f64>,
-
-    /// Goodput SLA: max time to first token (ms); any SLA adds goodput_* keys to the report
-    /// (default: none)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub sla_ttft_ms: Option<f64>,
-
-    /// Goodput SLA: max mean inter-token latency of a request, (e2e - ttft)/(osl - 1) (ms)
-    /// (default: none)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub sla_itl_ms: Option<f64>,
-
-    /// Goodput SLA: max end-to-end latency (ms) (default: none)
-    #[arg(long, value_name = "FLOAT", value_parser = parse_float)]
-    pub sla_e2e_ms: Option<f64>,
+    fn deref(&self) -> &ReplayOptions {
+        &self.options
+    }
 }
 
 impl Cli {
-    /// The raw options the library validates. `report_json` stays with the CLI: it names an
-    /// output file of the front end, not an input of the replay.
+    /// The raw options the library validates: the flags' values, and the router policy file
+    /// from `DYN_ROUTER_POLICY_CONFIG` when the flag is not given.
     pub fn to_options(&self) -> ReplayOptions {
-        ReplayOptions {
-            trace_files: self.trace_files.clone(),
-            extra_engine_args: self.extra_engine_args.clone(),
-            prefill_engine_args: self.prefill_engine_args.clone(),
-            decode_engine_args: self.decode_engine_args.clone(),
-            router_config: self.router_config.clone(),
-            router_policy_config: self
-                .router_policy_config
-                .clone()
-                .or_else(policy_config_from_env),
-            router_policy_config_from_env: self.router_policy_config.is_none()
-                && policy_config_from_env().is_some(),
-            model_name: self.model_name.clone(),
-            router_seed: self.router_seed,
-            aic_backend: self.aic_backend.clone(),
-            aic_system: self.aic_system.clone(),
-            aic_model_path: self.aic_model_path.clone(),
-            aic_backend_version: self.aic_backend_version.clone(),
-            aic_tp_size: self.aic_tp_size,
-            aic_moe_tp_size: self.aic_moe_tp_size,
-            aic_moe_ep_size: self.aic_moe_ep_size,
-            aic_attention_dp_size: self.aic_attention_dp_size,
-            aic_gemm_dtype: self.aic_gemm_dtype.clone(),
-            aic_moe_dtype: self.aic_moe_dtype.clone(),
-            aic_fmha_dtype: self.aic_fmha_dtype.clone(),
-            aic_kv_cache_dtype: self.aic_kv_cache_dtype.clone(),
-            aic_comm_dtype: self.aic_comm_dtype.clone(),
-            aic_nextn: self.aic_nextn,
-            aic_nextn_accept_rates: self.aic_nextn_accept_rates.clone(),
-            input_tokens: self.input_tokens,
-            output_tokens: self.output_tokens,
-            request_count: self.request_count,
-            request_rate: self.request_rate,
-            arrival_interval_ms: self.arrival_interval_ms,
-            arrival_seed: self.arrival_seed,
-            turns_per_session: self.turns_per_session,
-            shared_prefix_ratio: self.shared_prefix_ratio,
-            num_prefix_groups: self.num_prefix_groups,
-            inter_turn_delay_ms: self.inter_turn_delay_ms,
-            input_tokens_stddev: self.input_tokens_stddev,
-            output_tokens_stddev: self.output_tokens_stddev,
-            random_range_ratio: self.random_range_ratio,
-            length_seed: self.length_seed,
-            num_workers: self.num_workers,
-            num_prefill_workers: self.num_prefill_workers,
-            num_decode_workers: self.num_decode_workers,
-            replay_concurrency: self.replay_concurrency,
-            replay_mode: self.replay_mode.clone(),
-            online_speed: self.online_speed,
-            router_mode: self.router_mode.clone(),
-            arrival_speedup_ratio: self.arrival_speedup_ratio,
-            trace_format: self.trace_format.clone(),
-            trace_block_size: self.trace_block_size,
-            trace_shared_prefix_ratio: self.trace_shared_prefix_ratio,
-            trace_num_prefix_groups: self.trace_num_prefix_groups,
-            report_jsonl: self.report_jsonl.clone(),
-            planner_config: self.planner_config.clone(),
-            max_sim_time_seconds: self.max_sim_time_seconds,
-            sla_ttft_ms: self.sla_ttft_ms,
-            sla_itl_ms: self.sla_itl_ms,
-            sla_e2e_ms: self.sla_e2e_ms,
-            ..ReplayOptions::default()
+        let mut options = self.options.clone();
+        let from_env = policy_config_from_env();
+        options.router_policy_config_from_env =
+            options.router_policy_config.is_none() && from_env.is_some();
+        if options.router_policy_config.is_none() {
+            options.router_policy_config = from_env;
         }
+        options
     }
 }
+
+/// The parser argument of a setting the command line takes.
+fn argument(setting: &Setting) -> Option<Arg> {
+    let mut arg = Arg::new(setting.name).help(setting.doc);
+    match setting.cli {
+        settings::Cli::No => return None,
+        settings::Cli::Flag(long) => arg = arg.long(long),
+        settings::Cli::Positional => {}
+    }
+    if !setting.value_name.is_empty() {
+        arg = arg.value_name(setting.value_name);
+    }
+    arg = match setting.kind {
+        Kind::Int => arg.value_parser(parse_int),
+        Kind::Float => arg.value_parser(parse_float),
+        Kind::Text | Kind::Json(_) if !setting.choices.is_empty() => arg.value_parser(
+            PossibleValuesParser::new(setting.choices.iter().map(|choice| {
+                let value = PossibleValue::new(choice.name);
+                if choice.doc.is_empty() {
+                    value
+                } else {
+                    value.help(choice.doc)
+                }
+            })),
+        ),
+        Kind::Text | Kind::Json(_) => arg.value_parser(clap::value_parser!(String)),
+        Kind::Path => arg.value_parser(clap::value_parser!(PathBuf)),
+        Kind::Paths => arg
+            .value_parser(clap::value_parser!(PathBuf))
+            .action(ArgAction::Append),
+        Kind::Switch => arg.action(ArgAction::SetTrue),
+        Kind::PythonObject => return None,
+    };
+    if let Some(default) = setting.default.cli_text() {
+        arg = arg.default_value(default);
+    }
+    Some(arg)
+}
+
+/// The value the command line gave a setting (its default when not given).
+fn given(matches: &ArgMatches, setting: &Setting) -> SettingValue {
+    let id = setting.name;
+    let value = match setting.kind {
+        Kind::Int => matches.get_one::<i64>(id).copied().map(SettingValue::Int),
+        Kind::Float => matches.get_one::<f64>(id).copied().map(SettingValue::Float),
+        Kind::Text | Kind::Json(_) => matches
+            .get_one::<String>(id)
+            .cloned()
+            .map(SettingValue::Text),
+        Kind::Path => matches
+            .get_one::<PathBuf>(id)
+            .cloned()
+            .map(SettingValue::Path),
+        Kind::Paths => matches
+            .get_many::<PathBuf>(id)
+            .map(|paths| SettingValue::Paths(paths.cloned().collect())),
+        Kind::Switch => Some(SettingValue::Switch(matches.get_flag(id))),
+        Kind::PythonObject => None,
+    };
+    value.unwrap_or(SettingValue::Unset)
+}
+
+impl clap::Args for Cli {
+    fn augment_args(command: Command) -> Command {
+        command
+            .about(ABOUT)
+            .long_about(None)
+            .version(env!("CARGO_PKG_VERSION"))
+            .args_override_self(true)
+            .allow_negative_numbers(true)
+            .infer_long_args(true)
+            .color(clap::ColorChoice::Never)
+            .after_help(AFTER_HELP)
+            .args(SETTINGS.iter().filter_map(argument))
+    }
+
+    fn augment_args_for_update(command: Command) -> Command {
+        Self::augment_args(command)
+    }
+}
+
+impl FromArgMatches for Cli {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let invalid =
+            |message: String| clap::Error::raw(clap::error::ErrorKind::InvalidValue, message);
+        let mut options = ReplayOptions::default();
+        for setting in SETTINGS
+            .iter()
+            .filter(|setting| setting.cli != settings::Cli::No)
+        {
+            if let Target::Options(_) = setting.target {
+                setting
+                    .apply(&mut options, given(matches, setting))
+                    .map_err(|message| invalid(format!("{}: {message}", setting.name)))?;
+            }
+        }
+        let progress = matches
+            .get_one::<String>("progress")
+            .map_or(Ok(ProgressMode::default()), |name| {
+                ProgressMode::from_str(name, false)
+            })
+            .map_err(invalid)?;
+        Ok(Cli {
+            options,
+            report_json: matches.get_one::<PathBuf>("report_json").cloned(),
+            aiperf_dir: matches.get_one::<PathBuf>("aiperf_dir").cloned(),
+            html_report: matches.get_one::<PathBuf>("html_report").cloned(),
+            quiet: matches.get_flag("quiet"),
+            progress,
+            progress_every: matches
+                .get_one::<f64>("progress_every")
+                .copied()
+                .ok_or_else(|| invalid("--progress-every has no value".to_owned()))?,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl clap::CommandFactory for Cli {
+    fn command() -> Command {
+        <Self as clap::Args>::augment_args(Command::new("dynosim"))
+    }
+
+    fn command_for_update() -> Command {
+        Self::command()
+    }
+}
+
+impl clap::Parser for Cli {}
 
 /// Python's `int(text)` for decimal text: surrounding whitespace, a sign and single
 /// underscores between digits are allowed, as argparse's `type=int` allows them.
@@ -435,7 +262,7 @@ fn policy_config_from_env() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
+    use clap::{CommandFactory, Parser};
 
     #[test]
     fn command_definition_is_consistent() {
@@ -493,5 +320,43 @@ mod tests {
         .unwrap();
         assert_eq!(cli.num_workers, -3);
         assert_eq!(cli.sla_ttft_ms, Some(-1.5));
+    }
+
+    #[test]
+    fn the_progress_choices_are_the_display_modes() {
+        let table: Vec<&str> = settings::setting("progress")
+            .unwrap()
+            .choices
+            .iter()
+            .map(|choice| choice.name)
+            .collect();
+        let modes: Vec<String> = ProgressMode::value_variants()
+            .iter()
+            .filter_map(|mode| mode.to_possible_value())
+            .map(|value| value.get_name().to_owned())
+            .collect();
+        assert_eq!(table, modes);
+    }
+
+    #[test]
+    fn front_settings_are_read_from_the_command_line() {
+        let cli = Cli::try_parse_from([
+            "dynosim",
+            "--report-json",
+            "r.json",
+            "--quiet",
+            "--progress",
+            "lines",
+            "a.jsonl",
+            "b.jsonl",
+        ])
+        .unwrap();
+        assert_eq!(cli.report_json, Some(PathBuf::from("r.json")));
+        assert!(cli.quiet);
+        assert_eq!(cli.progress, ProgressMode::Lines);
+        assert_eq!(
+            cli.trace_files,
+            vec![PathBuf::from("a.jsonl"), PathBuf::from("b.jsonl")]
+        );
     }
 }

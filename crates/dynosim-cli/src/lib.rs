@@ -363,6 +363,7 @@ struct Finished {
 /// opened before the simulation, and none is published unless all of them are complete.
 fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let options: ReplayOptions = cli.to_options();
+    let line_every = progress::line_interval(cli.progress_every)?;
     let jsonl_path = options.report_jsonl.clone();
     let settings = cli
         .aiperf_dir
@@ -388,7 +389,7 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let bar = if cli.quiet {
         None
     } else {
-        progress::ProgressBar::start(cli.progress, Arc::clone(&progress))
+        progress::ProgressBar::start(cli.progress, Arc::clone(&progress), line_every)
     };
     // The run's clock sets the flag at Ctrl-C.
     let cancel = AtomicBool::new(false);

@@ -7,9 +7,10 @@
 //!   job (stderr not a terminal), either on request, or nothing.
 //! - [`ProgressBar::start`]: the display a mode asks for (`None` for none); it works on a
 //!   thread of its own until [`ProgressBar::finish`] (or drop): the bar redraws a few times a
-//!   second and is erased at the end; lines come [`FIRST_LINE_AFTER`] into the run and then
-//!   every [`LINE_EVERY`], so that a short run prints none. `finish` says whether anything
-//!   was shown.
+//!   second and is erased at the end; lines come every `--progress-every` (10 s by default),
+//!   the first after half of that, so that a short run prints none. `finish` says whether
+//!   anything was shown.
+//! - [`line_interval`]: `--progress-every` checked, as the time between lines.
 //! - [`closing_line`]: the line a display that showed something ends with, once the run is
 //!   reported: the simulated duration, and the wall time split into setup, simulation and
 //!   writing (the table's `Wall Time` is the simulation alone, as in the reference).
@@ -26,8 +27,20 @@ use indicatif::{ProgressDrawTarget, ProgressStyle};
 /// How often the bar reads the counter.
 const REFRESH: Duration = Duration::from_millis(150);
 /// When the first progress line comes, and then how often.
-pub const FIRST_LINE_AFTER: Duration = Duration::from_secs(5);
-pub const LINE_EVERY: Duration = Duration::from_secs(10);
+/// The range `--progress-every` takes, in seconds: more often than the display refreshes
+/// would only repeat lines, and a day is longer than any run worth watching this way.
+const LINE_INTERVAL_SECONDS: std::ops::RangeInclusive<f64> = 0.1..=86_400.0;
+
+/// `--progress-every` as the time between progress lines, or a usage error naming the flag.
+pub fn line_interval(seconds: f64) -> dynosim::Result<Duration> {
+    if !LINE_INTERVAL_SECONDS.contains(&seconds) {
+        return Err(dynosim::Error::usage_about(
+            "--progress-every",
+            format!("must be from 0.1 to 86400 seconds, got {seconds}"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
 
 /// How a run shows its progress (`--progress`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -48,8 +61,13 @@ pub struct ProgressBar {
 }
 
 impl ProgressBar {
-    /// The display `mode` asks for, of the run publishing into `progress`.
-    pub fn start(mode: ProgressMode, progress: Arc<Progress>) -> Option<Self> {
+    /// The display `mode` asks for, of the run publishing into `progress`; lines come every
+    /// `line_every`.
+    pub fn start(
+        mode: ProgressMode,
+        progress: Arc<Progress>,
+        line_every: Duration,
+    ) -> Option<Self> {
         let bar = match mode {
             ProgressMode::Off => return None,
             ProgressMode::Auto => std::io::stderr().is_terminal(),
@@ -65,7 +83,7 @@ impl ProgressBar {
                 if bar {
                     draw_until(&progress, &stop, &showing);
                 } else {
-                    print_lines_until(&progress, &stop, &showing);
+                    print_lines_until(&progress, line_every, &stop, &showing);
                 }
             })
             .ok()?;
@@ -97,11 +115,10 @@ impl Drop for ProgressBar {
     }
 }
 
-/// Prints a progress line [`FIRST_LINE_AFTER`] into the run, then every [`LINE_EVERY`],
-/// until `done`.
-fn print_lines_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool) {
+/// Prints a progress line half of `every` into the run, then every `every`, until `done`.
+fn print_lines_until(progress: &Progress, every: Duration, done: &AtomicBool, shown: &AtomicBool) {
     let started = Instant::now();
-    let mut next = started + FIRST_LINE_AFTER;
+    let mut next = started + every / 2;
     while !done.load(Ordering::Relaxed) {
         let now = Instant::now();
         if now >= next {
@@ -118,7 +135,7 @@ fn print_lines_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool)
             // A stderr that went away loses the line; the run goes on.
             let _ = writeln!(std::io::stderr(), "{line}");
             shown.store(true, Ordering::Relaxed);
-            next += LINE_EVERY;
+            next += every;
         }
         std::thread::sleep(REFRESH.min(next.saturating_duration_since(now)));
     }

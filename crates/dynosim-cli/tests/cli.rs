@@ -120,7 +120,7 @@ const REFERENCE_FLAGS: [&str; 51] = [
 ];
 
 /// Flags the reference does not have; each is described in docs/differences.md.
-const DYNOSIM_ONLY_FLAGS: [&str; 11] = [
+const DYNOSIM_ONLY_FLAGS: [&str; 12] = [
     "--version",
     "--router-seed",
     "--online-speed",
@@ -128,6 +128,7 @@ const DYNOSIM_ONLY_FLAGS: [&str; 11] = [
     "--html-report",
     "--quiet",
     "--progress",
+    "--progress-every",
     "--input-tokens-stddev",
     "--output-tokens-stddev",
     "--random-range-ratio",

@@ -161,3 +161,52 @@ fn quiet_draws_no_bar_on_a_terminal() {
     assert_eq!(code, Some(0));
     assert!(terminal.is_empty(), "terminal: {terminal:?}");
 }
+
+/// `--progress-every` sets the time between progress lines: a live run spanning 3 s of model
+/// time (so at least 3 s of wall time) prints a line half a second in and then every second,
+/// where the default (10 s) would print none.
+#[test]
+fn progress_every_sets_the_time_between_lines() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let args = "--input-tokens 100 --output-tokens 10 --request-count 7 --arrival-interval-ms 500 \
+                --replay-mode online --progress lines --progress-every 1 --report-json r.json";
+    let args: Vec<&str> = args.split_whitespace().collect();
+    let out = common::dynosim(dir.path(), &args);
+    let stderr = common::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let progress_lines = stderr
+        .lines()
+        .filter(|line| line.starts_with("progress: model time "))
+        .count();
+    assert!(progress_lines >= 2, "{stderr}");
+    assert!(
+        stderr.lines().last().unwrap().starts_with("progress: done"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn progress_every_out_of_range_is_a_usage_error() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let run = "--input-tokens 10 --output-tokens 2 --request-count 1 --replay-concurrency 1";
+    for value in ["0", "-1", "1e9", "nan"] {
+        let mut args: Vec<&str> = run.split_whitespace().collect();
+        args.extend(["--progress-every", value]);
+        let out = common::dynosim(dir.path(), &args);
+        let stderr = common::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value}: {stderr}");
+        assert!(
+            stderr.contains("--progress-every: must be from 0.1 to 86400 seconds, got "),
+            "{value}: {stderr}"
+        );
+        // Refused before the run: no report written.
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+            "{value}"
+        );
+    }
+    let out = common::dynosim(dir.path(), &["--progress-every", "soon"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(common::text(&out.stderr)
+        .contains("invalid value 'soon' for '--progress-every <SECONDS>': invalid float value"));
+}

@@ -6,6 +6,7 @@
 //!   [`dynosim::config::ReplayOptions::aic_config`], the check the replay itself runs.
 //! - [`apply`]: copies an `AicPerfConfig` (or a dict of its fields) onto the replay options.
 
+use dynosim::config::settings::{Kind, PythonArg, Setting, SettingValue, SETTINGS};
 use dynosim::config::spelling::python_message;
 use dynosim::config::ReplayOptions;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -44,35 +45,29 @@ pub struct AicPerfConfig {
     options: ReplayOptions,
 }
 
+/// The AIC settings of the settings table (the fields of `aic_perf_config`).
+fn aic_settings() -> impl Iterator<Item = &'static Setting> {
+    SETTINGS
+        .iter()
+        .filter(|setting| setting.python == PythonArg::FieldOf("aic_perf_config"))
+}
+
 /// Sets one AIC field of `options` from a Python value, naming `aic_perf_config.<field>` in
 /// type errors; unknown fields are a `ValueError`.
 fn set_field(options: &mut ReplayOptions, key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    let Some(setting) = aic_settings().find(|setting| setting.name == key) else {
+        return Err(PyValueError::new_err(format!(
+            "aic_perf_config: unknown field '{key}'"
+        )));
+    };
     let name = format!("aic_perf_config.{key}");
-    let text = || opt_str_arg(&name, Some(value));
-    let int = || opt_int_arg(&name, Some(value));
-    match key {
-        "aic_backend" => options.aic_backend = text()?,
-        "aic_system" => options.aic_system = text()?,
-        "aic_model_path" => options.aic_model_path = text()?,
-        "aic_backend_version" => options.aic_backend_version = text()?,
-        "aic_tp_size" => options.aic_tp_size = int()?,
-        "aic_moe_tp_size" => options.aic_moe_tp_size = int()?,
-        "aic_moe_ep_size" => options.aic_moe_ep_size = int()?,
-        "aic_attention_dp_size" => options.aic_attention_dp_size = int()?,
-        "aic_gemm_dtype" => options.aic_gemm_dtype = text()?,
-        "aic_moe_dtype" => options.aic_moe_dtype = text()?,
-        "aic_fmha_dtype" => options.aic_fmha_dtype = text()?,
-        "aic_kv_cache_dtype" => options.aic_kv_cache_dtype = text()?,
-        "aic_comm_dtype" => options.aic_comm_dtype = text()?,
-        "aic_nextn" => options.aic_nextn = int()?,
-        "aic_nextn_accept_rates" => options.aic_nextn_accept_rates = text()?,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "aic_perf_config: unknown field '{other}'"
-            )))
-        }
-    }
-    Ok(())
+    let given = match setting.kind {
+        Kind::Int => opt_int_arg(&name, Some(value))?.map(SettingValue::Int),
+        _ => opt_str_arg(&name, Some(value))?.map(SettingValue::Text),
+    };
+    setting
+        .apply(options, given.unwrap_or(SettingValue::Unset))
+        .map_err(|message| PyTypeError::new_err(format!("argument '{name}': {message}")))
 }
 
 /// Copies the AIC settings given to the replay API (an `AicPerfConfig` or a dict of its
@@ -83,21 +78,13 @@ pub fn apply(options: &mut ReplayOptions, config: Option<&Bound<'_, PyAny>>) -> 
     };
     if let Ok(object) = config.cast::<AicPerfConfig>() {
         let given = &object.borrow().options;
-        options.aic_backend = given.aic_backend.clone();
-        options.aic_system = given.aic_system.clone();
-        options.aic_model_path = given.aic_model_path.clone();
-        options.aic_backend_version = given.aic_backend_version.clone();
-        options.aic_tp_size = given.aic_tp_size;
-        options.aic_moe_tp_size = given.aic_moe_tp_size;
-        options.aic_moe_ep_size = given.aic_moe_ep_size;
-        options.aic_attention_dp_size = given.aic_attention_dp_size;
-        options.aic_gemm_dtype = given.aic_gemm_dtype.clone();
-        options.aic_moe_dtype = given.aic_moe_dtype.clone();
-        options.aic_fmha_dtype = given.aic_fmha_dtype.clone();
-        options.aic_kv_cache_dtype = given.aic_kv_cache_dtype.clone();
-        options.aic_comm_dtype = given.aic_comm_dtype.clone();
-        options.aic_nextn = given.aic_nextn;
-        options.aic_nextn_accept_rates = given.aic_nextn_accept_rates.clone();
+        for setting in aic_settings() {
+            if let Some(value) = setting.read(given) {
+                setting
+                    .apply(options, value)
+                    .map_err(PyTypeError::new_err)?;
+            }
+        }
         return Ok(());
     }
     let dict = config.cast::<PyDict>().map_err(|_| {
@@ -153,26 +140,17 @@ impl AicPerfConfig {
         let py = slf.py();
         let this = slf.borrow();
         let options = &this.options;
-        let text = |value: &Option<String>| value.clone().into_pyobject(py).map(Bound::into_any);
-        let int = |value: Option<i64>| value.into_pyobject(py).map(Bound::into_any);
-        // In PARAMETERS order.
-        let values = vec![
-            text(&options.aic_backend)?,
-            text(&options.aic_system)?,
-            text(&options.aic_model_path)?,
-            int(options.aic_tp_size)?,
-            text(&options.aic_backend_version)?,
-            int(options.aic_moe_tp_size)?,
-            int(options.aic_moe_ep_size)?,
-            int(options.aic_attention_dp_size)?,
-            int(options.aic_nextn)?,
-            text(&options.aic_nextn_accept_rates)?,
-            text(&options.aic_gemm_dtype)?,
-            text(&options.aic_moe_dtype)?,
-            text(&options.aic_fmha_dtype)?,
-            text(&options.aic_kv_cache_dtype)?,
-            text(&options.aic_comm_dtype)?,
-        ];
+        let mut values = Vec::with_capacity(PARAMETERS.len());
+        for name in PARAMETERS {
+            let value = aic_settings()
+                .find(|setting| setting.name == *name)
+                .and_then(|setting| setting.read(options));
+            values.push(match value {
+                Some(SettingValue::Int(int)) => int.into_pyobject(py)?.into_any(),
+                Some(SettingValue::Text(text)) => text.into_pyobject(py)?.into_any(),
+                _ => py.None().into_bound(py),
+            });
+        }
         Ok((slf.get_type().into_any(), PyTuple::new(py, values)?))
     }
 

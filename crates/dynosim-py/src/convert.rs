@@ -86,7 +86,7 @@ impl Kind {
     }
 }
 
-fn type_name(value: &Bound<'_, PyAny>) -> String {
+pub fn type_name(value: &Bound<'_, PyAny>) -> String {
     value
         .get_type()
         .name()

@@ -3,8 +3,9 @@
 //! The two API functions take the reference's `dynamo.replay` signatures and fill the same
 //! [`ReplayOptions`] the CLI fills, so validation (and every message) is shared with the CLI.
 //! Their keyword arguments are taken by name from `**kwargs` (`Kwargs`): each function reads its
-//! own, and `replay_with_kwargs` the ones both take, so a shared argument is spelled once; the
-//! `text_signature`s and `_dynosim.pyi` state the signatures (a test holds all three together).
+//! keyword-only parameters (the settings table's `ReplayFunction::keywords`), each replay option read as its setting's kind and stored
+//! through the table, so no argument is spelled here; the `text_signature`s and `_dynosim.pyi`
+//! state the signatures (tests hold them to the runtime and to the table).
 //! `main` runs the CLI itself, parser included. The GIL is released while a replay runs, and
 //! the calling thread keeps answering signals meanwhile. Ctrl-C during a replay function's
 //! simulation stops it as the command line's does: the files asked for (`report_jsonl_path`,
@@ -29,6 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use dynosim::config::settings::{
+    JsonObject, Kind, ReplayFunction, Setting, SettingValue, Target, SETTINGS,
+};
 use dynosim::config::spelling::python_message;
 use dynosim::config::ReplayOptions;
 use dynosim::error::ErrorKind;
@@ -40,7 +44,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
-use convert::{float_arg, int_arg, opt_float_arg, opt_int_arg, opt_str_arg, str_arg};
+use convert::{int_arg, opt_float_arg, opt_int_arg, opt_str_arg, type_name};
 
 /// Usage errors (bad arguments) become `ValueError`, run failures `RuntimeError`; messages
 /// name Python arguments (`replay_concurrency`), not flags.
@@ -55,13 +59,9 @@ fn to_py_err(err: dynosim::Error) -> PyErr {
 /// `trace_files` may be one path (`str` or `os.PathLike`) or an iterable of paths.
 fn trace_file_list(trace_files: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
     let wrong_type = |what: &Bound<'_, PyAny>| {
-        let type_name = what
-            .get_type()
-            .name()
-            .map(|name| name.to_string())
-            .unwrap_or_else(|_| "?".to_owned());
         PyTypeError::new_err(format!(
-            "argument 'trace_files': expected a path or an iterable of paths, got '{type_name}'"
+            "argument 'trace_files': expected a path or an iterable of paths, got '{}'",
+            type_name(what)
         ))
     };
     if trace_files.is_instance_of::<PyString>() || trace_files.hasattr("__fspath__")? {
@@ -81,21 +81,12 @@ fn trace_file_list(trace_files: &Bound<'_, PyAny>) -> PyResult<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Which config object an argument takes besides a dict or JSON text.
-#[derive(Clone, Copy)]
-enum ConfigArg {
-    EngineArgs,
-    RouterConfig,
-    /// A dict, inline JSON or a file path.
-    Planner,
-}
-
 /// Engine arguments, router and planner configs as JSON text: the reference's object
 /// (`MockEngineArgs`, `KvRouterConfig`), a dict (plain values, numpy scalars included) or text
 /// (inline JSON; for the planner also a file path).
 fn config_text(
     name: &str,
-    what: ConfigArg,
+    what: JsonObject,
     value: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<String>> {
     let Some(value) = value.filter(|value| !value.is_none()) else {
@@ -105,9 +96,9 @@ fn config_text(
         return Ok(Some(value.extract::<String>()?));
     }
     let object_text = match what {
-        ConfigArg::EngineArgs => engine_args::object_json_text(value),
-        ConfigArg::RouterConfig => router_config::object_json_text(value),
-        ConfigArg::Planner => None,
+        JsonObject::EngineArgs => engine_args::object_json_text(value),
+        JsonObject::RouterConfig => router_config::object_json_text(value),
+        JsonObject::PlannerConfig => None,
     };
     if let Some(text) = object_text {
         return Ok(Some(text));
@@ -116,9 +107,9 @@ fn config_text(
         return Ok(Some(convert::any_to_json(name, value)?.to_string()));
     }
     let expected = match what {
-        ConfigArg::EngineArgs => "MockEngineArgs, a dict or a JSON string",
-        ConfigArg::RouterConfig => "KvRouterConfig, a dict or a JSON string",
-        ConfigArg::Planner => "a dict, a JSON string or a file path",
+        JsonObject::EngineArgs => "MockEngineArgs, a dict or a JSON string",
+        JsonObject::RouterConfig => "KvRouterConfig, a dict or a JSON string",
+        JsonObject::PlannerConfig => "a dict, a JSON string or a file path",
     };
     let type_name = value.get_type().name()?.to_string();
     Err(PyTypeError::new_err(format!(
@@ -302,6 +293,21 @@ fn report_to_dict<'py>(py: Python<'py>, report: &Report) -> PyResult<Bound<'py, 
     Ok(dict)
 }
 
+/// A path argument: `str` or `os.PathLike` (`None` stays `None`).
+fn path_arg(name: &str, value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<PathBuf>> {
+    value
+        .filter(|value| !value.is_none())
+        .map(|value| {
+            value.extract::<PathBuf>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "argument '{name}': expected str or os.PathLike, got '{}'",
+                    type_name(value)
+                ))
+            })
+        })
+        .transpose()
+}
+
 /// The keyword arguments of a replay function, taken one by one by name from a copy of the
 /// caller's dict. Omitted and `None` are the same (the argument's default); whatever no one took
 /// is an unexpected argument, reported as Python reports one.
@@ -333,53 +339,49 @@ impl<'py> Kwargs<'py> {
 
     /// A path argument: `str` or `os.PathLike`.
     fn take_path(&self, name: &str) -> PyResult<Option<PathBuf>> {
-        self.take(name)?
-            .map(|value| {
-                value.extract::<PathBuf>().map_err(|_| {
-                    let type_name = value
-                        .get_type()
-                        .name()
-                        .map(|name| name.to_string())
-                        .unwrap_or_else(|_| "?".to_owned());
-                    PyTypeError::new_err(format!(
-                        "argument '{name}': expected str or os.PathLike, got '{type_name}'"
-                    ))
-                })
-            })
-            .transpose()
+        path_arg(name, self.take(name)?.as_ref())
     }
 
-    /// An integer with a default (the signature takes `None` too, so that the type is checked
-    /// here, where the message can name the argument).
-    fn int(&self, name: &str, default: i64) -> PyResult<i64> {
-        self.take(name)?
-            .map_or(Ok(default), |value| int_arg(name, &value))
+    /// The value of one setting's keyword, read as the setting's kind (omitted and `None`
+    /// are [`SettingValue::Unset`]: the setting's default). Types are checked here, where the
+    /// message can name the argument.
+    fn setting_value(&self, setting: &Setting, keyword: &str) -> PyResult<SettingValue> {
+        let value = self.take(keyword)?;
+        let value = value.as_ref();
+        let given = match setting.kind {
+            Kind::Int => opt_int_arg(keyword, value)?.map(SettingValue::Int),
+            Kind::Float => opt_float_arg(keyword, value)?.map(SettingValue::Float),
+            Kind::Text => opt_str_arg(keyword, value)?.map(SettingValue::Text),
+            Kind::Json(object) => config_text(keyword, object, value)?.map(SettingValue::Text),
+            Kind::Path => path_arg(keyword, value)?.map(SettingValue::Path),
+            Kind::Paths | Kind::Switch | Kind::PythonObject => {
+                return Err(PyTypeError::new_err(format!(
+                    "argument '{keyword}' is not read as a keyword"
+                )))
+            }
+        };
+        Ok(given.unwrap_or(SettingValue::Unset))
     }
 
-    fn opt_int(&self, name: &str) -> PyResult<Option<i64>> {
-        opt_int_arg(name, self.take(name)?.as_ref())
-    }
-
-    fn float(&self, name: &str, default: f64) -> PyResult<f64> {
-        self.take(name)?
-            .map_or(Ok(default), |value| float_arg(name, &value))
-    }
-
-    fn opt_float(&self, name: &str) -> PyResult<Option<f64>> {
-        opt_float_arg(name, self.take(name)?.as_ref())
-    }
-
-    fn string(&self, name: &str, default: &str) -> PyResult<String> {
-        self.take(name)?
-            .map_or(Ok(default.to_owned()), |value| str_arg(name, &value))
-    }
-
-    fn opt_string(&self, name: &str) -> PyResult<Option<String>> {
-        opt_str_arg(name, self.take(name)?.as_ref())
-    }
-
-    fn config(&self, name: &str, what: ConfigArg) -> PyResult<Option<String>> {
-        config_text(name, what, self.take(name)?.as_ref())
+    /// Fills `options` from the replay options among `keywords` (a function's keyword-only
+    /// parameters, in their order); the front's own keywords are left for the caller.
+    fn fill(&self, options: &mut ReplayOptions, keywords: &[&str]) -> PyResult<()> {
+        for keyword in keywords {
+            let Some(setting) = SETTINGS
+                .iter()
+                .find(|setting| setting.python_keyword() == Some(*keyword))
+            else {
+                continue;
+            };
+            if let Target::Front = setting.target {
+                continue;
+            }
+            let value = self.setting_value(setting, keyword)?;
+            setting.apply(options, value).map_err(|message| {
+                PyTypeError::new_err(format!("argument '{keyword}': {message}"))
+            })?;
+        }
+        Ok(())
     }
 
     /// Fails on the first argument no one took.
@@ -395,36 +397,18 @@ impl<'py> Kwargs<'py> {
     }
 }
 
-/// The arguments both replay functions take (the deployment, the router, arrivals shared by
-/// traces and generated workloads, SLAs, planner, outputs), then the replay itself: `options`
-/// holds what the calling function filled from its own arguments.
+/// The rest of a replay function's call: its keywords (in its signature's order),
+/// the replay options among them driven by the settings table and the front's own (AIC config,
+/// extra outputs, scaling policy) read here, then the replay itself. `options` holds what the
+/// function filled from its positional arguments.
 fn replay_with_kwargs<'py>(
     py: Python<'py>,
-    options: ReplayOptions,
+    mut options: ReplayOptions,
+    function: ReplayFunction,
     kwargs: Kwargs<'py>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let kw = &kwargs;
-    let mut options = ReplayOptions {
-        extra_engine_args: kw.config("extra_engine_args", ConfigArg::EngineArgs)?,
-        prefill_engine_args: kw.config("prefill_engine_args", ConfigArg::EngineArgs)?,
-        decode_engine_args: kw.config("decode_engine_args", ConfigArg::EngineArgs)?,
-        router_config: kw.config("router_config", ConfigArg::RouterConfig)?,
-        model_name: kw.opt_string("model_name")?,
-        num_workers: kw.int("num_workers", 1)?,
-        num_prefill_workers: kw.int("num_prefill_workers", 1)?,
-        num_decode_workers: kw.int("num_decode_workers", 1)?,
-        replay_concurrency: kw.opt_int("replay_concurrency")?,
-        replay_mode: kw.string("replay_mode", "offline")?,
-        router_mode: kw.string("router_mode", "round_robin")?,
-        arrival_speedup_ratio: kw.float("arrival_speedup_ratio", 1.0)?,
-        planner_config: kw.config("planner_config", ConfigArg::Planner)?,
-        benchmark_granularity: kw.int("benchmark_granularity", 8)?,
-        router_seed: kw.int("router_seed", 0)?,
-        sla_ttft_ms: kw.opt_float("sla_ttft_ms")?,
-        sla_itl_ms: kw.opt_float("sla_itl_ms")?,
-        sla_e2e_ms: kw.opt_float("sla_e2e_ms")?,
-        ..options
-    };
+    kw.fill(&mut options, &function.keywords())?;
     aic::apply(&mut options, kw.take("aic_perf_config")?.as_ref())?;
     let outputs = ExtraOutputs {
         function: kw.function,
@@ -454,18 +438,12 @@ fn run_trace_replay<'py>(
     trace_files: &Bound<'py, PyAny>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let kw = Kwargs::new(py, "run_trace_replay", kwargs)?;
+    let kw = Kwargs::new(py, ReplayFunction::Trace.name(), kwargs)?;
     let options = ReplayOptions {
         trace_files: trace_file_list(trace_files)?,
-        trace_format: kw.string("trace_format", "mooncake")?,
-        trace_block_size: kw.opt_int("trace_block_size")?,
-        trace_shared_prefix_ratio: kw.float("trace_shared_prefix_ratio", 0.0)?,
-        trace_num_prefix_groups: kw.int("trace_num_prefix_groups", 0)?,
-        report_jsonl: kw.take_path("report_jsonl_path")?,
-        max_sim_time_ms: kw.opt_float("max_sim_time_ms")?,
         ..ReplayOptions::default()
     };
-    replay_with_kwargs(py, options, kw)
+    replay_with_kwargs(py, options, ReplayFunction::Trace, kw)
 }
 
 /// Replays a generated workload (identical requests, or lengths drawn from a spread) and
@@ -489,25 +467,28 @@ fn run_synthetic_trace_replay<'py>(
     request_count: &Bound<'py, PyAny>,
     kwargs: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let kw = Kwargs::new(py, "run_synthetic_trace_replay", kwargs)?;
+    let kw = Kwargs::new(py, ReplayFunction::Synthetic.name(), kwargs)?;
     let options = ReplayOptions {
         input_tokens: Some(int_arg("input_tokens", input_tokens)?),
         output_tokens: Some(int_arg("output_tokens", output_tokens)?),
         request_count: Some(int_arg("request_count", request_count)?),
-        request_rate: kw.opt_float("request_rate")?,
-        arrival_interval_ms: kw.opt_float("arrival_interval_ms")?,
-        arrival_seed: kw.int("arrival_seed", 42)?,
-        turns_per_session: kw.int("turns_per_session", 1)?,
-        shared_prefix_ratio: kw.float("shared_prefix_ratio", 0.0)?,
-        num_prefix_groups: kw.int("num_prefix_groups", 0)?,
-        inter_turn_delay_ms: kw.float("inter_turn_delay_ms", 0.0)?,
-        input_tokens_stddev: kw.opt_float("input_tokens_stddev")?,
-        output_tokens_stddev: kw.opt_float("output_tokens_stddev")?,
-        random_range_ratio: kw.opt_float("random_range_ratio")?,
-        length_seed: kw.opt_int("length_seed")?,
         ..ReplayOptions::default()
     };
-    replay_with_kwargs(py, options, kw)
+    replay_with_kwargs(py, options, ReplayFunction::Synthetic, kw)
+}
+
+/// The keyword-only parameters of a replay function as the settings table defines them,
+/// `name=default, ...` (for the test that holds the `text_signature`s and the stub to the
+/// table).
+#[pyfunction]
+fn _replay_keywords(function: &str) -> PyResult<String> {
+    let function = [ReplayFunction::Trace, ReplayFunction::Synthetic]
+        .into_iter()
+        .find(|known| known.name() == function)
+        .ok_or_else(|| PyValueError::new_err(format!("no replay function named '{function}'")))?;
+    Ok(dynosim::config::settings::python_signature(
+        &function.keywords(),
+    ))
 }
 
 /// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),
@@ -545,6 +526,7 @@ fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(run_synthetic_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(main, module)?)?;
+    module.add_function(wrap_pyfunction!(_replay_keywords, module)?)?;
     module.add_function(wrap_pyfunction!(sweep::sweep, module)?)?;
     module.add_function(wrap_pyfunction!(sweep::_sweep_unstored, module)?)?;
     module.add_function(wrap_pyfunction!(sweep::_sweep_evaluate, module)?)?;

@@ -10,260 +10,167 @@
 //!   `extra_engine_args.*` / `prefill_engine_args.*` / `decode_engine_args.*` /
 //!   `router_config.*` key) as the spec is read, so a bad spec fails before any run.
 //!
-//! The aggregated and disaggregated engine arguments and the router config are JSON objects
-//! handed to the same parsers the CLI's JSON flags use; the AIC settings use the flat `aic_*`
-//! names of the CLI (the Python API groups them in `aic_perf_config`).
+//! Which settings a sweep takes, their types, defaults and flags come from the settings table
+//! (`dynosim::config::settings`, the settings marked for sweeps); this module only reads and
+//! writes their JSON values. The aggregated and disaggregated engine arguments and the router
+//! config are JSON objects handed to the same parsers the CLI's JSON flags use; the AIC
+//! settings use the flat `aic_*` names of the CLI (the Python API groups them in
+//! `aic_perf_config`).
 
 use std::path::PathBuf;
 
+use dynosim::config::settings::{Fallback, JsonObject, Kind, Setting, SettingValue, SETTINGS};
 use dynosim::config::{engine_args, router_config, ReplayOptions};
 use serde_json::{Map, Value};
 
-/// How a setting's JSON value is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Int,
-    OptInt,
-    Float,
-    OptFloat,
-    Text,
-    OptText,
-    /// A JSON object handed to a parser (engine arguments, router config); `null` unsets it.
-    Object,
-    /// Trace file(s): a path, or a list of paths (`trace_files`).
-    Paths,
+/// Every setting a sweep accepts, grouped as a run is described (workload, deployment, router,
+/// goals, AIC), in the table's order within a group: the order of its command line.
+fn sweep_settings() -> Vec<&'static Setting> {
+    let mut settings: Vec<&'static Setting> =
+        SETTINGS.iter().filter(|setting| setting.sweep).collect();
+    settings.sort_by_key(|setting| setting.group);
+    settings
 }
 
-/// Declares the settings (name and kind) in the order the command line lists them, and the
-/// assignment of each to its `ReplayOptions` field, so the two cannot drift apart.
-macro_rules! settings_table {
-    ($($name:ident: $kind:ident,)*) => {
-        /// Every setting a sweep accepts, with its kind, in command-line order.
-        const SETTINGS: &[(&str, Kind)] = &[$((stringify!($name), Kind::$kind)),*];
-
-        /// Assigns one (already type-checked) setting to its option field.
-        fn assign(options: &mut ReplayOptions, name: &str, value: &Value) -> Result<(), String> {
-            match name {
-                $(stringify!($name) => options.$name = read::$kind(value)?,)*
-                "trace_file" => options.trace_files = read::Paths(value)?,
-                _ => return Err(unknown_setting_message(name)),
-            }
-            Ok(())
-        }
-
-        /// The settings of `options` that differ from their defaults (the inverse of
-        /// [`Settings::to_options`]).
-        fn written(options: &ReplayOptions) -> Map<String, Value> {
-            let defaults = ReplayOptions::default();
-            let mut values = Map::new();
-            $(
-                let value = write::$kind(&options.$name);
-                if value != write::$kind(&defaults.$name) {
-                    values.insert(stringify!($name).to_owned(), value);
-                }
-            )*
-            values
-        }
+/// The sweep setting named `name` (`trace_file` is another name of `trace_files`).
+fn sweep_setting(name: &str) -> Option<&'static Setting> {
+    let name = if name == "trace_file" {
+        "trace_files"
+    } else {
+        name
     };
+    SETTINGS
+        .iter()
+        .find(|setting| setting.sweep && setting.name == name)
 }
 
-settings_table! {
-    trace_files: Paths,
-    trace_format: Text,
-    trace_block_size: OptInt,
-    trace_shared_prefix_ratio: Float,
-    trace_num_prefix_groups: Int,
-    arrival_speedup_ratio: Float,
-    input_tokens: OptInt,
-    output_tokens: OptInt,
-    request_count: OptInt,
-    request_rate: OptFloat,
-    arrival_interval_ms: OptFloat,
-    arrival_seed: Int,
-    turns_per_session: Int,
-    shared_prefix_ratio: Float,
-    num_prefix_groups: Int,
-    inter_turn_delay_ms: Float,
-    input_tokens_stddev: OptFloat,
-    output_tokens_stddev: OptFloat,
-    random_range_ratio: OptFloat,
-    length_seed: OptInt,
-    replay_concurrency: OptInt,
-    extra_engine_args: Object,
-    prefill_engine_args: Object,
-    decode_engine_args: Object,
-    num_workers: Int,
-    num_prefill_workers: Int,
-    num_decode_workers: Int,
-    router_mode: Text,
-    router_config: Object,
-    router_seed: Int,
-    model_name: OptText,
-    sla_ttft_ms: OptFloat,
-    sla_itl_ms: OptFloat,
-    sla_e2e_ms: OptFloat,
-    aic_backend: OptText,
-    aic_system: OptText,
-    aic_model_path: OptText,
-    aic_backend_version: OptText,
-    aic_tp_size: OptInt,
-    aic_moe_tp_size: OptInt,
-    aic_moe_ep_size: OptInt,
-    aic_attention_dp_size: OptInt,
-    aic_gemm_dtype: OptText,
-    aic_moe_dtype: OptText,
-    aic_fmha_dtype: OptText,
-    aic_kv_cache_dtype: OptText,
-    aic_comm_dtype: OptText,
-    aic_nextn: OptInt,
-    aic_nextn_accept_rates: OptText,
+/// Assigns one setting to its option field, reading its JSON value as the setting's type.
+fn assign(options: &mut ReplayOptions, name: &str, value: &Value) -> Result<(), String> {
+    let setting = sweep_setting(name).ok_or_else(|| unknown_setting_message(name))?;
+    let value = read(setting, value)?;
+    setting.apply(options, value)
+}
+
+/// The settings of `options` that differ from their defaults (the inverse of
+/// [`Settings::to_options`]).
+fn written(options: &ReplayOptions) -> Map<String, Value> {
+    let defaults = ReplayOptions::default();
+    let mut values = Map::new();
+    for setting in sweep_settings() {
+        let (Some(value), Some(default)) = (setting.read(options), setting.read(&defaults)) else {
+            continue;
+        };
+        let (value, default) = (write(setting, value), write(setting, default));
+        if value != default {
+            values.insert(setting.name.to_owned(), value);
+        }
+    }
+    values
 }
 
 /// The settings holding JSON objects, with the key types their parser accepts.
-const OBJECT_SETTINGS: &[(&str, &[(&str, &str)])] = &[
-    ("extra_engine_args", engine_args::ACCEPTED_KEY_TYPES),
-    ("prefill_engine_args", engine_args::ACCEPTED_KEY_TYPES),
-    ("decode_engine_args", engine_args::ACCEPTED_KEY_TYPES),
-    ("router_config", router_config::ACCEPTED_KEY_TYPES),
-];
+fn object_settings() -> Vec<(&'static str, &'static [(&'static str, &'static str)])> {
+    sweep_settings()
+        .into_iter()
+        .filter_map(|setting| match setting.kind {
+            Kind::Json(JsonObject::EngineArgs) => {
+                Some((setting.name, engine_args::ACCEPTED_KEY_TYPES))
+            }
+            Kind::Json(JsonObject::RouterConfig) => {
+                Some((setting.name, router_config::ACCEPTED_KEY_TYPES))
+            }
+            _ => None,
+        })
+        .collect()
+}
 
-fn kind_of(name: &str) -> Option<Kind> {
-    if name == "trace_file" {
-        return Some(Kind::Paths);
+/// The object settings as a sentence lists them: `a, b, c or d`.
+fn object_setting_names() -> String {
+    let names: Vec<&str> = object_settings().iter().map(|(name, _)| *name).collect();
+    match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
-    SETTINGS
-        .iter()
-        .find(|(setting, _)| *setting == name)
-        .map(|&(_, kind)| kind)
 }
 
 fn unknown_setting_message(name: &str) -> String {
     let names: Vec<&str> = std::iter::once("trace_file")
-        .chain(SETTINGS.iter().map(|(setting, _)| *setting))
+        .chain(sweep_settings().iter().map(|setting| setting.name))
         .collect();
     format!(
-        "unknown setting '{name}'; expected one of: {}, or a dotted key into \
-         extra_engine_args, prefill_engine_args, decode_engine_args or router_config",
-        names.join(", ")
+        "unknown setting '{name}'; expected one of: {}, or a dotted key into {}",
+        names.join(", "),
+        object_setting_names()
     )
 }
 
-/// Readers from a JSON value to an option field's type, one per [`Kind`] (named like it, so
-/// the table above can name them).
-#[allow(non_snake_case)]
-mod read {
-    use super::*;
-
-    pub fn Int(value: &Value) -> Result<i64, String> {
-        value
+/// A setting's value from its JSON value; `null` unsets an optional setting.
+fn read(setting: &Setting, value: &Value) -> Result<SettingValue, String> {
+    let optional = setting.default == Fallback::Unset;
+    match (setting.kind, value) {
+        (Kind::Json(_) | Kind::Paths, Value::Null) => return Ok(SettingValue::Unset),
+        (_, Value::Null) if optional => return Ok(SettingValue::Unset),
+        _ => {}
+    }
+    match setting.kind {
+        Kind::Int => value
             .as_i64()
-            .ok_or_else(|| format!("expected an integer, got {value}"))
-    }
-
-    pub fn OptInt(value: &Value) -> Result<Option<i64>, String> {
-        if value.is_null() {
-            return Ok(None);
-        }
-        Int(value).map(Some)
-    }
-
-    pub fn Float(value: &Value) -> Result<f64, String> {
-        value
+            .map(SettingValue::Int)
+            .ok_or_else(|| format!("expected an integer, got {value}")),
+        Kind::Float => value
             .as_f64()
-            .ok_or_else(|| format!("expected a number, got {value}"))
-    }
-
-    pub fn OptFloat(value: &Value) -> Result<Option<f64>, String> {
-        if value.is_null() {
-            return Ok(None);
-        }
-        Float(value).map(Some)
-    }
-
-    pub fn Text(value: &Value) -> Result<String, String> {
-        value
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| format!("expected a string, got {value}"))
-    }
-
-    pub fn OptText(value: &Value) -> Result<Option<String>, String> {
-        if value.is_null() {
-            return Ok(None);
-        }
-        Text(value).map(Some)
-    }
-
-    pub fn Object(value: &Value) -> Result<Option<String>, String> {
-        match value {
-            Value::Null => Ok(None),
-            Value::Object(_) => Ok(Some(value.to_string())),
+            .map(SettingValue::Float)
+            .ok_or_else(|| format!("expected a number, got {value}")),
+        Kind::Json(_) => match value {
+            Value::Object(_) => Ok(SettingValue::Text(value.to_string())),
             _ => Err(format!("expected a mapping, got {value}")),
-        }
-    }
-
-    pub fn Paths(value: &Value) -> Result<Vec<PathBuf>, String> {
-        match value {
-            Value::Null => Ok(Vec::new()),
-            Value::String(path) => Ok(vec![PathBuf::from(path)]),
-            Value::Array(items) => items
-                .iter()
-                .map(|item| {
-                    item.as_str()
-                        .map(PathBuf::from)
-                        .ok_or_else(|| format!("expected a path, got {item}"))
-                })
-                .collect(),
-            _ => Err(format!("expected a path or a list of paths, got {value}")),
-        }
+        },
+        Kind::Paths => read_paths(value).map(SettingValue::Paths),
+        Kind::Text | Kind::Path | Kind::Switch | Kind::PythonObject => value
+            .as_str()
+            .map(|text| SettingValue::Text(text.to_owned()))
+            .ok_or_else(|| format!("expected a string, got {value}")),
     }
 }
 
-/// Writers from an option field to its JSON value, one per [`Kind`] (the inverse of [`read`]).
-#[allow(non_snake_case)]
-mod write {
-    use super::*;
-
-    pub fn Int(value: &i64) -> Value {
-        Value::from(*value)
+/// Trace file(s): a path, or a list of paths.
+fn read_paths(value: &Value) -> Result<Vec<PathBuf>, String> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::String(path) => Ok(vec![PathBuf::from(path)]),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(PathBuf::from)
+                    .ok_or_else(|| format!("expected a path, got {item}"))
+            })
+            .collect(),
+        _ => Err(format!("expected a path or a list of paths, got {value}")),
     }
+}
 
-    pub fn OptInt(value: &Option<i64>) -> Value {
-        value.map_or(Value::Null, Value::from)
-    }
-
-    pub fn Float(value: &f64) -> Value {
-        Value::from(*value)
-    }
-
-    pub fn OptFloat(value: &Option<f64>) -> Value {
-        value.map_or(Value::Null, Value::from)
-    }
-
-    pub fn Text(value: &str) -> Value {
-        Value::from(value)
-    }
-
-    pub fn OptText(value: &Option<String>) -> Value {
-        value.as_deref().map_or(Value::Null, Value::from)
-    }
-
-    /// An object setting's JSON text as the object (text that is not JSON stays text, and
-    /// fails where the settings are read, as it would have as an option).
-    pub fn Object(value: &Option<String>) -> Value {
-        match value {
-            None => Value::Null,
-            Some(text) => serde_json::from_str(text).unwrap_or_else(|_| Value::from(text.as_str())),
-        }
-    }
-
-    pub fn Paths(value: &[PathBuf]) -> Value {
-        Value::Array(
-            value
+/// A setting's value as JSON (the inverse of [`read`]): an object setting's JSON text as the
+/// object (text that is not JSON stays text, and fails where the settings are read, as it
+/// would have as an option).
+fn write(setting: &Setting, value: SettingValue) -> Value {
+    match value {
+        SettingValue::Unset => Value::Null,
+        SettingValue::Int(int) => Value::from(int),
+        SettingValue::Float(float) => Value::from(float),
+        SettingValue::Switch(on) => Value::from(on),
+        SettingValue::Text(text) => match setting.kind {
+            Kind::Json(_) => serde_json::from_str(&text).unwrap_or(Value::from(text)),
+            _ => Value::from(text),
+        },
+        SettingValue::Path(path) => Value::from(path.display().to_string()),
+        SettingValue::Paths(paths) => Value::Array(
+            paths
                 .iter()
                 .map(|path| Value::from(path.display().to_string()))
                 .collect(),
-        )
+        ),
     }
 }
 
@@ -271,10 +178,11 @@ mod write {
 /// type. Messages name what is wrong, not where: the caller prefixes the spec file and key.
 pub fn check_value(key: &str, value: &Value) -> Result<(), String> {
     if let Some((object, field)) = key.split_once('.') {
-        let Some(&(_, key_types)) = OBJECT_SETTINGS.iter().find(|(name, _)| *name == object) else {
+        let objects = object_settings();
+        let Some(&(_, key_types)) = objects.iter().find(|(name, _)| *name == object) else {
             return Err(format!(
-                "'{object}' holds no nested settings; dotted keys go into extra_engine_args, \
-                 prefill_engine_args, decode_engine_args or router_config"
+                "'{object}' holds no nested settings; dotted keys go into {}",
+                object_setting_names()
             ));
         };
         let Some(&(_, type_name)) = key_types.iter().find(|(name, _)| *name == field) else {
@@ -286,10 +194,10 @@ pub fn check_value(key: &str, value: &Value) -> Result<(), String> {
         };
         return check_json_type(type_name, value);
     }
-    let kind = kind_of(key).ok_or_else(|| unknown_setting_message(key))?;
+    let setting = sweep_setting(key).ok_or_else(|| unknown_setting_message(key))?;
     let mut scratch = ReplayOptions::default();
     assign(&mut scratch, key, value)?;
-    if kind == Kind::Object {
+    if let Kind::Json(_) = setting.kind {
         if let Value::Object(object) = value {
             for (field, field_value) in object {
                 check_value(&format!("{key}.{field}"), field_value)
@@ -393,11 +301,11 @@ impl Settings {
         for path in self.trace_paths() {
             words.push(path);
         }
-        for (name, kind) in SETTINGS {
-            if *kind == Kind::Paths {
+        for setting in sweep_settings() {
+            let Some(flag) = setting.flag() else {
                 continue;
-            }
-            let Some(value) = self.values.get(*name) else {
+            };
+            let Some(value) = self.values.get(setting.name) else {
                 continue;
             };
             let text = match value {
@@ -411,7 +319,7 @@ impl Settings {
                 },
                 other => other.to_string(),
             };
-            words.push(format!("--{}", name.replace('_', "-")));
+            words.push(flag);
             words.push(text);
         }
         shell_words::join(words)
@@ -420,7 +328,7 @@ impl Settings {
     fn trace_paths(&self) -> Vec<String> {
         let mut paths = Vec::new();
         for name in ["trace_file", "trace_files"] {
-            if let Some(Ok(files)) = self.values.get(name).map(read::Paths) {
+            if let Some(Ok(files)) = self.values.get(name).map(read_paths) {
                 paths.extend(files.iter().map(|path| path.display().to_string()));
             }
         }
@@ -430,10 +338,9 @@ impl Settings {
 
 /// Every flag the command lines may use (for tests that check them against the CLI).
 pub fn flag_names() -> Vec<String> {
-    SETTINGS
+    sweep_settings()
         .iter()
-        .filter(|(_, kind)| *kind != Kind::Paths)
-        .map(|(name, _)| format!("--{}", name.replace('_', "-")))
+        .filter_map(|setting| setting.flag())
         .collect()
 }
 

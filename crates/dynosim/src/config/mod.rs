@@ -13,6 +13,7 @@ pub mod profile_table;
 mod profiler_results;
 pub mod router_config;
 pub mod router_policy;
+pub mod settings;
 pub mod spelling;
 
 pub use engine_args::{

@@ -9,38 +9,22 @@
 //! - [`python_argument`]: the Python argument a flag corresponds to, if the API has one.
 //! - [`python_message`]: an error as the Python API words it.
 
+use crate::config::settings;
 use crate::error::Error;
 
-/// Flags whose Python argument is not the flag's name with `_` for `-`.
-const RENAMED: &[(&str, &str)] = &[
-    ("--report-jsonl", "report_jsonl_path"),
-    (
-        "--router-policy-config",
-        "router_config.router_policy_config",
-    ),
-];
-
-/// Flags the Python API has no argument for (the CLI alone sets them).
-const CLI_ONLY: &[&str] = &["--report-json", "--max-sim-time-seconds", "--online-speed"];
-
-/// The Python argument for `flag` (`--num-workers` → `num_workers`; the `--aic-*` flags are
-/// fields of `aic_perf_config`), or `None` when the API has no such argument. Names that are
-/// not flags (already Python names, e.g. `max_sim_time_ms`) are returned as they are.
+/// The Python argument for `flag`, as the settings table names it (`--num-workers` →
+/// `num_workers`, `--report-jsonl` → `report_jsonl_path`, the `--aic-*` flags are fields of
+/// `aic_perf_config`), or `None` when the API has no such argument. Names that are not flags
+/// (already Python names, e.g. `max_sim_time_ms`) are returned as they are, and a flag of
+/// another command (not a replay setting) with `_` for `-`.
 pub fn python_argument(flag: &str) -> Option<String> {
     let Some(name) = flag.strip_prefix("--") else {
         return Some(flag.to_owned());
     };
-    if CLI_ONLY.contains(&flag) {
-        return None;
+    match settings::by_flag(flag) {
+        Some(setting) => setting.python_name(),
+        None => Some(name.replace('-', "_")),
     }
-    if let Some((_, argument)) = RENAMED.iter().find(|(renamed, _)| *renamed == flag) {
-        return Some((*argument).to_owned());
-    }
-    let argument = name.replace('-', "_");
-    if argument.starts_with("aic_") {
-        return Some(format!("aic_perf_config.{argument}"));
-    }
-    Some(argument)
 }
 
 /// `error` as the Python API words it: its own sentence if it has one, else the message with

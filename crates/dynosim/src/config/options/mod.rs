@@ -43,8 +43,30 @@ use std::path::PathBuf;
 /// `--arrival-seed`, though the two streams are independent).
 pub const DEFAULT_LENGTH_SEED: u64 = 42;
 
-/// One field per flag of `python -m dynamo.replay`, holding the raw value. Defaults equal the
-/// flag defaults. Filled by the CLI (clap) and by the Python API (kwargs).
+/// Defines the options struct and `blank()`, every field at its type's zero value (the
+/// settings table's defaults are applied over it by `Default`, in `config::settings`, which
+/// depends on this module and not the other way round).
+macro_rules! with_blank {
+    ($(#[$meta:meta])* pub struct $name:ident {
+        $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)*
+    }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl $name {
+            pub(crate) fn blank() -> Self {
+                Self { $($field: Default::default(),)* }
+            }
+        }
+    };
+}
+
+with_blank! {
+/// One field per setting of `config::settings` (a `dynamo.replay` flag or Python argument),
+/// holding the raw value. [`Default`] gives each setting's default from the settings table.
+/// Filled by the CLI (clap) and by the Python API (kwargs), both driven by that table.
 #[derive(Clone, Debug)]
 pub struct ReplayOptions {
     pub trace_files: Vec<PathBuf>,
@@ -136,70 +158,6 @@ pub struct ReplayOptions {
     pub sla_itl_ms: Option<f64>,
     pub sla_e2e_ms: Option<f64>,
 }
-
-impl Default for ReplayOptions {
-    fn default() -> Self {
-        Self {
-            trace_files: Vec::new(),
-            extra_engine_args: None,
-            prefill_engine_args: None,
-            decode_engine_args: None,
-            router_config: None,
-            router_policy_config: None,
-            router_policy_config_from_env: false,
-            model_name: None,
-            router_seed: 0,
-            aic_backend: None,
-            aic_system: None,
-            aic_model_path: None,
-            aic_backend_version: None,
-            aic_tp_size: None,
-            aic_moe_tp_size: None,
-            aic_moe_ep_size: None,
-            aic_attention_dp_size: None,
-            aic_gemm_dtype: None,
-            aic_moe_dtype: None,
-            aic_fmha_dtype: None,
-            aic_kv_cache_dtype: None,
-            aic_comm_dtype: None,
-            aic_nextn: None,
-            aic_nextn_accept_rates: None,
-            input_tokens: None,
-            output_tokens: None,
-            request_count: None,
-            request_rate: None,
-            arrival_interval_ms: None,
-            arrival_seed: 42,
-            turns_per_session: 1,
-            shared_prefix_ratio: 0.0,
-            num_prefix_groups: 0,
-            inter_turn_delay_ms: 0.0,
-            input_tokens_stddev: None,
-            output_tokens_stddev: None,
-            random_range_ratio: None,
-            length_seed: None,
-            num_workers: 1,
-            num_prefill_workers: 1,
-            num_decode_workers: 1,
-            replay_concurrency: None,
-            replay_mode: "offline".into(),
-            online_speed: None,
-            router_mode: "round_robin".into(),
-            arrival_speedup_ratio: 1.0,
-            trace_format: "mooncake".into(),
-            trace_block_size: None,
-            trace_shared_prefix_ratio: 0.0,
-            trace_num_prefix_groups: 0,
-            report_jsonl: None,
-            planner_config: None,
-            benchmark_granularity: 8,
-            max_sim_time_seconds: None,
-            max_sim_time_ms: None,
-            sla_ttft_ms: None,
-            sla_itl_ms: None,
-            sla_e2e_ms: None,
-        }
-    }
 }
 
 /// The most engine ranks (workers × dp_size) one pool may have. Each rank is a scheduler with
