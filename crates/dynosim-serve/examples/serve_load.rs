@@ -21,6 +21,9 @@ use load_client::{LoadPlan, Outcome};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
+/// Resident and peak resident memory, in MB, when it could be read.
+type Memory = Option<(f64, f64)>;
+
 struct Args {
     dynosim: String,
     connections: usize,
@@ -222,7 +225,7 @@ fn report(
     result: &load_client::LoadResult,
     metrics: &str,
     records: &[serde_json::Value],
-    (idle, after): (Option<(f64, f64)>, Option<(f64, f64)>),
+    (idle, after): (Memory, Memory),
     samples: &[(f64, (f64, f64))],
 ) {
     let errors = result.errors();

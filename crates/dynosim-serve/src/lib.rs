@@ -111,7 +111,7 @@ pub fn serve(spec: &ReplaySpec, config: ServeConfig, hooks: ServeHooks) -> Resul
         )));
     }
     let address = format!("{}:{}", config.host, config.port);
-    let listener = std::net::TcpListener::bind(&address)
+    let listener = listen(&address, config.max_connections)
         .map_err(|err| Error::runtime(format!("cannot listen on {address}: {err}")))?;
     listener
         .set_nonblocking(true)
@@ -218,6 +218,41 @@ pub fn serve(spec: &ReplaySpec, config: ServeConfig, hooks: ServeHooks) -> Resul
         simulated,
         wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
     })
+}
+
+/// Binds `address` (the first of its resolutions that binds) with a listen backlog for
+/// `max_connections` clients connecting at once (the standard library's 128 made hundreds of
+/// clients connecting together wait a second for a retried handshake).
+fn listen(address: &str, max_connections: usize) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::net::ToSocketAddrs;
+    let backlog = i32::try_from(max_connections.max(128)).unwrap_or(i32::MAX);
+    let mut last_error = None;
+    for resolved in address.to_socket_addrs()? {
+        let bound = Socket::new(
+            Domain::for_address(resolved),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .and_then(|socket| {
+            // As the standard library's listener does: a restarted server can bind at once.
+            #[cfg(unix)]
+            socket.set_reuse_address(true)?;
+            socket.bind(&resolved.into())?;
+            socket.listen(backlog)?;
+            Ok(socket)
+        });
+        match bound {
+            Ok(socket) => return Ok(socket.into()),
+            Err(err) => last_error = Some(err),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolves to nothing",
+        )
+    }))
 }
 
 fn routes(app: Arc<App>, max_body_bytes: usize) -> Router {
