@@ -208,8 +208,11 @@ pub fn run(cli: &ServeCli, invocation: &str) -> Result<Served> {
     options.output_tokens = Some(1);
     options.request_count = Some(1);
     options.replay_concurrency = Some(1);
-    let jsonl_path = options.report_jsonl.clone();
+    // The per-request records are the served requests' (the replay's rule against them
+    // without a trace is about its synthetic workload, which serving does not run).
+    let jsonl_path = options.report_jsonl.take();
     let mut spec = options.into_spec()?;
+    spec.capture_requests |= jsonl_path.is_some();
     // The server's own rule of what it serves, checked before any output is opened or AIC
     // table is built.
     dynosim::sim::external::check_servable(&spec)?;

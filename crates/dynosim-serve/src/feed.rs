@@ -2,13 +2,15 @@
 //!
 //! Handlers [`Shared::submit`] requests and get a channel of the request's progress;
 //! [`Shared::cancel`] a request whose client went away. On the simulating thread,
-//! [`WallFeed`] is the run's `RequestFeed` (model time = wall time since the start × speed;
-//! it sleeps on a condition variable until the next event is due or a request arrives) and
+//! [`WallFeed`] is the run's `RequestFeed` (model time = wall time since the first request
+//! reached the server × speed; it sleeps on a condition variable until the next event is due
+//! or a request comes; a request arrives in the simulation at the model time it reached the
+//! server, before it was parsed and tokenized, as a client's clock sees it) and
 //! [`ProgressObserver`] the collector's observer, which sends each request's tokens and end
 //! to its handler and keeps the metrics. `--record-trace` rows are written as requests are
 //! handed to the run (their arrival times are model times).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -40,8 +42,15 @@ struct LiveRequest {
     session: Option<String>,
 }
 
+/// An event waiting for the run.
+struct Queued {
+    event: FeedEvent,
+    /// A request's id and when it reached the server (cancels have none: they are due at once).
+    request: Option<(RequestId, Instant)>,
+}
+
 struct FeedState {
-    queue: Vec<FeedEvent>,
+    queue: VecDeque<Queued>,
     next_id: RequestId,
     closed: bool,
     live: HashMap<RequestId, LiveRequest>,
@@ -71,7 +80,7 @@ impl Shared {
     pub fn new(metrics: Metrics, speed: f64, record: Option<Box<dyn Write + Send>>) -> Self {
         Self {
             state: Mutex::new(FeedState {
-                queue: Vec::new(),
+                queue: VecDeque::new(),
                 next_id: 0,
                 closed: false,
                 live: HashMap::new(),
@@ -95,11 +104,13 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Hands `request` to the run; None once the server is draining.
+    /// Hands `request`, which reached the server at `received`, to the run (it arrives in the
+    /// simulation then, or as soon after as the run allows); None once the server is draining.
     pub fn submit(
         &self,
         request: ExternalRequest,
         session: Option<String>,
+        received: Instant,
     ) -> Option<(RequestId, UnboundedReceiver<Progress>)> {
         let (sender, receiver) = unbounded_channel();
         let mut state = self.lock();
@@ -111,7 +122,7 @@ impl Shared {
         self.origin
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(Instant::now);
+            .get_or_insert(received);
         let mut request = request;
         if session.is_none() {
             // Named like a trace row without a session: request_<n>, from 1.
@@ -128,7 +139,10 @@ impl Shared {
                 session,
             },
         );
-        state.queue.push(FeedEvent::Request(request));
+        state.queue.push_back(Queued {
+            event: FeedEvent::Request(request),
+            request: Some((id, received)),
+        });
         drop(state);
         self.arrived.notify_one();
         Some((id, receiver))
@@ -138,7 +152,10 @@ impl Shared {
     pub fn cancel(&self, id: RequestId) {
         let mut state = self.lock();
         if state.live.contains_key(&id) {
-            state.queue.push(FeedEvent::Cancel(id));
+            state.queue.push_back(Queued {
+                event: FeedEvent::Cancel(id),
+                request: None,
+            });
             drop(state);
             self.arrived.notify_one();
         }
@@ -150,9 +167,12 @@ impl Shared {
         self.arrived.notify_one();
     }
 
-    /// How late, in wall seconds, something due at model time `at_ms` is now.
-    pub fn wall_delay_s(&self, at_ms: f64) -> f64 {
-        let elapsed = self.elapsed_s().unwrap_or(0.0);
+    /// How late, in wall seconds, something due at model time `at_ms` is at `now`.
+    pub fn wall_delay_s(&self, at_ms: f64, now: Instant) -> f64 {
+        let origin = *self.origin.lock().unwrap_or_else(|p| p.into_inner());
+        let elapsed = origin.map_or(0.0, |origin| {
+            now.saturating_duration_since(origin).as_secs_f64()
+        });
         (elapsed - at_ms / 1000.0 / self.speed).max(0.0)
     }
 
@@ -165,6 +185,14 @@ impl Shared {
     /// Model time now, from the wall clock.
     fn model_now_ms(&self) -> f64 {
         self.elapsed_s().unwrap_or(0.0) * 1000.0 * self.speed
+    }
+
+    /// Model time at `instant` (0 before the first arrival).
+    fn model_ms_at(&self, instant: Instant) -> f64 {
+        let origin = self.origin.lock().unwrap_or_else(|p| p.into_inner());
+        origin.map_or(0.0, |origin| {
+            instant.saturating_duration_since(origin).as_secs_f64() * 1000.0 * self.speed
+        })
     }
 
     /// The first error writing the recorded trace, and its writer (flushed).
@@ -232,6 +260,8 @@ pub struct WallFeed<'a> {
     shared: &'a Shared,
     /// The model time `wait` last gave: arrivals taken next arrived then.
     now_ms: f64,
+    /// `wait` gave a time before (the run has settled at `now_ms`).
+    waited: bool,
     /// The closing was reported to the loop once (later waits with nothing scheduled sleep).
     closed_seen: bool,
 }
@@ -244,6 +274,7 @@ impl<'a> WallFeed<'a> {
         Self {
             shared,
             now_ms: 0.0,
+            waited: false,
             closed_seen: false,
         }
     }
@@ -255,13 +286,21 @@ impl RequestFeed for WallFeed<'_> {
         let mut state = shared.lock();
         let now_ms = loop {
             let now_ms = shared.model_now_ms();
+            // The next event waiting is due when it reached the server (a cancel: now),
+            // unless the run has something due before.
+            if let Some(front) = state.queue.front() {
+                let due_ms = front
+                    .request
+                    .map_or(now_ms, |(_, received)| shared.model_ms_at(received));
+                break next_ms.map_or(due_ms, |next_ms| due_ms.min(next_ms));
+            }
             if let Some(next_ms) = next_ms {
                 if now_ms >= next_ms {
                     break next_ms;
                 }
             }
             let closing = state.closed && !self.closed_seen;
-            if !state.queue.is_empty() || closing || cancel.load(Ordering::SeqCst) {
+            if closing || cancel.load(Ordering::SeqCst) {
                 self.closed_seen |= state.closed;
                 break next_ms.map_or(now_ms, |next_ms| now_ms.min(next_ms));
             }
@@ -274,38 +313,53 @@ impl RequestFeed for WallFeed<'_> {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         };
-        self.now_ms = now_ms;
-        now_ms
+        // Model time never goes back. Something received before the run's last settled
+        // time arrives just after it (one step of the float): that moment's events are done
+        // (a pass may have started then without it), and the replay of the recorded trace,
+        // which settles arrivals with the other events of their moment, must see the same.
+        self.now_ms = if !self.waited || now_ms > self.now_ms {
+            now_ms
+        } else {
+            self.now_ms.next_up()
+        };
+        self.waited = true;
+        self.now_ms
     }
 
     fn take(&mut self, into: &mut Vec<FeedEvent>) {
         let mut state = self.shared.lock();
-        let taken = std::mem::take(&mut state.queue);
-        let mut id = state.next_id
-            - taken
-                .iter()
-                .filter(|event| matches!(event, FeedEvent::Request(_)))
-                .count();
         let mut recorded = Vec::new();
-        for event in &taken {
-            if let FeedEvent::Request(request) = event {
+        // In order, up to the first request received after now.
+        while let Some(front) = state.queue.front() {
+            if let Some((_, received)) = front.request {
+                if self.shared.model_ms_at(received) > self.now_ms {
+                    break;
+                }
+            }
+            let Some(queued) = state.queue.pop_front() else {
+                break;
+            };
+            if let Some((id, _)) = queued.request {
                 if let Some(live) = state.live.get_mut(&id) {
                     live.arrival_ms = self.now_ms;
-                    recorded.push((request, live.session.clone()));
+                    recorded.push((into.len(), live.session.clone()));
                 }
-                id += 1;
             }
+            into.push(queued.event);
         }
         drop(state);
-        for (request, session) in recorded {
-            self.shared
-                .record_arrival(request, session.as_deref(), self.now_ms);
+        for (index, session) in recorded {
+            if let FeedEvent::Request(request) = &into[index] {
+                self.shared
+                    .record_arrival(request, session.as_deref(), self.now_ms);
+            }
         }
-        into.extend(taken);
     }
 
     fn is_closed(&self) -> bool {
-        self.shared.lock().closed
+        // Requests still queued arrive first.
+        let state = self.shared.lock();
+        state.closed && state.queue.is_empty()
     }
 
     fn on_settled(&mut self, _at_ms: f64, load: RankLoad) {

@@ -111,7 +111,7 @@ pub fn serve(spec: &ReplaySpec, config: ServeConfig, hooks: ServeHooks) -> Resul
         )));
     }
     let address = format!("{}:{}", config.host, config.port);
-    let listener = std::net::TcpListener::bind(&address)
+    let listener = listen(&address, config.max_connections)
         .map_err(|err| Error::runtime(format!("cannot listen on {address}: {err}")))?;
     listener
         .set_nonblocking(true)
@@ -218,6 +218,41 @@ pub fn serve(spec: &ReplaySpec, config: ServeConfig, hooks: ServeHooks) -> Resul
         simulated,
         wall_time_ms: started.elapsed().as_secs_f64() * 1000.0,
     })
+}
+
+/// Binds `address` (the first of its resolutions that binds) with a listen backlog for
+/// `max_connections` clients connecting at once (the standard library's 128 made hundreds of
+/// clients connecting together wait a second for a retried handshake).
+fn listen(address: &str, max_connections: usize) -> std::io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    use std::net::ToSocketAddrs;
+    let backlog = i32::try_from(max_connections.max(128)).unwrap_or(i32::MAX);
+    let mut last_error = None;
+    for resolved in address.to_socket_addrs()? {
+        let bound = Socket::new(
+            Domain::for_address(resolved),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .and_then(|socket| {
+            // As the standard library's listener does: a restarted server can bind at once.
+            #[cfg(unix)]
+            socket.set_reuse_address(true)?;
+            socket.bind(&resolved.into())?;
+            socket.listen(backlog)?;
+            Ok(socket)
+        });
+        match bound {
+            Ok(socket) => return Ok(socket.into()),
+            Err(err) => last_error = Some(err),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address resolves to nothing",
+        )
+    }))
 }
 
 fn routes(app: Arc<App>, max_body_bytes: usize) -> Router {
@@ -426,6 +461,10 @@ async fn generate(
     body: std::result::Result<Bytes, BytesRejection>,
     endpoint: Endpoint,
 ) -> Response {
+    // The request's arrival, for the simulation: when it reached the server, before the
+    // parsing and tokenizing that a client's latency includes but the simulated engine's
+    // does not.
+    let received = Instant::now();
     let body = match body {
         Ok(body) => body,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -474,7 +513,7 @@ async fn generate(
         .get(SESSION_HEADER)
         .and_then(|value| value.to_str().ok())
         .map(str::to_string);
-    match submit(&app, generation, session, endpoint).await {
+    match submit(&app, generation, session, endpoint, received).await {
         Ok(response) => response,
         Err(err) => err.into_response(),
     }
@@ -485,6 +524,7 @@ async fn submit(
     generation: Generation,
     session: Option<String>,
     endpoint: Endpoint,
+    received: Instant,
 ) -> std::result::Result<Response, ApiError> {
     let prompt_tokens = generation.prompt_tokens.len();
     let output_tokens = generation.output_tokens;
@@ -525,7 +565,7 @@ async fn submit(
         input_length: prompt_tokens,
         max_output_tokens: output_tokens,
     };
-    let Some((id, mut progress)) = app.shared.submit(request, session) else {
+    let Some((id, mut progress)) = app.shared.submit(request, session, received) else {
         return Err(shutting_down());
     };
     let mut guard = CancelOnDrop {
@@ -561,6 +601,7 @@ async fn submit(
         }
         Some(first) if generation.stream => Ok(stream_response(
             answer,
+            received,
             first,
             progress,
             guard,
@@ -603,19 +644,70 @@ struct StreamState {
     /// The chat's role chunk was sent.
     opened: bool,
     done: bool,
+    /// A token chunk's SSE bytes before and after its text (the same for every token of the
+    /// answer: built once, not per token).
+    token_head: Vec<u8>,
+    token_tail: Vec<u8>,
+    /// When the request reached the server, and when its first and last tokens were handed
+    /// to the connection: the latencies its client sees, as the server measures them.
+    received: Instant,
+    first_sent: Option<Instant>,
+    last_sent: Option<Instant>,
 }
 
 impl StreamState {
     /// The chunk of `count` tokens emitted at model time `at_ms` (its delay measured now).
-    fn token_chunk(&mut self, count: usize, at_ms: f64) -> Bytes {
+    fn token_chunk(&mut self, count: usize, at_ms: f64, out: &mut Vec<u8>) {
+        self.observe_delay(at_ms);
+        out.extend_from_slice(&self.token_head);
+        // Filler words need no JSON escaping.
+        for index in self.generated..self.generated + count {
+            out.extend_from_slice(filler_token(index).as_bytes());
+        }
+        out.extend_from_slice(&self.token_tail);
+        self.generated += count;
+    }
+
+    /// How late the token emitted at model time `at_ms` leaves (now).
+    fn observe_delay(&mut self, at_ms: f64) {
+        let now = Instant::now();
         let shared = &self.guard.shared;
         shared
             .metrics
             .token_delay
-            .observe(shared.wall_delay_s(at_ms));
-        let text = filler(self.generated, count);
-        self.generated += count;
-        sse(&self.answer.chunk(Some(&text), false))
+            .observe(shared.wall_delay_s(at_ms, now));
+        self.first_sent.get_or_insert(now);
+        self.last_sent = Some(now);
+    }
+
+    /// The wall-clock TTFT and ITL of a completed answer.
+    fn observe_latencies(&self) {
+        let (Some(first), Some(last)) = (self.first_sent, self.last_sent) else {
+            return;
+        };
+        let metrics = &self.guard.shared.metrics;
+        metrics
+            .wall_ttft
+            .observe(first.duration_since(self.received).as_secs_f64());
+        if self.generated >= 2 {
+            metrics
+                .wall_itl
+                .observe(last.duration_since(first).as_secs_f64() / (self.generated - 1) as f64);
+        }
+    }
+}
+
+/// Stands for a token's text in the chunk template (plain characters: serialized as is).
+const TEXT_MARK: &str = "TOKEN-TEXT-GOES-HERE";
+
+/// A token chunk's SSE bytes before and after its text.
+fn token_template(answer: &Answer) -> (Vec<u8>, Vec<u8>) {
+    let whole = sse(&answer.chunk(Some(TEXT_MARK), false));
+    let whole = std::str::from_utf8(&whole).unwrap_or_default();
+    match whole.split_once(TEXT_MARK) {
+        Some((head, tail)) => (head.as_bytes().to_vec(), tail.as_bytes().to_vec()),
+        // Unreachable: the mark is a plain string inside the chunk.
+        None => (Vec::new(), whole.as_bytes().to_vec()),
     }
 }
 
@@ -625,12 +717,19 @@ fn sse(value: &Value) -> Bytes {
 
 fn stream_response(
     answer: Answer,
+    received: Instant,
     first: Progress,
     progress: UnboundedReceiver<Progress>,
     guard: CancelOnDrop,
     include_usage: bool,
 ) -> Response {
+    let (token_head, token_tail) = token_template(&answer);
     let state = StreamState {
+        token_head,
+        token_tail,
+        received,
+        first_sent: None,
+        last_sent: None,
         opened: answer.endpoint == Endpoint::Completions,
         answer,
         progress,
@@ -644,24 +743,26 @@ fn stream_response(
         if state.done {
             return None;
         }
-        if !state.opened {
-            state.opened = true;
-            let chunk = sse(&state.answer.chunk(None, false));
-            return Some((Ok::<Bytes, std::convert::Infallible>(chunk), state));
-        }
         let event = match state.pending.take() {
             Some(event) => Some(event),
             None => state.progress.recv().await,
         };
         let bytes = match event {
             Some(Progress::Tokens { count, at_ms }) => {
-                // Tokens already due go out in one write (a chunk each); an end waits for
-                // the next turn.
-                let mut out = state.token_chunk(count, at_ms).to_vec();
+                let mut out = Vec::with_capacity(state.token_head.len() + 64);
+                // A chat opens with the role, in the first token's write.
+                if !state.opened {
+                    state.opened = true;
+                    out.extend_from_slice(&sse(&state.answer.chunk(None, false)));
+                }
+                // Tokens already due go out in one write, a chunk each (also for a reader
+                // that fell behind: a client that times tokens sees them as the engine
+                // emitted them); an end waits for the next turn.
+                state.token_chunk(count, at_ms, &mut out);
                 while let Ok(next) = state.progress.try_recv() {
                     match next {
                         Progress::Tokens { count, at_ms } => {
-                            out.extend_from_slice(&state.token_chunk(count, at_ms))
+                            state.token_chunk(count, at_ms, &mut out)
                         }
                         end => {
                             state.pending = Some(end);
@@ -676,6 +777,7 @@ fn stream_response(
                 state.done = true;
                 let mut out = Vec::new();
                 if status == TerminalStatus::Completed {
+                    state.observe_latencies();
                     out.extend_from_slice(&sse(&state.answer.chunk(None, true)));
                     if state.include_usage {
                         out.extend_from_slice(&sse(&state.answer.usage_chunk(state.generated)));
@@ -694,7 +796,7 @@ fn stream_response(
                 Bytes::from(out)
             }
         };
-        Some((Ok(bytes), state))
+        Some((Ok::<Bytes, std::convert::Infallible>(bytes), state))
     });
     Response::builder()
         .status(StatusCode::OK)

@@ -20,6 +20,8 @@ pub struct Metrics {
     pub e2e: Histogram,
     pub queue_time: Histogram,
     pub token_delay: Histogram,
+    pub wall_ttft: Histogram,
+    pub wall_itl: Histogram,
     pub running: Gauge<i64>,
     pub waiting: Gauge<i64>,
     pub kv_usage: Gauge<f64, AtomicU64>,
@@ -56,6 +58,8 @@ impl Metrics {
         let e2e = Histogram::new(LATENCY_BUCKETS);
         let queue_time = Histogram::new(LATENCY_BUCKETS);
         let token_delay = Histogram::new(DELAY_BUCKETS);
+        let wall_ttft = Histogram::new(LATENCY_BUCKETS);
+        let wall_itl = Histogram::new(TOKEN_BUCKETS);
         let running = Gauge::default();
         let waiting = Gauge::default();
         let kv_usage = Gauge::<f64, AtomicU64>::default();
@@ -87,6 +91,19 @@ impl Metrics {
             "How long after its simulated time (at the server's speed) each streamed token \
              was handed to the connection: the server's own added latency",
             token_delay.clone(),
+        );
+        registry.register(
+            "dynosim:wall_time_to_first_token_seconds",
+            "Wall time from a streamed request's arrival at the server to its first token \
+             handed to the connection (completed requests): the TTFT its client sees, but for \
+             the network and the client itself",
+            wall_ttft.clone(),
+        );
+        registry.register(
+            "dynosim:wall_inter_token_latency_seconds",
+            "Wall time between a streamed request's first and last tokens handed to the \
+             connection, per token after the first (completed requests of two tokens or more)",
+            wall_itl.clone(),
         );
         registry.register(
             "vllm:num_requests_running",
@@ -145,6 +162,8 @@ impl Metrics {
             e2e,
             queue_time,
             token_delay,
+            wall_ttft,
+            wall_itl,
             running,
             waiting,
             kv_usage,

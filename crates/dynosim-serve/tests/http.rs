@@ -572,6 +572,100 @@ async fn a_client_that_disconnects_mid_stream_cancels_its_request_and_frees_its_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_before_its_whole_answer_cancels_it_too() {
+    let server = start(1 << 20);
+    // A non-streamed request of about 10 s of simulated decoding, whose client leaves before
+    // the answer.
+    let prompt: Vec<u32> = (1000..1400).collect();
+    let url = server.url("/v1/completions");
+    let whole = tokio::spawn(async move {
+        client()
+            .post(url)
+            .json(&json!({"model": "sim-model", "max_tokens": 2000, "prompt": prompt}))
+            .send()
+            .await
+    });
+    let running = wait_for_metrics(&server, |text| {
+        metric(text, "vllm:num_requests_running") == 1.0
+    })
+    .await;
+    assert_eq!(
+        metric(&running, "vllm:num_requests_running"),
+        1.0,
+        "{running}"
+    );
+    assert!(
+        metric(&running, "vllm:kv_cache_usage_perc") > 0.0,
+        "{running}"
+    );
+    whole.abort();
+    let after = wait_for_metrics(&server, |text| {
+        metric(text, "dynosim:requests_canceled_total") == 1.0
+            && metric(text, "vllm:kv_cache_usage_perc") == 0.0
+    })
+    .await;
+    assert_eq!(
+        metric(&after, "dynosim:requests_canceled_total"),
+        1.0,
+        "{after}"
+    );
+    assert_eq!(metric(&after, "vllm:num_requests_running"), 0.0, "{after}");
+    assert_eq!(metric(&after, "vllm:kv_cache_usage_perc"), 0.0, "{after}");
+    assert_eq!(metric(&after, "dynosim:requests_finished_total"), 0.0);
+    let (served, _) = server.finish();
+    let (report, _) = served.simulated.into_report(served.wall_time_ms);
+    assert_eq!(
+        report.get("canceled_requests").map(|v| v.as_f64()),
+        Some(1.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_token_request_counts_as_running_during_its_only_pass() {
+    // A hundredth of real speed: the one pass of a long prompt (its prefill, which also
+    // emits its only token and finishes it) lasts seconds of wall time.
+    let server = start_serving(spec(), 1 << 20, 0.01);
+    let prompt: Vec<u32> = (0..4000).collect();
+    let url = server.url("/v1/completions");
+    let request = tokio::spawn(async move {
+        client()
+            .post(url)
+            .json(&json!({"model": "sim-model", "max_tokens": 1, "prompt": prompt}))
+            .send()
+            .await
+    });
+    let running = wait_for_metrics(&server, |text| {
+        metric(text, "vllm:num_requests_running") == 1.0
+    })
+    .await;
+    assert_eq!(
+        metric(&running, "vllm:num_requests_running"),
+        1.0,
+        "{running}"
+    );
+    assert_eq!(
+        metric(&running, "vllm:num_requests_waiting"),
+        0.0,
+        "{running}"
+    );
+    assert_eq!(
+        metric(&running, "vllm:generation_tokens_total"),
+        0.0,
+        "{running}"
+    );
+    // Stop at once rather than wait out the pass.
+    request.abort();
+    server.stop.store(2, Ordering::SeqCst);
+    let served = server
+        .handle
+        .join()
+        .expect("the server thread ends")
+        .expect("the run ends");
+    let (report, _) = served.simulated.into_report(served.wall_time_ms);
+    assert_eq!(report.get("num_requests").map(|v| v.as_f64()), Some(1.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_client_holds_only_its_own_connection() {
     let server = start(1 << 20);
     // Headers and half a body, then nothing for a while.

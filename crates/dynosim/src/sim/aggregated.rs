@@ -296,9 +296,12 @@ impl<'s> Aggregated<'s> {
         }
     }
 
-    /// What every rank holds now.
+    /// What every rank holds now, the requests of the passes in flight counted as running
+    /// until those passes end (also those that finish then, which their engine has let go).
     pub(super) fn load(&self) -> RankLoad {
-        self.pool.total_load()
+        let mut load = self.pool.total_load();
+        load.running += self.pool.finishing_in_flight();
+        load
     }
 
     /// Applies the cancellations whose request's worker is between passes: the request leaves

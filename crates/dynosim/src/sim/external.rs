@@ -69,7 +69,8 @@ pub trait RequestFeed {
     fn take(&mut self, into: &mut Vec<FeedEvent>);
     /// No request will arrive any more.
     fn is_closed(&self) -> bool;
-    /// The deployment after the events at `at_ms`: what its ranks hold together.
+    /// The deployment after the events at `at_ms`: what its ranks hold together (a pass's
+    /// requests count as running until it ends, those finishing with it included).
     fn on_settled(&mut self, at_ms: f64, load: RankLoad);
 }
 

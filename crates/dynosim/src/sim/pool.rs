@@ -517,6 +517,22 @@ impl Pool {
             })
     }
 
+    /// Requests of the passes in flight that finish at their end: the engines let them go
+    /// when the pass starts, but they are in its batch until it ends.
+    pub(super) fn finishing_in_flight(&self) -> usize {
+        self.workers
+            .iter()
+            .filter(|worker| worker.busy)
+            .map(|worker| {
+                worker
+                    .pending
+                    .iter()
+                    .filter(|event| matches!(event, PassEvent::Completed { .. }))
+                    .count()
+            })
+            .sum()
+    }
+
     /// The worker's last pass could do nothing: skip it until it receives a request.
     pub(super) fn stall(&mut self, worker: usize) {
         self.workers[worker].stalled = true;
