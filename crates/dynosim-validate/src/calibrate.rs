@@ -127,6 +127,30 @@ pub struct GroupFit {
     pub median_of: Vec<String>,
 }
 
+impl GroupFit {
+    /// A group of `rows` rows, `rows_used` of them sampled, before any fit.
+    fn unfitted(
+        (backend, system): (&str, &str),
+        model: Option<&str>,
+        configuration: Option<&str>,
+        (rows, rows_used): (usize, usize),
+    ) -> Self {
+        GroupFit {
+            backend: backend.to_owned(),
+            system: system.to_owned(),
+            model: model.map(str::to_owned),
+            configuration: configuration.map(str::to_owned),
+            rows,
+            rows_used,
+            evaluations: 0,
+            before: Score::default(),
+            after: Score::default(),
+            corrections: None,
+            median_of: Vec::new(),
+        }
+    }
+}
+
 /// A group's errors under one candidate.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Score {
@@ -291,21 +315,13 @@ pub fn calibrate(
             fit_group(&pool, &rows, (&backend, &system, None), options, progress)
         } else {
             GroupFit {
-                backend: backend.clone(),
-                system: system.clone(),
-                model: None,
-                configuration: None,
-                rows: rows.len(),
-                rows_used: 0,
-                evaluations: 0,
-                before: Score::default(),
-                after: Score::default(),
                 corrections: Some(median_corrections(&fitted)),
                 median_of: model_fits
                     .iter()
                     .filter(|fit| fit.corrections.is_some())
                     .filter_map(|fit| fit.model.clone())
                     .collect(),
+                ..GroupFit::unfitted((&backend, &system), None, None, (rows.len(), 0))
             }
         };
         fits.push(shared);
@@ -357,32 +373,14 @@ fn fit_group(
     options: &CalibrateOptions,
     progress: &(dyn Fn(&str) + Sync),
 ) -> GroupFit {
-    let total = rows
-        .iter()
-        .filter(|row| model.is_none_or(|model| row.model == model))
-        .count();
+    let in_group = |row: &ReadyRow| model.is_none_or(|model| row.model == model);
+    let total = rows.iter().filter(|row| in_group(row)).count();
     progress(&format!(
         "{backend} on {system}{}: {total} rows",
         model.map(|model| format!(", {model}")).unwrap_or_default()
     ));
-    let (cases, prepared) = cases_of(
-        rows,
-        |row| model.is_none_or(|model| row.model == model),
-        options.rows_per_group,
-    );
-    let mut fit = GroupFit {
-        backend: backend.to_owned(),
-        system: system.to_owned(),
-        model: model.map(str::to_owned),
-        configuration: None,
-        rows: total,
-        rows_used: cases.len(),
-        evaluations: 0,
-        before: Score::default(),
-        after: Score::default(),
-        corrections: None,
-        median_of: Vec::new(),
-    };
+    let (cases, prepared) = cases_of(rows, in_group, options.rows_per_group);
+    let mut fit = GroupFit::unfitted((backend, system), model, None, (total, cases.len()));
     if cases.len() < options.min_rows.max(1) {
         progress(&format!(
             "  {} usable rows: fewer than {}, no entry",
@@ -435,19 +433,12 @@ fn fit_configurations(
             |row| row.model == model && row.configuration == configuration,
             options.rows_per_group,
         );
-        let mut fit = GroupFit {
-            backend: backend.to_owned(),
-            system: system.to_owned(),
-            model: Some(model.to_owned()),
-            configuration: Some(configuration.to_owned()),
-            rows: count,
-            rows_used: cases.len(),
-            evaluations: 0,
-            before: Score::default(),
-            after: Score::default(),
-            corrections: None,
-            median_of: Vec::new(),
-        };
+        let mut fit = GroupFit::unfitted(
+            (backend, system),
+            Some(model),
+            Some(configuration),
+            (count, cases.len()),
+        );
         pool.install(|| {
             search(
                 &cases,
