@@ -17,6 +17,7 @@
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -26,7 +27,6 @@ use indicatif::{ProgressDrawTarget, ProgressStyle};
 
 /// How often the bar reads the counter.
 const REFRESH: Duration = Duration::from_millis(150);
-/// When the first progress line comes, and then how often.
 /// The range `--progress-every` takes, in seconds: more often than the display refreshes
 /// would only repeat lines, and a day is longer than any run worth watching this way.
 const LINE_INTERVAL_SECONDS: std::ops::RangeInclusive<f64> = 0.1..=86_400.0;
@@ -54,7 +54,9 @@ pub enum ProgressMode {
 }
 
 pub struct ProgressBar {
-    done: Arc<AtomicBool>,
+    /// Dropped to stop the thread: its wait ends at once rather than after a refresh interval,
+    /// which a short run would otherwise spend idle at exit.
+    stop: Option<Sender<()>>,
     /// Set once the bar was drawn or a line printed.
     shown: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -74,21 +76,21 @@ impl ProgressBar {
             ProgressMode::Bar => true,
             ProgressMode::Lines => false,
         };
-        let done = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = mpsc::channel();
         let shown = Arc::new(AtomicBool::new(false));
-        let (stop, showing) = (Arc::clone(&done), Arc::clone(&shown));
+        let showing = Arc::clone(&shown);
         let thread = std::thread::Builder::new()
             .name("dynosim-progress".into())
             .spawn(move || {
                 if bar {
-                    draw_until(&progress, &stop, &showing);
+                    draw_until(&progress, &stopped, &showing);
                 } else {
-                    print_lines_until(&progress, line_every, &stop, &showing);
+                    print_lines_until(&progress, line_every, &stopped, &showing);
                 }
             })
             .ok()?;
         Some(Self {
-            done,
+            stop: Some(stop),
             shown,
             thread: Some(thread),
         })
@@ -102,7 +104,7 @@ impl ProgressBar {
     }
 
     fn stop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
+        self.stop.take();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -115,11 +117,16 @@ impl Drop for ProgressBar {
     }
 }
 
-/// Prints a progress line half of `every` into the run, then every `every`, until `done`.
-fn print_lines_until(progress: &Progress, every: Duration, done: &AtomicBool, shown: &AtomicBool) {
+/// Prints a progress line half of `every` into the run, then every `every`, until `stop`.
+fn print_lines_until(
+    progress: &Progress,
+    every: Duration,
+    stop: &Receiver<()>,
+    shown: &AtomicBool,
+) {
     let started = Instant::now();
     let mut next = started + every / 2;
-    while !done.load(Ordering::Relaxed) {
+    loop {
         let now = Instant::now();
         if now >= next {
             let line = if simulating(progress) {
@@ -137,8 +144,15 @@ fn print_lines_until(progress: &Progress, every: Duration, done: &AtomicBool, sh
             shown.store(true, Ordering::Relaxed);
             next += every;
         }
-        std::thread::sleep(REFRESH.min(next.saturating_duration_since(now)));
+        if stopped_within(stop, REFRESH.min(next.saturating_duration_since(now))) {
+            return;
+        }
     }
+}
+
+/// Waits up to `wait` for the owner to stop the display (or to go away); whether it did.
+fn stopped_within(stop: &Receiver<()>, wait: Duration) -> bool {
+    !matches!(stop.recv_timeout(wait), Err(RecvTimeoutError::Timeout))
 }
 
 /// Whether the simulation has published where it is (before that, the run is setting up:
@@ -239,7 +253,7 @@ fn rate_text(per_s: f64) -> String {
     format!("{per_s:.decimals$}")
 }
 
-fn draw_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool) {
+fn draw_until(progress: &Progress, stop: &Receiver<()>, shown: &AtomicBool) {
     let bar = indicatif::ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     let style = ProgressStyle::with_template(
         "{spinner} {elapsed_precise} [{bar:30}] {human_pos}/{human_len} requests \
@@ -269,10 +283,9 @@ fn draw_until(progress: &Progress, done: &AtomicBool, shown: &AtomicBool) {
             bar.set_message("- (setting up: timing tables, workload)");
         }
         shown.store(true, Ordering::Relaxed);
-        if done.load(Ordering::Relaxed) {
+        if stopped_within(stop, REFRESH) {
             break;
         }
-        std::thread::sleep(REFRESH);
     }
     bar.finish_and_clear();
 }
