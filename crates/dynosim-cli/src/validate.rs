@@ -98,7 +98,9 @@ pub struct MeasuredRunsArgs {
     pub fixed_lengths: bool,
     /// Rebuild InferenceX rows with their benchmark scripts' server settings (KV-cache dtype,
     /// KV memory share, token budget, running cap, SGLang's polling interval) instead of
-    /// dynosim's engine defaults (the shipped `silicon` calibration was fitted without them)
+    /// dynosim's engine defaults, and with the single-node widths of rows whose CSV source
+    /// multiplies expert-parallel widths (TP8 EP8 written as tp 64); the shipped `silicon`
+    /// calibration was fitted without either
     #[arg(long)]
     pub server_settings: bool,
     /// Rows simulated at once (default: one per core)

@@ -84,6 +84,10 @@ pub enum Lengths {
 /// higher, so the engine admits every request the client keeps in flight.
 const DEFAULT_MAX_NUM_SEQS: u64 = 256;
 
+/// GPUs of one node of the measured systems (H100, H200 and B200 SXM): an aggregated
+/// InferenceX run never spans more.
+const GPUS_PER_NODE: u64 = 8;
+
 /// Model ids of the CSV that aiconfigurator-core bundles under another name (the same
 /// architecture: a renamed repository or a quantised release of it; the quantisation comes
 /// from the row's own columns).
@@ -227,6 +231,39 @@ impl Shape {
                 cells.count(&column("num_workers"))?.unwrap_or(1).max(1)
             },
         })
+    }
+
+    /// The shape a single-node InferenceX run really had. Some sources of the CSV write an
+    /// expert-parallel run with its widths multiplied by the expert-parallel size: TP8 with
+    /// EP8 as `tp 64, moe_tp 8, moe_ep 8` (or `attention_dp 64` with attention DP), and a vLLM
+    /// TP4 run with EP4 as `tp 4, attention_dp 4, moe_ep 16`; the rows' ids
+    /// (`..._tp8_ep8_...`) and the benchmark scripts name the real widths, and a node holds
+    /// [`GPUS_PER_NODE`] GPUs. Any other shape is returned as it is.
+    fn on_one_node(&self) -> Shape {
+        let gpus = self.tp * self.attention_dp;
+        let mut real = self.clone();
+        match (self.moe_tp, self.moe_ep) {
+            // TP (or attention DP) x EP, with the MoE split over both.
+            (Some(moe_tp), Some(ep))
+                if moe_tp == ep && ep > 1 && moe_tp * ep == gpus && gpus > GPUS_PER_NODE =>
+            {
+                if self.attention_dp > 1 {
+                    real.attention_dp /= ep;
+                } else {
+                    real.tp /= ep;
+                }
+                real.moe_tp = Some(1);
+            }
+            // TP x EP written as attention DP of the same width.
+            (None | Some(1), Some(ep))
+                if self.tp > 1 && self.attention_dp == self.tp && ep == gpus =>
+            {
+                real.attention_dp = 1;
+                real.moe_ep = Some(self.tp);
+            }
+            _ => {}
+        }
+        real
     }
 
     fn describe(&self) -> String {
@@ -481,8 +518,14 @@ fn plan(
             shape.pp
         ));
     }
-    let server = if rebuild.server_settings && run.family == Family::InferenceX && mode == Mode::Agg
-    {
+    let benchmark_deployment =
+        rebuild.server_settings && run.family == Family::InferenceX && mode == Mode::Agg;
+    let agg = &if benchmark_deployment {
+        agg.on_one_node()
+    } else {
+        agg.clone()
+    };
+    let server = if benchmark_deployment {
         crate::inferencex::Recipe {
             backend: &run.backend,
             model: &run.model,
@@ -537,4 +580,61 @@ fn plan(
         }
     }
     Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shape;
+
+    fn shape(tp: u64, attention_dp: u64, moe_tp: Option<u64>, moe_ep: Option<u64>) -> Shape {
+        Shape {
+            tp,
+            pp: 1,
+            attention_dp,
+            moe_tp,
+            moe_ep,
+            workers: 1,
+        }
+    }
+
+    #[test]
+    fn expert_parallel_widths_written_multiplied_are_brought_back_to_one_node() {
+        // TP8 EP8 and TP4 EP4 as some CSV sources write them, with and without attention DP.
+        assert_eq!(
+            shape(64, 1, Some(8), Some(8)).on_one_node(),
+            shape(8, 1, Some(1), Some(8))
+        );
+        assert_eq!(
+            shape(16, 1, Some(4), Some(4)).on_one_node(),
+            shape(4, 1, Some(1), Some(4))
+        );
+        assert_eq!(
+            shape(1, 64, Some(8), Some(8)).on_one_node(),
+            shape(1, 8, Some(1), Some(8))
+        );
+        // vLLM TP4 EP4 and TP2 EP2 written as attention DP of the TP width.
+        assert_eq!(
+            shape(4, 4, Some(1), Some(16)).on_one_node(),
+            shape(4, 1, Some(1), Some(4))
+        );
+        assert_eq!(
+            shape(2, 2, None, Some(4)).on_one_node(),
+            shape(2, 1, None, Some(2))
+        );
+    }
+
+    #[test]
+    fn shapes_that_fit_one_node_are_kept() {
+        for kept in [
+            shape(8, 1, Some(1), Some(8)),
+            shape(8, 1, Some(8), Some(1)),
+            shape(4, 1, Some(4), Some(1)),
+            shape(1, 8, Some(1), Some(8)),
+            shape(1, 4, Some(1), Some(4)),
+            shape(2, 2, Some(2), Some(2)),
+            shape(8, 1, None, None),
+        ] {
+            assert_eq!(kept.on_one_node(), kept);
+        }
+    }
 }
