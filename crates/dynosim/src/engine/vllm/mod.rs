@@ -23,7 +23,9 @@
 //!   decode time it measures;
 //! - [`decode_only`]: the shortcut for passes that only decode, one at a time or run back to
 //!   back, giving exactly the general pass's outcome;
-//! - [`disagg`]: the decode worker's handoff destinations and the prefill worker's source holds.
+//! - [`disagg`]: the decode worker's handoff destinations and the prefill worker's source holds;
+//! - [`batch_wait`]: TRT-LLM's batch waiting, which may hold a pass's prefill back while
+//!   decodes run.
 //!
 //! INTERFACE
 //! - [`VllmScheduler::new`] from the engine args of one rank; [`VllmScheduler::enqueue`],
@@ -38,6 +40,7 @@
 //!   [`VllmScheduler::is_drained`], KV events ([`VllmScheduler::record_kv_events`],
 //!   [`VllmScheduler::drain_kv_events`]), forward-pass metrics ([`VllmScheduler::record_fpm`]).
 
+mod batch_wait;
 mod blocks;
 mod decode_only;
 mod disagg;
@@ -55,6 +58,7 @@ use super::timing::{PassTime, TimingModel};
 use super::{EngineRequest, PassEvent, RequestId};
 use crate::config::{EngineArgs, EngineType, PreemptionMode, WorkerType};
 use crate::tokens::ChainTail;
+use batch_wait::BatchWaiting;
 pub use disagg::DestinationTooLarge;
 use disagg::PendingDestination;
 use request::Request;
@@ -109,6 +113,8 @@ pub struct VllmScheduler {
     /// Every pass with a token to emit takes time (the timer's decode floor survives the
     /// speed-up ratios, and this is no prefill worker, whose decode steps cost nothing).
     decode_takes_time: bool,
+    /// TRT-LLM's batch waiting, where it can hold a pass.
+    batch_waiting: Option<BatchWaiting>,
 }
 
 impl VllmScheduler {
@@ -151,6 +157,7 @@ impl VllmScheduler {
             scheduled_scratch: Vec::new(),
             all_decoding: false,
             decode_only_path: true,
+            batch_waiting: BatchWaiting::for_rank(args, policy),
         }
     }
 

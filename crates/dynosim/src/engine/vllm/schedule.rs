@@ -64,11 +64,17 @@ impl VllmScheduler {
             ..Batch::default()
         };
         batch.scheduled.clear();
+        // TRT-LLM's batch waiting may keep this pass to decodes.
+        let hold_context = self.holds_context();
 
         // (a) Running requests first, in admission order.
         let mut index = 0;
         while index < self.running.len() && budget > 0 {
             if self.schedule_plain_decode(index, &mut budget, &mut batch) {
+                index += 1;
+                continue;
+            }
+            if hold_context && self.running[index].num_computed < self.running[index].prompt_len {
                 index += 1;
                 continue;
             }
@@ -84,7 +90,7 @@ impl VllmScheduler {
         // waits for KV on this worker, only activated destinations (whose KV is already in
         // place) are admitted, in queue order.
         let destination_pending = !self.pending_destinations.is_empty();
-        while !batch.preempted_any && self.running.len() < self.max_num_seqs {
+        while !hold_context && !batch.preempted_any && self.running.len() < self.max_num_seqs {
             let position = if destination_pending {
                 self.waiting.iter().position(Request::prompt_is_prebuilt)
             } else {
