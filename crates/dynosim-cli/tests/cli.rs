@@ -1125,7 +1125,14 @@ fn trtllm_batch_waiting_delays_first_tokens_and_bad_settings_are_usage_errors() 
             dir.path(),
             &with_args(
                 &SYNTHETIC,
-                &["--extra-engine-args", engine, "--report-json", name],
+                &[
+                    "--random-range-ratio",
+                    "0.8",
+                    "--extra-engine-args",
+                    engine,
+                    "--report-json",
+                    name,
+                ],
             ),
         );
         assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
@@ -1139,8 +1146,9 @@ fn trtllm_batch_waiting_delays_first_tokens_and_bad_settings_are_usage_errors() 
     );
     assert_eq!(waiting["completed_requests"], Value::from(50));
     assert_eq!(waiting["total_output_tokens"], plain["total_output_tokens"]);
-    // Closed loop at 8: each new prompt finds 7 decoding and 1007 of the 7373 tokens needed,
-    // so it waits out the 20 passes (about 20 decode steps) before its prefill.
+    // Closed loop at 8 with spread lengths (so requests do not finish together): a new prompt
+    // mostly finds decodes running and far fewer than the 7373 tokens needed, so it waits out
+    // the 20 passes (about 20 decode steps) before its prefill.
     let (plain_ttft, waiting_ttft) = (
         plain["mean_ttft_ms"].as_f64().unwrap(),
         waiting["mean_ttft_ms"].as_f64().unwrap(),
