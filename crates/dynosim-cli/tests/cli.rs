@@ -1116,3 +1116,69 @@ fn json_flags_take_a_file_path_like_the_mockers() {
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
 }
+
+#[test]
+fn trtllm_batch_waiting_delays_first_tokens_and_bad_settings_are_usage_errors() {
+    let dir = TempDir::new().unwrap();
+    let run = |name: &str, engine: &str| {
+        let out = dynosim(
+            dir.path(),
+            &with_args(
+                &SYNTHETIC,
+                &[
+                    "--random-range-ratio",
+                    "0.8",
+                    "--extra-engine-args",
+                    engine,
+                    "--report-json",
+                    name,
+                ],
+            ),
+        );
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+        read_json(&dir.path().join(name))
+    };
+    let plain = run("plain.json", r#"{"engine_type":"trtllm"}"#);
+    let waiting = run(
+        "waiting.json",
+        r#"{"engine_type":"trtllm",
+            "trtllm":{"batch_wait_timeout_iters":20,"batch_wait_max_tokens_ratio":0.9}}"#,
+    );
+    assert_eq!(waiting["completed_requests"], Value::from(50));
+    assert_eq!(waiting["total_output_tokens"], plain["total_output_tokens"]);
+    // Closed loop at 8 with spread lengths (so requests do not finish together): a new prompt
+    // mostly finds decodes running and far fewer than the 7373 tokens needed, so it waits out
+    // the 20 passes (about 20 decode steps) before its prefill.
+    let (plain_ttft, waiting_ttft) = (
+        plain["mean_ttft_ms"].as_f64().unwrap(),
+        waiting["mean_ttft_ms"].as_f64().unwrap(),
+    );
+    let tpot = plain["mean_itl_ms"].as_f64().unwrap();
+    assert!(
+        waiting_ttft > plain_ttft + 10.0 * tpot,
+        "ttft {plain_ttft} -> {waiting_ttft} (itl {tpot})"
+    );
+
+    for (engine, needle) in [
+        (
+            r#"{"engine_type":"trtllm","trtllm":{"batch_wait_max_tokens_ratio":1.5}}"#,
+            "trtllm.batch_wait_max_tokens_ratio: must be a number between 0 and 1, got 1.5",
+        ),
+        (
+            r#"{"engine_type":"trtllm","trtllm":{"batch_wait_timeout_iters":-1}}"#,
+            "trtllm.batch_wait_timeout_iters: must be a non-negative integer, got -1",
+        ),
+        (
+            r#"{"engine_type":"trtllm","trtllm":{"batch_wait_timeout_iters":2.5}}"#,
+            "trtllm.batch_wait_timeout_iters: must be a non-negative integer, got 2.5",
+        ),
+        (
+            r#"{"trtllm":{"batch_wait_timeout_iters":20,"batch_wait_max_tokens_ratio":0.9}}"#,
+            "supported only for engine_type=trtllm, got engine_type=Vllm",
+        ),
+    ] {
+        let stderr = expect_failure(&with_args(&SYNTHETIC, &["--extra-engine-args", engine]), 2);
+        assert!(stderr.contains("--extra-engine-args"), "{stderr}");
+        assert!(stderr.contains(needle), "{engine}: {stderr}");
+    }
+}

@@ -6,8 +6,8 @@
 //!   lengths, concurrency, parallel shape, the date it was measured).
 //! - [`Recipe::engine_args`]: the engine arguments the script's server flags amount to: the
 //!   KV-cache dtype, the memory share the KV cache gets, the token budget per pass, the
-//!   running-request cap, SGLang's request polling interval. Keys the script leaves at the
-//!   engine's default are not set.
+//!   running-request cap, SGLang's request polling interval, TRT-LLM's batch waiting. Keys the
+//!   script leaves at the engine's default are not set.
 //!
 //! Every value is a fact read from the public InferenceX repository (single-node NVIDIA
 //! scripts under `benchmarks/`, their history from 2025-10 to 2026-04; docs/fidelity.md
@@ -96,7 +96,7 @@ impl Recipe<'_> {
         let (b200, h200) = (self.system == "b200_sxm", self.system == "h200_sxm");
         let quantized = matches!(self.precision, "fp8" | "fp4");
         match self.backend {
-            "trtllm" => self.trtllm(family, h200, &mut args),
+            "trtllm" => self.trtllm(family, b200, h200, &mut args),
             "sglang" => self.sglang(family, b200, h200, quantized, &mut args),
             "vllm" => self.vllm(family, b200, h200, &mut args),
             _ => {}
@@ -104,7 +104,7 @@ impl Recipe<'_> {
         args
     }
 
-    fn trtllm(&self, family: Family, h200: bool, args: &mut Map<String, Value>) {
+    fn trtllm(&self, family: Family, b200: bool, h200: bool, args: &mut Map<String, Value>) {
         // fp8 KV cache in every script but gpt-oss on H200.
         if !(family == Family::GptOss && h200) {
             args.insert("aic_kv_cache_dtype".into(), json!("fp8"));
@@ -139,6 +139,29 @@ impl Recipe<'_> {
         };
         if let Some(budget) = budget {
             args.insert("max_num_batched_tokens".into(), json!(budget));
+        }
+        // Batch waiting (passes held, share of the token budget): the Llama scripts at 1k/1k
+        // below TP 8 (every version), the DeepSeek fp8 B200 script at 1k/1k from concurrency 64
+        // (from 2026-01-29).
+        let one_k = self.isl == 1024 && self.osl == 1024;
+        let batch_wait = match family {
+            Family::Llama70B if one_k && self.tp < 8 => Some((20, 0.9)),
+            Family::DeepSeek
+                if one_k
+                    && b200
+                    && self.precision == "fp8"
+                    && self.concurrency >= 64
+                    && self.since("2026-01-29") =>
+            {
+                Some((40, 0.8))
+            }
+            _ => None,
+        };
+        if let Some((iters, ratio)) = batch_wait {
+            args.insert(
+                "trtllm".into(),
+                json!({"batch_wait_timeout_iters": iters, "batch_wait_max_tokens_ratio": ratio}),
+            );
         }
     }
 
@@ -262,6 +285,31 @@ mod tests {
         let trt = recipe("trtllm", "meta-llama/Llama-3.1-70B", "fp8").engine_args();
         assert_eq!(trt["aic_kv_cache_dtype"], "fp8");
         assert_eq!(trt["max_num_batched_tokens"], 16384);
+        // Batch waiting: Llama at 1k/1k below TP 8 only.
+        assert!(trt.get("trtllm").is_none(), "TP 8 does not wait: {trt:?}");
+        let mut llama = recipe("trtllm", "meta-llama/Llama-3.3-70B-Instruct", "fp4");
+        llama.tp = 4;
+        let waits = llama.engine_args();
+        assert_eq!(waits["trtllm"]["batch_wait_timeout_iters"], 20);
+        assert_eq!(waits["trtllm"]["batch_wait_max_tokens_ratio"], 0.9);
+        llama.osl = 8192;
+        assert!(llama.engine_args().get("trtllm").is_none());
+        // DeepSeek fp8 on B200 at 1k/1k from concurrency 64, measured from 2026-01-29.
+        let mut fp8 = recipe("trtllm", "deepseek-ai/DeepSeek-R1-0528", "fp8");
+        fp8.concurrency = 64;
+        let waits = fp8.engine_args();
+        assert_eq!(waits["trtllm"]["batch_wait_timeout_iters"], 40);
+        assert_eq!(waits["trtllm"]["batch_wait_max_tokens_ratio"], 0.8);
+        for change in 0..4 {
+            let mut other = fp8.clone();
+            match change {
+                0 => other.concurrency = 32,
+                1 => other.measured = Some("2026-01-28"),
+                2 => other.precision = "fp4",
+                _ => other.system = "h200_sxm",
+            }
+            assert!(other.engine_args().get("trtllm").is_none(), "{other:?}");
+        }
 
         let mut deepseek = recipe("trtllm", "deepseek-ai/DeepSeek-R1", "fp4");
         deepseek.measured = Some("2025-11-02");

@@ -19,8 +19,8 @@
 //! `aic_backend` is unset or `num_gpu_blocks` is given,
 //! `enable_local_indexer`, `bootstrap_port`, `handoff_session_timeout_ms`, `num_g2_blocks`,
 //! `num_g3_blocks`, `enable_g4_storage`, `offload_batch_size`, the six `bandwidth_*_gbps` keys,
-//! `reasoning`, `response_replay_trace_path`, `zmq_kv_events_port`, `zmq_replay_port`, `trtllm`
-//! and `has_perf_model`. `router_queue_policy` and `sglang` are kept for the KV router and the
+//! `reasoning`, `response_replay_trace_path`, `zmq_kv_events_port`, `zmq_replay_port`, the
+//! `trtllm` sub-object's unknown keys, and `has_perf_model`. `router_queue_policy` and `sglang` are kept for the KV router and the
 //! SGLang engine. The reference derives `kv_bytes_per_token` from a Hugging Face model config
 //! when G2/G3/G4 offload and `aic_model_path` are both set; dynosim cannot read model configs and
 //! leaves it unset (it only matters for disaggregated transfers).
@@ -30,6 +30,10 @@
 //! [`TimingSource::ProfileTable`].
 //!
 //! `aic_nextn`, `aic_nextn_accept_rates` and `aic_mtp_seed` become [`SpeculativeArgs`].
+//!
+//! `trtllm.batch_wait_timeout_iters` and `trtllm.batch_wait_max_tokens_ratio` (TRT-LLM's batch
+//! waiting, a dynosim extension the reference ignores) become [`BatchWait`]; they are
+//! TRT-LLM-only.
 //!
 //! With `aic_backend` set, the `aic_*` keys become an [`AicConfig`] (AIC timing; its tables are
 //! built later, by `aic_build::prepare`, before the simulation) and, when `num_gpu_blocks` is
@@ -141,6 +145,27 @@ pub struct EngineArgs {
     pub aic_block_estimate: Option<BlockEstimate>,
     /// Seconds a worker added by the planner takes before it serves (0 = at once).
     pub startup_time: f64,
+    /// TRT-LLM's batch waiting (read by the TRT-LLM engine only; off by default).
+    pub batch_wait: BatchWait,
+}
+
+/// TRT-LLM's batch waiting: while decodes run, a pass may hold back its context requests
+/// until enough tokens are scheduled or it has held them this many passes in a row (see the
+/// TRT-LLM section of the vLLM-flavour engine's module doc). It holds only when both are set.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchWait {
+    /// `batch_wait_timeout_iters`: passes in a row a context batch may be held (0 = off).
+    pub timeout_iters: usize,
+    /// `batch_wait_max_tokens_ratio`: the share of `max_num_batched_tokens` a pass's tokens
+    /// must reach for context to run at once (0 = off).
+    pub max_tokens_ratio: f64,
+}
+
+impl BatchWait {
+    /// Whether a pass can ever hold its context requests.
+    pub fn enabled(&self) -> bool {
+        self.timeout_iters > 0 && self.max_tokens_ratio > 0.0
+    }
 }
 
 /// The `sglang` sub-object: SGLang scheduler settings (`None` = the engine's default).
@@ -193,6 +218,7 @@ impl Default for EngineArgs {
             aic: None,
             aic_block_estimate: None,
             startup_time: 0.0,
+            batch_wait: BatchWait::default(),
         }
     }
 }
@@ -348,11 +374,50 @@ struct ReasoningArgs {
     thinking_ratio: f64,
 }
 
-/// The `trtllm` sub-object; only the capacity policy exists.
+/// The `trtllm` sub-object: the capacity policy, and the two batch-waiting keys (checked by
+/// [`parse_batch_wait`]). Other keys are ignored, as in the reference.
 #[derive(Default, Deserialize)]
 #[serde(default)]
 struct TrtllmArgs {
     capacity_scheduler_policy: Option<String>,
+    batch_wait_timeout_iters: Option<Value>,
+    batch_wait_max_tokens_ratio: Option<Value>,
+}
+
+/// The batch-waiting keys of the `trtllm` sub-object, checked: a non-negative integer, and a
+/// number in [0, 1]. `null` leaves the default.
+fn parse_batch_wait(trtllm: &TrtllmArgs) -> Result<BatchWait, String> {
+    let mut wait = BatchWait::default();
+    if let Some(value) = trtllm
+        .batch_wait_timeout_iters
+        .as_ref()
+        .filter(|v| !v.is_null())
+    {
+        wait.timeout_iters = value
+            .as_u64()
+            .and_then(|iters| usize::try_from(iters).ok())
+            .ok_or_else(|| {
+                format!(
+                    "trtllm.batch_wait_timeout_iters: must be a non-negative integer, got {value}"
+                )
+            })?;
+    }
+    if let Some(value) = trtllm
+        .batch_wait_max_tokens_ratio
+        .as_ref()
+        .filter(|v| !v.is_null())
+    {
+        wait.max_tokens_ratio = value
+            .as_f64()
+            .filter(|ratio| (0.0..=1.0).contains(ratio))
+            .ok_or_else(|| {
+                format!(
+                    "trtllm.batch_wait_max_tokens_ratio: must be a number between 0 and 1, \
+                     got {value}"
+                )
+            })?;
+    }
+    Ok(wait)
 }
 
 const DEFAULT_VLLM_BLOCK_SIZE: usize = 64;
@@ -684,7 +749,9 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
         args.router_queue_policy = Some(RouterQueuePolicy::from_engine_arg(&policy)?);
     }
     args.sglang = raw.sglang.value();
-    let trtllm_capacity_policy = raw.trtllm.value().and_then(|t| t.capacity_scheduler_policy);
+    let trtllm = raw.trtllm.value().unwrap_or_default();
+    args.batch_wait = parse_batch_wait(&trtllm)?;
+    let trtllm_capacity_policy = trtllm.capacity_scheduler_policy;
 
     // dp_size is a u32 in the reference; it is kept as usize here.
     if let Some(dp_size) = dp_size {
@@ -868,6 +935,13 @@ fn check_cross_field_rules(parsed: &ParsedEngineArgs) -> Result<(), String> {
         return Err(
             "num_g3_blocks requires num_g2_blocks because mocker stages G3 through G2".into(),
         );
+    }
+    if args.batch_wait != BatchWait::default() && args.engine_type != EngineType::Trtllm {
+        return Err(format!(
+            "trtllm.batch_wait_timeout_iters and trtllm.batch_wait_max_tokens_ratio are \
+             supported only for engine_type=trtllm, got engine_type={:?}",
+            args.engine_type
+        ));
     }
     if args.max_model_len.is_some() && args.engine_type != EngineType::Vllm {
         return Err(format!(
@@ -1120,9 +1194,29 @@ mod tests {
             aic: None,
             aic_block_estimate: None,
             startup_time: 0.0,
+            batch_wait: BatchWait::default(),
         };
         assert_eq!(args, expected);
         assert_eq!(args.gpus_per_worker(), 8);
+    }
+
+    #[test]
+    fn trtllm_batch_waiting_is_kept() {
+        let args = parse(
+            r#"{"engine_type":"trtllm","trtllm":{"batch_wait_timeout_iters":20,
+                "batch_wait_max_tokens_ratio":0.9,"other":1}}"#,
+        );
+        assert_eq!(
+            args.batch_wait,
+            BatchWait {
+                timeout_iters: 20,
+                max_tokens_ratio: 0.9
+            }
+        );
+        assert!(args.batch_wait.enabled());
+        let one_limit =
+            parse(r#"{"engine_type":"trtllm","trtllm":{"batch_wait_timeout_iters":5}}"#);
+        assert!(!one_limit.batch_wait.enabled());
     }
 
     #[test]

@@ -17,8 +17,8 @@ pub mod settings;
 pub mod spelling;
 
 pub use engine_args::{
-    EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs, SpeculativeArgs,
-    TimingSource, WorkerType,
+    BatchWait, EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, SglangArgs,
+    SpeculativeArgs, TimingSource, WorkerType,
 };
 pub use options::ReplayOptions;
 pub use profile_table::ProfileTable;

@@ -626,3 +626,145 @@ fn decode_only_passes_equal_full_passes() {
         );
     }
 }
+
+/// A TRT-LLM rank with batch waiting: a 1000-token budget, `iters` passes, `ratio`.
+fn batch_waiting(iters: usize, ratio: f64) -> VllmScheduler {
+    let args = EngineArgs {
+        max_num_batched_tokens: Some(1000),
+        enable_chunked_prefill: false,
+        batch_wait: crate::config::BatchWait {
+            timeout_iters: iters,
+            max_tokens_ratio: ratio,
+        },
+        ..trtllm(4096)
+    };
+    VllmScheduler::new(&args, 0)
+}
+
+/// A request of `isl` distinct prompt tokens (no prefix shared with another id).
+fn distinct_request(id: RequestId, isl: u32, output: usize) -> EngineRequest {
+    let mut prompt = TokenSeq::new();
+    prompt.push_run(1_000 + id as u64, isl);
+    EngineRequest {
+        id,
+        prompt,
+        max_output_tokens: output,
+    }
+}
+
+/// Runs passes until every request of `ids` has been admitted (at most `limit` passes), and
+/// returns each one's pass index of admission and the tokens the decoding request `decoder`
+/// emitted in the passes before the first of them.
+fn admission_passes(
+    sched: &mut VllmScheduler,
+    ids: &[RequestId],
+    decoder: RequestId,
+    limit: usize,
+) -> (Vec<Option<usize>>, usize) {
+    let mut admitted = vec![None; ids.len()];
+    let mut decoded_before = 0;
+    let mut events = Vec::new();
+    for pass in 0..limit {
+        events.clear();
+        sched.run_pass_timed(&mut events);
+        for event in &events {
+            match *event {
+                PassEvent::Admitted { id, .. } => {
+                    if let Some(at) = ids.iter().position(|&wanted| wanted == id) {
+                        admitted[at].get_or_insert(pass);
+                    }
+                }
+                PassEvent::Tokens { id, count } if id == decoder && admitted[0].is_none() => {
+                    decoded_before += count;
+                }
+                _ => {}
+            }
+        }
+        if admitted.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    (admitted, decoded_before)
+}
+
+/// Starts request 0 (long output) and runs until it decodes.
+fn with_a_decode_running(sched: &mut VllmScheduler) {
+    sched.enqueue(distinct_request(0, 64, 500));
+    let mut events = Vec::new();
+    sched.run_pass_timed(&mut events);
+    assert!(events.contains(&PassEvent::Admitted {
+        id: 0,
+        reused_tokens: 0
+    }));
+}
+
+#[test]
+fn batch_waiting_holds_a_prompt_while_decodes_run_until_the_pass_limit() {
+    let mut sched = batch_waiting(3, 0.9);
+    with_a_decode_running(&mut sched);
+    sched.enqueue(distinct_request(1, 64, 4));
+    // 64 + 1 tokens stay under 900: held for 3 passes, each a decode pass of request 0, then
+    // admitted in the 4th.
+    let (admitted, decoded) = admission_passes(&mut sched, &[1], 0, 10);
+    assert_eq!(admitted, [Some(3)]);
+    assert_eq!(decoded, 3);
+
+    // The counter starts again after a release: the next lone prompt waits 3 passes too.
+    sched.enqueue(distinct_request(2, 64, 4));
+    let (admitted, _) = admission_passes(&mut sched, &[2], 0, 10);
+    assert_eq!(admitted, [Some(3)]);
+}
+
+#[test]
+fn batch_waiting_releases_prompts_once_the_token_ratio_is_reached() {
+    // Two 300-token prompts and a decode (601 tokens) stay under 900 and are held; a third
+    // makes 901 and all three run at once.
+    let mut sched = batch_waiting(50, 0.9);
+    with_a_decode_running(&mut sched);
+    sched.enqueue(distinct_request(1, 300, 4));
+    sched.enqueue(distinct_request(2, 300, 4));
+    let mut events = Vec::new();
+    for _ in 0..5 {
+        events.clear();
+        sched.run_pass_timed(&mut events);
+        assert!(
+            !events
+                .iter()
+                .any(|event| matches!(event, PassEvent::Admitted { .. })),
+            "{events:?}"
+        );
+    }
+    sched.enqueue(distinct_request(3, 300, 4));
+    let (admitted, _) = admission_passes(&mut sched, &[1, 2, 3], 0, 1);
+    assert_eq!(admitted, [Some(0), Some(0), Some(0)]);
+}
+
+#[test]
+fn batch_waiting_needs_a_decode_and_both_limits() {
+    // Nothing decoding: the first prompt runs at once.
+    let mut sched = batch_waiting(3, 0.9);
+    sched.enqueue(distinct_request(0, 64, 500));
+    let (admitted, _) = admission_passes(&mut sched, &[0], 0, 1);
+    assert_eq!(admitted, [Some(0)]);
+    // Either limit at 0 ends every wait at once, as in TRT-LLM.
+    for (iters, ratio) in [(0, 0.9), (3, 0.0)] {
+        let mut sched = batch_waiting(iters, ratio);
+        with_a_decode_running(&mut sched);
+        sched.enqueue(distinct_request(1, 64, 4));
+        let (admitted, _) = admission_passes(&mut sched, &[1], 0, 10);
+        assert_eq!(admitted, [Some(0)], "iters {iters}, ratio {ratio}");
+    }
+    // vLLM does not batch-wait even when given the settings.
+    let args = EngineArgs {
+        batch_wait: crate::config::BatchWait {
+            timeout_iters: 3,
+            max_tokens_ratio: 0.9,
+        },
+        ..vllm(16, 4096)
+    };
+    let mut sched = VllmScheduler::new(&args, 0);
+    with_a_decode_running(&mut sched);
+    sched.enqueue(distinct_request(1, 64, 4));
+    let (admitted, _) = admission_passes(&mut sched, &[1], 0, 10);
+    assert_eq!(admitted, [Some(0)]);
+}

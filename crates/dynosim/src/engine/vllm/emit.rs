@@ -1,0 +1,192 @@
+//! The end of a general pass: requests with nothing left complete, every ready request emits
+//! a token (or, with speculative decoding, a sampled burst), and the decode time is measured
+//! from the batch before the tokens are added.
+
+use super::super::timing::DecodeBatch;
+use super::super::PassEvent;
+use super::schedule::Batch;
+use super::{Request, VllmScheduler};
+use crate::config::WorkerType;
+
+impl VllmScheduler {
+    /// Completes requests with nothing left to generate, then lets every ready request emit one
+    /// token. Returns the decode part of the pass duration.
+    pub(super) fn emit_tokens(&mut self, events: &mut Vec<PassEvent>) -> f64 {
+        let max_model_len = self.max_model_len;
+        // Requests already complete after their prefill leave without a token, before the
+        // decode time is measured.
+        let mut ready = 0usize;
+        let mut context_tokens = 0usize;
+        let mut i = 0;
+        while i < self.running.len() {
+            let request = &self.running[i];
+            if request.num_computed < request.len() {
+                i += 1;
+                continue;
+            }
+            if request.nothing_left(max_model_len) {
+                let mut done = self.running.remove(i);
+                self.finish_request(&mut done);
+                events.push(PassEvent::Completed { id: done.id });
+                continue;
+            }
+            ready += 1;
+            context_tokens += request.len();
+            i += 1;
+        }
+        if ready == 0 {
+            return 0.0;
+        }
+        if self.speculative.is_some() {
+            return self.emit_bursts(events);
+        }
+        let decode_ms = if self.worker_type == WorkerType::Prefill {
+            0.0
+        } else {
+            self.timing.decode_clock_ms(&DecodeBatch {
+                ready,
+                active_kv_tokens: self.pool.num_active() * self.block_size,
+                total_kv_tokens: self.num_blocks * self.block_size,
+                context_tokens,
+            })
+        };
+        // The new token is not computed yet: it gets its KV when it is next scheduled.
+        let mut any_finished = false;
+        for request in &mut self.running {
+            if request.num_computed < request.len() {
+                continue;
+            }
+            request.generated += 1;
+            events.push(PassEvent::Tokens {
+                id: request.id,
+                count: 1,
+            });
+            if request.nothing_left(max_model_len) {
+                // Released after the loop, in this order: nothing in between touches the pool.
+                request.finished = true;
+                any_finished = true;
+                events.push(PassEvent::Completed { id: request.id });
+            }
+        }
+        if any_finished {
+            self.finish_marked();
+        }
+        decode_ms
+    }
+
+    /// Speculative decoding: every ready request emits a sampled burst of tokens. KV for the
+    /// largest possible bursts is reserved first, preempting while the pool cannot hold it;
+    /// the decode time counts the KV in use without that reservation. The burst's tokens but
+    /// the last are computed in this step (the last one gets its KV when next scheduled, as
+    /// in a plain decode step); unused reserved blocks are returned at the end.
+    pub(super) fn emit_bursts(&mut self, events: &mut Vec<PassEvent>) -> f64 {
+        let bs = self.block_size;
+        let max_model_len = self.max_model_len;
+        let max_burst = match (&self.speculative, self.worker_type) {
+            (_, WorkerType::Prefill) => 1,
+            (Some(sampler), _) => sampler.max_burst(),
+            (None, _) => 1,
+        };
+        let is_ready = |request: &Request| request.num_computed >= request.len();
+        let mut reserved = Vec::new();
+        loop {
+            let required: usize = self
+                .running
+                .iter()
+                .filter(|request| is_ready(request))
+                .map(|request| {
+                    let burst = max_burst.min(request.remaining_generation(max_model_len));
+                    (request.len() + burst).div_ceil(bs) - request.len().div_ceil(bs)
+                })
+                .sum();
+            if self.pool.allocate(&[], required, |_| None, &mut reserved) {
+                break;
+            }
+            let Some(victim) = self.pick_victim() else {
+                return 0.0;
+            };
+            let (mut undo, mut budget) = (Batch::default(), 0);
+            self.preempt(victim, &mut undo, &mut budget);
+            if !self.running.iter().any(is_ready) {
+                return 0.0;
+            }
+        }
+
+        let mut ready = 0;
+        let mut context_tokens = 0;
+        for request in self.running.iter().filter(|request| is_ready(request)) {
+            ready += 1;
+            context_tokens += request.len();
+        }
+        let decode_ms = if self.worker_type == WorkerType::Prefill {
+            0.0
+        } else {
+            self.timing.decode_clock_ms(&DecodeBatch {
+                ready,
+                active_kv_tokens: (self.pool.num_active() - reserved.len()) * bs,
+                total_kv_tokens: self.num_blocks * bs,
+                context_tokens,
+            })
+        };
+
+        let sampler = self.speculative.as_mut().expect("bursts need a sampler");
+        let bursts: Vec<usize> = self
+            .running
+            .iter()
+            .filter(|request| is_ready(request))
+            .map(|request| {
+                let remaining = request.remaining_generation(max_model_len);
+                if self.worker_type == WorkerType::Prefill {
+                    remaining.min(1)
+                } else {
+                    sampler.burst(remaining)
+                }
+            })
+            .collect();
+
+        let caching = self.pool.caching();
+        let mut spare = reserved.into_iter();
+        let mut bursts = bursts.into_iter();
+        let mut any_finished = false;
+        for request in &mut self.running {
+            if !is_ready(request) {
+                continue;
+            }
+            let burst = bursts.next().expect("one burst per ready request");
+            request.generated += burst;
+            request.plain_until = 0;
+            events.push(PassEvent::Tokens {
+                id: request.id,
+                count: burst,
+            });
+            // The burst's tokens but the last one are computed now.
+            let computed = request.len() - 1;
+            let have = request.allocated_tokens.div_ceil(bs);
+            for _ in have..computed.div_ceil(bs) {
+                request
+                    .blocks
+                    .push(spare.next().expect("the reservation covers the burst"));
+            }
+            request.allocated_tokens = request.allocated_tokens.max(computed);
+            request.num_computed = computed;
+            if caching {
+                Self::promote_full_blocks(&mut self.pool, request, bs);
+            }
+            if request.remaining_generation(max_model_len) == 0 {
+                // Released after the loop, in this order: the promotions of later requests in
+                // between neither take slots nor depend on idle copies, so the pool ends the
+                // same as if released here.
+                request.finished = true;
+                any_finished = true;
+                events.push(PassEvent::Completed { id: request.id });
+            }
+        }
+        if any_finished {
+            self.finish_marked();
+        }
+        for copy in spare {
+            self.pool.release(copy);
+        }
+        decode_ms
+    }
+}
