@@ -96,13 +96,13 @@ pub struct MeasuredRunsArgs {
     /// lengths (uniform in [0.8·L, L] for InferenceX rows): an ablation
     #[arg(long)]
     pub fixed_lengths: bool,
-    /// Rebuild InferenceX rows with their benchmark scripts' server settings (KV-cache dtype,
-    /// KV memory share, token budget, running cap, SGLang's polling interval) instead of
-    /// dynosim's engine defaults, and with the single-node widths of rows whose CSV source
-    /// multiplies expert-parallel widths (TP8 EP8 written as tp 64); the shipped `silicon`
-    /// calibration was fitted without either
+    /// Rebuild InferenceX rows with dynosim's engine defaults and the CSV's widths as written,
+    /// instead of their benchmark's deployment (the scripts' server settings: KV-cache dtype,
+    /// KV memory share, token budget, running cap, SGLang's polling interval, TRT-LLM's batch
+    /// waiting; and single-node widths where the CSV multiplies expert-parallel ones): an
+    /// ablation, and what the `silicon-engine-defaults` calibration was fitted with
     #[arg(long)]
-    pub server_settings: bool,
+    pub engine_defaults: bool,
     /// Rows simulated at once (default: one per core)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
@@ -146,7 +146,7 @@ impl MeasuredRunsArgs {
                 } else {
                     dynosim_validate::silicon::Lengths::Client
                 },
-                server_settings: self.server_settings,
+                server_settings: !self.engine_defaults,
             };
             runs.extend(dynosim_validate::silicon::read_csv(csv, &extra, rebuild)?);
             inputs.push(csv.display().to_string());
@@ -189,7 +189,7 @@ impl MeasuredRunsArgs {
             "family": format!("{:?}", self.family).to_lowercase(),
             "extra_engine_args": self.extra_object()?,
             "fixed_lengths": self.fixed_lengths,
-            "server_settings": self.server_settings,
+            "server_settings": !self.engine_defaults,
         }))
     }
 }

@@ -197,6 +197,14 @@ fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
             (1024, 1024, 8, 8),
             "2025-11-02",
         ),
+        // TP8 with EP8 as some CSV sources write it: tp 64, moe_tp 8, moe_ep 8.
+        dated_row(
+            "recipe-wide-ep",
+            ("sglang", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"),
+            (1024, 1024, 16, 64),
+            "2026-03-25",
+        )
+        .replacen(",64,1,1,,,", ",64,1,1,8,8,", 1),
     ];
     write_csv(tmp.path(), "rows.csv", &rows);
     // No table is built here (the interpreter does not exist): the rows are listed as
@@ -213,7 +221,7 @@ fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
             .map(|row| row["command"].clone())
             .collect()
     };
-    let scripts = commands(&["--server-settings"], "scripts");
+    let scripts = commands(&[], "scripts");
     for setting in [
         r#""aic_kv_cache_dtype":"fp8""#,
         r#""max_num_batched_tokens":16384"#,
@@ -235,15 +243,27 @@ fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
         "{}",
         scripts[2]
     );
-    let defaults = commands(&[], "defaults");
+    // One node's widths: TP8, the experts split eight ways.
+    for width in [
+        r#""aic_tp_size":8,"#,
+        r#""aic_moe_tp_size":1,"#,
+        r#""aic_moe_ep_size":8,"#,
+    ] {
+        assert!(scripts[3].contains(width), "{width}: {}", scripts[3]);
+    }
+    let defaults = commands(&["--engine-defaults"], "defaults");
     for command in &defaults {
         assert!(!command.contains("aic_kv_cache_dtype"), "{command}");
         assert!(!command.contains("scheduler_recv_interval"), "{command}");
     }
+    assert!(
+        defaults[3].contains(r#""aic_tp_size":64,"#),
+        "{}",
+        defaults[3]
+    );
     // The user's engine arguments still win over the script's.
     let overridden = commands(
         &[
-            "--server-settings",
             "--extra-engine-args",
             r#"{"aic_kv_cache_dtype":"bfloat16"}"#,
         ],

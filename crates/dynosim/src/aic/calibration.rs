@@ -27,11 +27,19 @@ use super::AicConfig;
 /// The `format` value of a calibration file.
 pub const FORMAT: &str = "dynosim-aic-calibration/1";
 
-/// Calibrations shipped with dynosim, by the name `aic_calibration` accepts. `silicon`: fitted
-/// by `dynosim calibrate` on the TRAIN rows of aiconfigurator-core 0.12's silicon_sample.csv
-/// (InferenceX family, aggregated, H100/H200/B200; docs/fidelity.md has the command and its
-/// errors).
-const SHIPPED: &[(&str, &str)] = &[("silicon", include_str!("calibrations/silicon.json"))];
+/// Calibrations shipped with dynosim, by the name `aic_calibration` accepts, both fitted by
+/// `dynosim calibrate` on the TRAIN rows of aiconfigurator-core 0.12's silicon_sample.csv
+/// (InferenceX family, aggregated, H100/H200/B200; docs/fidelity.md has the commands and their
+/// errors). `silicon`: the rows rebuilt with their benchmark's deployment (the scripts' server
+/// settings, one node's widths), validate's default. `silicon-engine-defaults`: the rows
+/// rebuilt with dynosim's engine defaults (`--engine-defaults`), the first fit.
+const SHIPPED: &[(&str, &str)] = &[
+    ("silicon", include_str!("calibrations/silicon.json")),
+    (
+        "silicon-engine-defaults",
+        include_str!("calibrations/silicon-engine-defaults.json"),
+    ),
+];
 
 /// The corrections applied to one engine configuration's AIC pass times and KV capacity.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
