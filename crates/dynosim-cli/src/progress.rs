@@ -337,25 +337,26 @@ mod tests {
         );
     }
 
+    /// The closing line of a run whose wall times were (total, setup, simulation) in ms.
+    fn closing_after(model_ms: f64, ended: usize, total: usize, wall_ms: [u64; 3]) -> String {
+        let [total_ms, setup_ms, simulation_ms] = wall_ms;
+        let wall = WallTimes {
+            total: Duration::from_millis(total_ms),
+            setup: Duration::from_millis(setup_ms),
+            simulation_ms: simulation_ms as f64,
+        };
+        closing_line(model_ms, ended, total, wall)
+    }
+
     #[test]
     fn the_closing_line_splits_the_wall_time() {
-        let wall = WallTimes {
-            total: Duration::from_millis(4_120),
-            setup: Duration::from_millis(800),
-            simulation_ms: 3_300.0,
-        };
         assert_eq!(
-            closing_line(123_400.0, 4000, 4000, wall),
+            closing_after(123_400.0, 4000, 4000, [4_120, 800, 3_300]),
             "progress: done, model time 2m 03.4s, 4,000/4,000 requests ended; wall time 4.12s \
              (setup 0.80s, simulation 3.30s, writing 0.02s)"
         );
-        let long = WallTimes {
-            total: Duration::from_secs(95),
-            setup: Duration::from_secs(70),
-            simulation_ms: 25_000.0,
-        };
         assert_eq!(
-            closing_line(3_723_400.0, 5, 9, long),
+            closing_after(3_723_400.0, 5, 9, [95_000, 70_000, 25_000]),
             "progress: done, model time 1h 02m 03.4s, 5/9 requests ended; wall time 1m 35.0s \
              (setup 1m 10.0s, simulation 25.00s, writing 0.00s)"
         );

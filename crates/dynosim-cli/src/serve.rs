@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Parser};
+use dynosim::config::settings::{self, Group, Setting, SETTINGS};
 use dynosim::{Error, Result};
 use dynosim_serve::{ServeConfig, ServeHooks};
 
@@ -84,54 +85,34 @@ pub struct ServeCli {
     pub max_connections: usize,
 }
 
-/// Replay flags that describe a replay's workload or run, not the deployment: hidden from
+/// Whether a replay setting describes a replay's workload or run rather than the deployment
+/// (the workload and run groups of the settings table, and the pools of a disaggregated
+/// deployment, which a server does not simulate): such flags are hidden from
 /// `dynosim serve --help` and refused.
-pub const REPLAY_ONLY: [&str; 25] = [
-    "trace_files",
-    "prefill_engine_args",
-    "decode_engine_args",
-    "input_tokens",
-    "output_tokens",
-    "request_count",
-    "request_rate",
-    "arrival_interval_ms",
-    "arrival_seed",
-    "turns_per_session",
-    "shared_prefix_ratio",
-    "num_prefix_groups",
-    "inter_turn_delay_ms",
-    "num_prefill_workers",
-    "num_decode_workers",
-    "replay_concurrency",
-    "replay_mode",
-    "online_speed",
-    "arrival_speedup_ratio",
-    "trace_format",
-    "trace_block_size",
-    "trace_shared_prefix_ratio",
-    "trace_num_prefix_groups",
-    "planner_config",
-    "max_sim_time_seconds",
-];
+fn is_replay_only(setting: &Setting) -> bool {
+    setting.cli != settings::Cli::No
+        && (matches!(setting.group, Group::Workload | Group::Run) || setting.disaggregated_only)
+}
+
+/// The replay-only settings, in the table's order.
+pub fn replay_only() -> impl Iterator<Item = &'static Setting> {
+    SETTINGS.iter().filter(|setting| is_replay_only(setting))
+}
 
 /// The parser, with the replay-only flags hidden.
 pub fn command() -> clap::Command {
     let mut command = <ServeCli as clap::CommandFactory>::command();
-    for id in REPLAY_ONLY {
-        command = command.mut_arg(id, |arg| arg.hide(true));
+    for setting in replay_only() {
+        command = command.mut_arg(setting.name, |arg| arg.hide(true));
     }
     command
 }
 
 /// A usage error for the first replay-only flag given.
 pub fn refuse_replay_only(matches: &ArgMatches) -> Result<()> {
-    for id in REPLAY_ONLY {
-        if matches.value_source(id) == Some(ValueSource::CommandLine) {
-            let flag = if id == "trace_files" {
-                "a trace file".to_string()
-            } else {
-                format!("--{}", id.replace('_', "-"))
-            };
+    for setting in replay_only() {
+        if matches.value_source(setting.name) == Some(ValueSource::CommandLine) {
+            let flag = setting.flag().unwrap_or_else(|| "a trace file".to_string());
             return Err(Error::usage(format!(
                 "{flag} describes a replay's workload or run; dynosim serve's workload is its \
                  clients (record it with --record-trace)"

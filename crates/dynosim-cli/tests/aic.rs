@@ -17,7 +17,7 @@ use dynosim::config::EngineArgs;
 use serde_json::{json, Value};
 
 mod common;
-use common::aic_python as python;
+use common::{aic_python as python, ONE_REQUEST};
 
 macro_rules! python_or_skip {
     ($test:expr) => {
@@ -37,6 +37,22 @@ macro_rules! python_or_skip {
 
 fn engine_args(json: &Value) -> EngineArgs {
     EngineArgs::from_json("--extra-engine-args", &json.to_string()).expect("valid engine args")
+}
+
+/// The KV blocks per rank aiconfigurator-core estimates for `args` (which ask for an
+/// estimate: no `num_gpu_blocks`), as the table build reports them.
+fn estimated_blocks(python: &str, args: &EngineArgs) -> Option<usize> {
+    let estimate: BlockEstimate = args.aic_block_estimate.clone().expect("estimate asked");
+    let config = args.aic.clone().expect("aic");
+    let (tables, _) = build::tables(
+        python,
+        &config,
+        TableExtent::for_engine(args),
+        Some(&estimate),
+        &mut |_| {},
+    )
+    .expect("tables");
+    tables.num_gpu_blocks
 }
 
 fn aic_config(json: &Value) -> AicConfig {
@@ -210,19 +226,8 @@ fn kv_capacity_is_estimated_per_rank_when_num_gpu_blocks_is_absent() {
             "aic_backend": backend, "aic_model_path": QWEN, "aic_tp_size": tp,
             "block_size": 64, "max_num_seqs": 8,
         });
-        let mut args = engine_args(&json);
-        let estimate: BlockEstimate = args.aic_block_estimate.clone().expect("estimate asked");
-        let config = args.aic.clone().expect("aic");
-        let (tables, _) = build::tables(
-            &python,
-            &config,
-            TableExtent::for_engine(&args),
-            Some(&estimate),
-            &mut |_| {},
-        )
-        .expect("tables");
-        assert_eq!(tables.num_gpu_blocks, Some(want), "{backend} tp{tp}");
-        args.aic = None;
+        let blocks = estimated_blocks(&python, &engine_args(&json));
+        assert_eq!(blocks, Some(want), "{backend} tp{tp}");
     }
     // And a run without num_gpu_blocks works end to end.
     let engine = json!({"aic_backend": "vllm", "aic_model_path": QWEN, "max_num_seqs": 8});
@@ -254,20 +259,8 @@ fn unknown_names_are_usage_errors_listing_what_the_package_has() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
             .env("DYNOSIM_PYTHON", &python)
-            .args([
-                "--input-tokens",
-                "100",
-                "--output-tokens",
-                "2",
-                "--request-count",
-                "1",
-            ])
-            .args([
-                "--replay-concurrency",
-                "1",
-                "--extra-engine-args",
-                &engine.to_string(),
-            ])
+            .args(ONE_REQUEST)
+            .args(["--extra-engine-args", &engine.to_string()])
             .output()
             .expect("run dynosim");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -293,15 +286,8 @@ fn a_missing_package_is_one_line_saying_how_to_install_it() {
         let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
             .env("DYNOSIM_PYTHON", &python)
             .env("DYNOSIM_CACHE_DIR", dir.path())
-            .args([
-                "--input-tokens",
-                "100",
-                "--output-tokens",
-                "2",
-                "--request-count",
-                "1",
-            ])
-            .args(["--replay-concurrency", "1", "--extra-engine-args"])
+            .args(ONE_REQUEST)
+            .arg("--extra-engine-args")
             .arg(r#"{"aic_backend":"vllm","aic_model_path":"Qwen/Qwen3-32B","num_gpu_blocks":9}"#)
             .output()
             .expect("run dynosim");
@@ -435,15 +421,8 @@ fn deepseek_r1_context_attention_falls_back_to_bf16_as_aiconfigurators_cli_does(
     // Asking for fp8 attention where there is no data is a usage error naming the setting.
     let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
         .env("DYNOSIM_PYTHON", &python)
-        .args([
-            "--input-tokens",
-            "100",
-            "--output-tokens",
-            "2",
-            "--request-count",
-            "1",
-        ])
-        .args(["--replay-concurrency", "1", "--extra-engine-args"])
+        .args(ONE_REQUEST)
+        .arg("--extra-engine-args")
         .arg(deepseek("sglang", Some("fp8")).to_string())
         .output()
         .expect("run dynosim");
@@ -472,18 +451,7 @@ fn an_fp8_kv_cache_halves_the_bytes_per_token_of_the_kv_estimate() {
         if let Some(kv) = kv {
             json["aic_kv_cache_dtype"] = json!(kv);
         }
-        let args = engine_args(&json);
-        let estimate: BlockEstimate = args.aic_block_estimate.clone().expect("estimate asked");
-        let config = args.aic.clone().expect("aic");
-        let (tables, _) = build::tables(
-            &python,
-            &config,
-            TableExtent::for_engine(&args),
-            Some(&estimate),
-            &mut |_| {},
-        )
-        .expect("tables");
-        tables.num_gpu_blocks.expect("an estimate")
+        estimated_blocks(&python, &engine_args(&json)).expect("an estimate")
     };
     let (bf16, fp8) = (blocks(None), blocks(Some("fp8")));
     assert_eq!(

@@ -760,57 +760,43 @@ fn kv_router_runs_are_reproducible_by_seed() {
     assert!(others.iter().any(|w| *w != worker(&first)));
 }
 
-#[test]
-fn a_dead_end_names_the_request_that_can_never_run() {
+/// Replays a 20000-token prompt and a small one on the deployment `deployment` flags
+/// describe, expecting a dead end: exit code 1, no report written; the error message.
+fn dead_end_message(deployment: &[&str]) -> String {
     let dir = TempDir::new().unwrap();
-    // SGLang's default pool holds 16384 tokens; a 20000-token prompt can never be admitted and,
-    // since SGLang never rejects, blocks the queue.
     let trace = "{\"timestamp\": 0, \"input_length\": 20000, \"output_length\": 5, \"hash_ids\": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39]}\n{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [99]}\n";
     fs::write(dir.path().join("trace.jsonl"), trace).unwrap();
-    let out = dynosim(
-        dir.path(),
-        &[
-            "trace.jsonl",
-            "--extra-engine-args",
-            "{\"engine_type\":\"sglang\"}",
-            "--report-json",
-            "r.json",
-        ],
-    );
+    let args = [&["trace.jsonl", "--report-json", "r.json"], deployment].concat();
+    let out = dynosim(dir.path(), &args);
     assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
+    assert!(!dir.path().join("r.json").exists());
+    text(&out.stderr)
+}
+
+#[test]
+fn a_dead_end_names_the_request_that_can_never_run() {
+    // SGLang's default pool holds 16384 tokens; a 20000-token prompt can never be admitted and,
+    // since SGLang never rejects, blocks the queue.
+    let stderr = dead_end_message(&["--extra-engine-args", "{\"engine_type\":\"sglang\"}"]);
     assert!(
         stderr.contains("dead end with 2 in-flight requests remaining: the request of session request_1 turn 0 (20000 prompt tokens) can never be scheduled"),
         "{stderr}"
     );
-    assert!(!dir.path().join("r.json").exists());
 }
 
 #[test]
 fn a_disaggregated_dead_end_names_the_request_and_its_pool() {
-    let dir = TempDir::new().unwrap();
     // The same 20000-token prompt, now on an SGLang prefill pool of the default 16384 tokens.
-    let trace = "{\"timestamp\": 0, \"input_length\": 20000, \"output_length\": 5, \"hash_ids\": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39]}\n{\"timestamp\": 1, \"input_length\": 100, \"output_length\": 5, \"hash_ids\": [99]}\n";
-    fs::write(dir.path().join("trace.jsonl"), trace).unwrap();
-    let out = dynosim(
-        dir.path(),
-        &[
-            "trace.jsonl",
-            "--prefill-engine-args",
-            "{\"worker_type\":\"prefill\",\"engine_type\":\"sglang\"}",
-            "--decode-engine-args",
-            "{\"worker_type\":\"decode\",\"engine_type\":\"sglang\",\"num_gpu_blocks\":100000}",
-            "--report-json",
-            "r.json",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = text(&out.stderr);
+    let stderr = dead_end_message(&[
+        "--prefill-engine-args",
+        "{\"worker_type\":\"prefill\",\"engine_type\":\"sglang\"}",
+        "--decode-engine-args",
+        "{\"worker_type\":\"decode\",\"engine_type\":\"sglang\",\"num_gpu_blocks\":100000}",
+    ]);
     assert!(
         stderr.contains("offline disagg replay reached a dead end with 2 in-flight requests remaining: the request of session request_1 turn 0 (20000 prompt tokens) can never be scheduled on prefill worker 0 (dp rank 0)"),
         "{stderr}"
     );
-    assert!(!dir.path().join("r.json").exists());
 }
 
 /// Runs the synthetic workload with `extra` flags and returns its report file without the

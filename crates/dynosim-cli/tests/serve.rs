@@ -26,6 +26,8 @@ fn serve_refuses_a_replays_workload_flags_as_usage_errors() {
         vec!["serve", "trace.jsonl"],
         vec!["serve", "--request-count", "5"],
         vec!["serve", "--replay-mode", "online"],
+        vec!["serve", "--input-tokens-stddev", "3"],
+        vec!["serve", "--num-prefill-workers", "2"],
     ] {
         let out = dynosim(dir.path(), &args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -41,7 +43,40 @@ fn serve_refuses_a_replays_workload_flags_as_usage_errors() {
         help.contains("--record-trace") && help.contains("--extra-engine-args"),
         "{help}"
     );
-    assert!(!help.contains("--request-count"), "{help}");
+    for hidden in [
+        "--request-count",
+        "--input-tokens-stddev",
+        "--num-decode-workers",
+    ] {
+        assert!(!help.contains(hidden), "{hidden}: {help}");
+    }
+}
+
+/// A server's outputs that the tests replay and compare: the trace it records and its report.
+const RECORDING: [&str; 4] = [
+    "--record-trace",
+    "served.jsonl",
+    "--report-json",
+    "served.json",
+];
+
+/// The trace a server recorded in `dir` (`served.jsonl`) replayed offline on the same
+/// engine: its report.
+fn replay_served_trace(dir: &Path) -> serde_json::Map<String, serde_json::Value> {
+    let replay = dynosim(
+        dir,
+        &[
+            "served.jsonl",
+            "--trace-block-size",
+            "16",
+            "--extra-engine-args",
+            ENGINE,
+            "--report-json",
+            "offline.json",
+        ],
+    );
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
+    read_json_object(&dir.join("offline.json"))
 }
 
 /// A server started in `dir`; its address read from its first stderr line.
@@ -174,15 +209,7 @@ fn the_openai_client_streams_chat_and_completions_and_the_trace_replays_offline(
         return;
     };
     let dir = TempDir::new().unwrap();
-    let server = start(
-        dir.path(),
-        &[
-            "--record-trace",
-            "served.jsonl",
-            "--report-json",
-            "served.json",
-        ],
-    );
+    let server = start(dir.path(), &RECORDING);
     let client = Command::new(&python)
         .args(["-c", CLIENT, &server.address])
         .output()
@@ -216,20 +243,7 @@ fn the_openai_client_streams_chat_and_completions_and_the_trace_replays_offline(
     // The second chat reused the system prompt's blocks.
     assert!(live["prefix_cache_reused_ratio"].as_f64().unwrap() > 0.0);
 
-    let replay = dynosim(
-        dir.path(),
-        &[
-            "served.jsonl",
-            "--trace-block-size",
-            "16",
-            "--extra-engine-args",
-            ENGINE,
-            "--report-json",
-            "offline.json",
-        ],
-    );
-    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
-    let offline = read_json_object(&dir.path().join("offline.json"));
+    let offline = replay_served_trace(dir.path());
     for key in [
         "num_requests",
         "completed_requests",
@@ -301,15 +315,7 @@ fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_
     // The server's tokenizer, for AIPerf to load offline by name.
     let export = dynosim(dir.path(), &["serve", "--export-tokenizer", "."]);
     assert_eq!(export.status.code(), Some(0), "{}", text(&export.stderr));
-    let server = start(
-        dir.path(),
-        &[
-            "--record-trace",
-            "served.jsonl",
-            "--report-json",
-            "served.json",
-        ],
-    );
+    let server = start(dir.path(), &RECORDING);
     let aiperf = Path::new(&python).with_file_name("aiperf");
     // The load: 200 requests of 1000 prompt and 100 output tokens, 16 at a time.
     let requests = 200;
@@ -373,20 +379,7 @@ fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_
     assert_eq!(live["total_output_tokens"], requests * 100);
 
     // The recorded trace replayed offline: the same requests, tokens and simulated times.
-    let replay = dynosim(
-        dir.path(),
-        &[
-            "served.jsonl",
-            "--trace-block-size",
-            "16",
-            "--extra-engine-args",
-            ENGINE,
-            "--report-json",
-            "offline.json",
-        ],
-    );
-    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
-    let offline = read_json_object(&dir.path().join("offline.json"));
+    let offline = replay_served_trace(dir.path());
     for key in [
         "num_requests",
         "completed_requests",

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 mod common;
-use common::{dynosim, text};
+use common::{dynosim, text, ONE_REQUEST};
 
 fn profiles() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/parity/profiles")
@@ -80,19 +80,15 @@ fn a_relative_path_is_read_from_the_working_directory() {
     let output = dynosim(
         dir.path(),
         &[
-            "--input-tokens",
-            "100",
-            "--output-tokens",
-            "2",
-            "--request-count",
-            "1",
-            "--replay-concurrency",
-            "1",
-            "--extra-engine-args",
-            r#"{"planner_profile_data":"p.npz"}"#,
-            "--report-json",
-            "r.json",
-        ],
+            &ONE_REQUEST[..],
+            &[
+                "--extra-engine-args",
+                r#"{"planner_profile_data":"p.npz"}"#,
+                "--report-json",
+                "r.json",
+            ],
+        ]
+        .concat(),
     );
     assert!(output.status.success(), "{}", text(&output.stderr));
 }
@@ -129,18 +125,7 @@ fn faulty_tables_are_usage_errors_naming_file_and_key() {
         let args = profile_args(name);
         let output = dynosim(
             dir.path(),
-            &[
-                "--input-tokens",
-                "100",
-                "--output-tokens",
-                "2",
-                "--request-count",
-                "1",
-                "--replay-concurrency",
-                "1",
-                "--extra-engine-args",
-                &args,
-            ],
+            &[&ONE_REQUEST[..], &["--extra-engine-args", &args]].concat(),
         );
         let stderr = text(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");

@@ -16,6 +16,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 
+use crate::sub_objects::{self, SubObject};
+
 /// The Python type an argument must have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -33,13 +35,6 @@ pub enum Kind {
     SubObject(SubObject),
     /// Any JSON-like value.
     Any,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SubObject {
-    Sglang,
-    Trtllm,
-    Reasoning,
 }
 
 impl Kind {
@@ -246,7 +241,7 @@ fn path_text(name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
 
 /// A sub-object argument: its class (`SglangArgs`, ...) or a plain dict.
 fn sub_object_json(name: &str, sub: SubObject, value: &Bound<'_, PyAny>) -> PyResult<Value> {
-    if let Some(object) = crate::engine_args::sub_object_fields(sub, value) {
+    if let Some(object) = sub_objects::sub_object_fields(sub, value) {
         return Ok(Value::Object(object));
     }
     if value.is_instance_of::<PyDict>() {
@@ -254,7 +249,7 @@ fn sub_object_json(name: &str, sub: SubObject, value: &Bound<'_, PyAny>) -> PyRe
     }
     Err(PyTypeError::new_err(format!(
         "argument '{name}': expected {} or a dict, got '{}'",
-        crate::engine_args::sub_object_class_name(sub),
+        sub_objects::sub_object_class_name(sub),
         type_name(value)
     )))
 }
@@ -312,7 +307,7 @@ pub fn any_to_json(path: &str, value: &Bound<'_, PyAny>) -> PyResult<Value> {
     if value.hasattr("__fspath__")? {
         return path_text(path, value).map(Value::String);
     }
-    if let Some(object) = crate::engine_args::any_sub_object_fields(value) {
+    if let Some(object) = sub_objects::any_sub_object_fields(value) {
         return Ok(Value::Object(object));
     }
     // numpy floating scalars and other real numbers.

@@ -8,8 +8,8 @@
 //!   parser's, and an object that exists is always valid. Setters and `with_overrides` re-run
 //!   the parser on a changed copy, so a rejected value leaves the object as it was.
 //! - [`MockEngineArgs::json_text`]: the object's JSON, for the replay options.
-//! - [`sub_object_fields`], [`any_sub_object_fields`], [`sub_object_class_name`]: the
-//!   sub-objects as JSON, for [`crate::convert`].
+//! - The sub-objects' constructors, `repr` and pickling (the classes are
+//!   [`crate::sub_objects`]'s).
 
 use dynosim::config::engine_args::ACCEPTED_KEY_TYPES;
 use dynosim::config::{EngineArgs, EngineType, KvTransferTimingMode, PreemptionMode, WorkerType};
@@ -18,25 +18,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use serde_json::{Map, Value};
 
-use crate::convert::{self, bind_arguments, Kind, SubObject};
+use crate::convert::{self, bind_arguments, Kind};
+use crate::sub_objects::{ReasoningConfig, SglangArgs, SubObject, TrtllmArgs};
 
 const OWNER: &str = "MockEngineArgs";
 
-/// The constructor's keywords, in the order of the reference's stub (all may be positional).
-const CONSTRUCTOR_KEYWORDS: &[&str] = &[
-    "engine_type",
-    "num_gpu_blocks",
-    "block_size",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "enable_prefix_caching",
-    "enable_chunked_prefill",
-    "speedup_ratio",
-    "decode_speedup_ratio",
-    "dp_size",
-    "startup_time",
-    "worker_type",
-    "planner_profile_data",
+/// The AIC timing and GPU memory keywords, which the constructor and `with_overrides` both
+/// take, in the stub's order.
+const TIMING_KEYWORDS: &[&str] = &[
     "aic_backend",
     "aic_system",
     "aic_backend_version",
@@ -56,6 +45,27 @@ const CONSTRUCTOR_KEYWORDS: &[&str] = &[
     "gpu_memory_utilization",
     "mem_fraction_static",
     "free_gpu_memory_fraction",
+];
+
+/// The constructor's keywords, in the order of the reference's stub (all may be positional):
+/// these, [`TIMING_KEYWORDS`], then [`CONSTRUCTOR_LAST_KEYWORDS`].
+const CONSTRUCTOR_FIRST_KEYWORDS: &[&str] = &[
+    "engine_type",
+    "num_gpu_blocks",
+    "block_size",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "speedup_ratio",
+    "decode_speedup_ratio",
+    "dp_size",
+    "startup_time",
+    "worker_type",
+    "planner_profile_data",
+];
+
+const CONSTRUCTOR_LAST_KEYWORDS: &[&str] = &[
     "enable_local_indexer",
     "bootstrap_port",
     "handoff_session_timeout_ms",
@@ -84,35 +94,17 @@ const CONSTRUCTOR_KEYWORDS: &[&str] = &[
     "g1_backend",
 ];
 
-/// `with_overrides` keywords, in the stub's order (all may be positional).
-const OVERRIDE_KEYWORDS: &[&str] = &[
+/// `with_overrides` keywords, in the stub's order (all may be positional): these,
+/// [`TIMING_KEYWORDS`], then [`OVERRIDE_LAST_KEYWORDS`].
+const OVERRIDE_FIRST_KEYWORDS: &[&str] = &[
     "bootstrap_port",
     "zmq_kv_events_port",
     "zmq_replay_port",
     "kv_bytes_per_token",
     "num_gpu_blocks",
-    "aic_backend",
-    "aic_system",
-    "aic_backend_version",
-    "aic_tp_size",
-    "aic_model_path",
-    "aic_moe_tp_size",
-    "aic_moe_ep_size",
-    "aic_attention_dp_size",
-    "aic_nextn",
-    "aic_nextn_accept_rates",
-    "aic_mtp_seed",
-    "aic_gemm_dtype",
-    "aic_moe_dtype",
-    "aic_fmha_dtype",
-    "aic_kv_cache_dtype",
-    "aic_comm_dtype",
-    "gpu_memory_utilization",
-    "mem_fraction_static",
-    "free_gpu_memory_fraction",
-    "enable_prefix_caching",
-    "worker_type",
 ];
+
+const OVERRIDE_LAST_KEYWORDS: &[&str] = &["enable_prefix_caching", "worker_type"];
 
 /// What a property reads when its key is not set (the stub's defaults; keys the parser keeps
 /// are read from the parse instead, see [`MockEngineArgs::field`]).
@@ -336,13 +328,13 @@ mock_engine_args_methods! {
     #[new]
     #[pyo3(signature = (*args, **kwargs))]
     fn new(args: &Bound<'_, PyTuple>, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
-        let given = bind_arguments(
-            OWNER,
-            CONSTRUCTOR_KEYWORDS,
-            CONSTRUCTOR_KEYWORDS.len(),
-            args,
-            kwargs,
-        )?;
+        let keywords = [
+            CONSTRUCTOR_FIRST_KEYWORDS,
+            TIMING_KEYWORDS,
+            CONSTRUCTOR_LAST_KEYWORDS,
+        ]
+        .concat();
+        let given = bind_arguments(OWNER, &keywords, keywords.len(), args, kwargs)?;
         let mut object = Map::new();
         for (key, value) in given {
             let json = convert::to_json(key, kind(key), &value)?;
@@ -395,10 +387,11 @@ mock_engine_args_methods! {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let keywords = [OVERRIDE_FIRST_KEYWORDS, TIMING_KEYWORDS, OVERRIDE_LAST_KEYWORDS].concat();
         let given = bind_arguments(
             "MockEngineArgs.with_overrides",
-            OVERRIDE_KEYWORDS,
-            OVERRIDE_KEYWORDS.len(),
+            &keywords,
+            keywords.len(),
             args,
             kwargs,
         )?;
@@ -501,17 +494,11 @@ const REASONING_PARAMS: &[(&str, Kind)] = &[
     ("thinking_ratio", Kind::Float),
 ];
 
-/// Defines one sub-object class of `MockEngineArgs`: its fields as given, checked when the
-/// engine arguments holding it are built; `repr` and pickling as its constructor call.
-macro_rules! sub_object_class {
-    ($(#[$doc:meta])* $name:ident, $params:expr, required = $required:expr) => {
-        $(#[$doc])*
-        #[pyclass(module = "dynamo.mocker")]
-        #[derive(Clone)]
-        pub struct $name {
-            fields: Map<String, Value>,
-        }
-
+/// The Python methods of one sub-object class of `MockEngineArgs` (defined in
+/// [`crate::sub_objects`]): its fields as given, checked when the engine arguments holding it
+/// are built; `repr` and pickling as its constructor call.
+macro_rules! sub_object_methods {
+    ($name:ident, $params:expr, required = $required:expr) => {
         #[pymethods]
         impl $name {
             #[new]
@@ -520,13 +507,8 @@ macro_rules! sub_object_class {
                 args: &Bound<'_, PyTuple>,
                 kwargs: Option<&Bound<'_, PyDict>>,
             ) -> PyResult<Self> {
-                let fields = sub_object_from_arguments(
-                    stringify!($name),
-                    $params,
-                    $required,
-                    args,
-                    kwargs,
-                )?;
+                let fields =
+                    sub_object_from_arguments(stringify!($name), $params, $required, args, kwargs)?;
                 Ok(Self { fields })
             }
 
@@ -545,25 +527,9 @@ macro_rules! sub_object_class {
     };
 }
 
-sub_object_class!(
-    /// SGLang scheduler settings (`MockEngineArgs(sglang=SglangArgs(...))`).
-    SglangArgs,
-    SGLANG_PARAMS,
-    required = false
-);
-sub_object_class!(
-    /// TRT-LLM scheduler settings (`MockEngineArgs(trtllm=TrtllmArgs(...))`).
-    TrtllmArgs,
-    TRTLLM_PARAMS,
-    required = false
-);
-sub_object_class!(
-    /// Thinking-token settings (`MockEngineArgs(reasoning=ReasoningConfig(...))`); no effect
-    /// on an offline replay.
-    ReasoningConfig,
-    REASONING_PARAMS,
-    required = true
-);
+sub_object_methods!(SglangArgs, SGLANG_PARAMS, required = false);
+sub_object_methods!(TrtllmArgs, TRTLLM_PARAMS, required = false);
+sub_object_methods!(ReasoningConfig, REASONING_PARAMS, required = true);
 
 /// A sub-object's fields as its constructor's positional arguments (`None` where unset).
 fn positional_values<'py>(
@@ -576,39 +542,6 @@ fn positional_values<'py>(
         .map(|(name, _)| convert::from_json(py, fields.get(*name).unwrap_or(&Value::Null)))
         .collect::<PyResult<Vec<_>>>()?;
     PyTuple::new(py, values)
-}
-
-/// The fields of `value` if it is the sub-object class `sub` stands for.
-pub fn sub_object_fields(sub: SubObject, value: &Bound<'_, PyAny>) -> Option<Map<String, Value>> {
-    match sub {
-        SubObject::Sglang => value
-            .cast::<SglangArgs>()
-            .ok()
-            .map(|object| object.borrow().fields.clone()),
-        SubObject::Trtllm => value
-            .cast::<TrtllmArgs>()
-            .ok()
-            .map(|object| object.borrow().fields.clone()),
-        SubObject::Reasoning => value
-            .cast::<ReasoningConfig>()
-            .ok()
-            .map(|object| object.borrow().fields.clone()),
-    }
-}
-
-/// The fields of `value` if it is any of the sub-object classes (inside a dict of engine args).
-pub fn any_sub_object_fields(value: &Bound<'_, PyAny>) -> Option<Map<String, Value>> {
-    [SubObject::Sglang, SubObject::Trtllm, SubObject::Reasoning]
-        .into_iter()
-        .find_map(|sub| sub_object_fields(sub, value))
-}
-
-pub fn sub_object_class_name(sub: SubObject) -> &'static str {
-    match sub {
-        SubObject::Sglang => "SglangArgs",
-        SubObject::Trtllm => "TrtllmArgs",
-        SubObject::Reasoning => "ReasoningConfig",
-    }
 }
 
 /// The JSON text of engine arguments given to the replay API as an object.

@@ -22,6 +22,7 @@ mod convert;
 mod engine_args;
 mod planner;
 mod router_config;
+mod sub_objects;
 mod sweep;
 
 use std::ffi::OsString;
@@ -532,9 +533,9 @@ fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(sweep::_sweep_evaluate, module)?)?;
     module.add_function(wrap_pyfunction!(sweep::_sweep_store, module)?)?;
     module.add_class::<engine_args::MockEngineArgs>()?;
-    module.add_class::<engine_args::SglangArgs>()?;
-    module.add_class::<engine_args::TrtllmArgs>()?;
-    module.add_class::<engine_args::ReasoningConfig>()?;
+    module.add_class::<sub_objects::SglangArgs>()?;
+    module.add_class::<sub_objects::TrtllmArgs>()?;
+    module.add_class::<sub_objects::ReasoningConfig>()?;
     module.add_class::<router_config::KvRouterConfig>()?;
     module.add_class::<aic::AicPerfConfig>()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

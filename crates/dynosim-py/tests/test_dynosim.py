@@ -11,26 +11,8 @@ import pytest
 
 import dynosim
 from dynamo.replay import run_synthetic_trace_replay, run_trace_replay
+from replay_inputs import SYNTHETIC_ARGS, TINY_TRACE
 
-SYNTHETIC_ARGS = [
-    "--input-tokens",
-    "1000",
-    "--output-tokens",
-    "100",
-    "--request-count",
-    "50",
-    "--replay-concurrency",
-    "8",
-]
-
-TINY_TRACE = "".join(
-    json.dumps(line) + "\n"
-    for line in [
-        {"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]},
-        {"timestamp": 10, "input_length": 700, "output_length": 3, "hash_ids": [0, 2]},
-        {"timestamp": 25, "input_length": 300, "output_length": 4, "hash_ids": [3]},
-    ]
-)
 
 # Keys that measure the host's clock, not the simulation.
 CLOCK_KEYS = {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}

@@ -6,15 +6,7 @@ import re
 import pytest
 
 from dynamo.replay import run_synthetic_trace_replay, run_trace_replay
-
-TRACE = "".join(
-    json.dumps(line) + "\n"
-    for line in [
-        {"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]},
-        {"timestamp": 10, "input_length": 700, "output_length": 3, "hash_ids": [0, 2]},
-        {"timestamp": 25, "input_length": 300, "output_length": 4, "hash_ids": [3]},
-    ]
-)
+from replay_inputs import TINY_TRACE as TRACE
 
 
 def _page_data(page):

@@ -13,17 +13,7 @@ import pytest
 
 from dynamo.replay import run_synthetic_trace_replay
 from dynamo.replay.reporting import default_report_path, format_report_table, write_report_json
-
-SYNTHETIC_ARGS = [
-    "--input-tokens",
-    "1000",
-    "--output-tokens",
-    "100",
-    "--request-count",
-    "50",
-    "--replay-concurrency",
-    "8",
-]
+from replay_inputs import SYNTHETIC_ARGS
 
 
 @pytest.fixture(scope="module")

@@ -7,45 +7,35 @@
 //! are the simulation's, checked through its own report).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread::JoinHandle;
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dynosim::config::ReplayOptions;
 use dynosim::sim::external::ServeOutputs;
-use dynosim_serve::{serve, ServeConfig, ServeHooks, Served};
+use dynosim_serve::{ServeConfig, Served};
 use serde_json::{json, Value};
+use serving::metric;
+
+mod serving;
 
 const ENGINE: &str = r#"{"num_gpu_blocks": 1024, "block_size": 16}"#;
 const DEADLINE: Duration = Duration::from_secs(60);
 
 fn spec() -> dynosim::config::ReplaySpec {
-    deployment_options(None)
+    serving::synthetic_deployment(ENGINE)
         .into_spec()
         .expect("a valid deployment")
 }
 
-/// The deployment every test serves (a synthetic workload only because a spec needs one).
-fn deployment_options(trace: Option<std::path::PathBuf>) -> ReplayOptions {
-    let mut options = ReplayOptions {
+/// The deployment every test serves, replaying `trace` (blocks of 16 tokens).
+fn trace_deployment(trace: std::path::PathBuf) -> ReplayOptions {
+    ReplayOptions {
         extra_engine_args: Some(ENGINE.to_string()),
+        trace_files: vec![trace],
+        trace_block_size: Some(16),
         ..ReplayOptions::default()
-    };
-    match trace {
-        Some(path) => {
-            options.trace_files = vec![path];
-            options.trace_block_size = Some(16);
-        }
-        None => {
-            options.input_tokens = Some(1);
-            options.output_tokens = Some(1);
-            options.request_count = Some(1);
-            options.replay_concurrency = Some(1);
-        }
     }
-    options
 }
 
 /// A trace written into memory.
@@ -63,9 +53,7 @@ impl Write for SharedBuffer {
 }
 
 struct Server {
-    address: SocketAddr,
-    stop: &'static AtomicUsize,
-    handle: JoinHandle<dynosim::Result<Served>>,
+    running: serving::Running,
     trace: SharedBuffer,
 }
 
@@ -75,9 +63,7 @@ fn start(max_body_bytes: usize) -> Server {
 
 /// Serves `spec` at `speed` (model time per wall time).
 fn start_serving(spec: dynosim::config::ReplaySpec, max_body_bytes: usize, speed: f64) -> Server {
-    let stop: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
     let trace = SharedBuffer::default();
-    let (listening, address) = mpsc::channel();
     let config = ServeConfig {
         host: "127.0.0.1".into(),
         port: 0,
@@ -87,37 +73,24 @@ fn start_serving(spec: dynosim::config::ReplaySpec, max_body_bytes: usize, speed
         max_connections: 64,
         default_max_tokens: 8,
     };
-    let hooks = ServeHooks {
-        record_trace: Some(Box::new(trace.clone())),
-        outputs: ServeOutputs::default(),
-        stop,
-        on_listening: Box::new(move |address| {
-            let _ = listening.send(address);
-        }),
-    };
-    let handle = std::thread::spawn(move || serve(&spec, config, hooks));
-    let address = address.recv_timeout(DEADLINE).expect("the server listens");
-    Server {
-        address,
-        stop,
-        handle,
-        trace,
-    }
+    let running = serving::start(
+        spec,
+        config,
+        Some(Box::new(trace.clone())),
+        ServeOutputs::default(),
+        DEADLINE,
+    );
+    Server { running, trace }
 }
 
 impl Server {
     fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.address)
+        format!("http://{}{path}", self.running.address)
     }
 
     /// Drains and returns the run.
     fn finish(self) -> (Served, String) {
-        self.stop.store(1, Ordering::SeqCst);
-        let served = self
-            .handle
-            .join()
-            .expect("the server thread ends")
-            .expect("the run ends");
+        let served = self.running.stop(1);
         let trace = String::from_utf8(self.trace.0.lock().unwrap().clone()).unwrap();
         (served, trace)
     }
@@ -162,16 +135,6 @@ async fn metrics(server: &Server) -> String {
         .text()
         .await
         .unwrap()
-}
-
-/// The value of metric `name` (its sample line without labels beyond model_name).
-fn metric(text: &str, name: &str) -> f64 {
-    let prefix = format!("{name}{{");
-    text.lines()
-        .find(|line| line.starts_with(&prefix))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
 /// The `data:` payloads of an SSE body.
@@ -450,7 +413,7 @@ async fn bad_requests_get_openai_errors() {
         assert!(answer["error"]["type"].is_string(), "{answer}");
     }
     // A body over the limit: 413 (the writer may find the connection closed early).
-    let mut stream = TcpStream::connect(server.address).unwrap();
+    let mut stream = TcpStream::connect(server.running.address).unwrap();
     stream.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut writer = stream.try_clone().unwrap();
     let body = format!(
@@ -507,6 +470,34 @@ async fn wait_for_metrics(server: &Server, done: impl Fn(&str) -> bool) -> Strin
     }
 }
 
+/// Waits until one request runs, holding KV.
+async fn wait_for_one_running_with_kv(server: &Server) {
+    let running = wait_for_metrics(server, |text| {
+        metric(text, "vllm:num_requests_running") == 1.0
+    })
+    .await;
+    let running_requests = metric(&running, "vllm:num_requests_running");
+    assert_eq!(running_requests, 1.0, "{running}");
+    assert!(
+        metric(&running, "vllm:kv_cache_usage_perc") > 0.0,
+        "{running}"
+    );
+}
+
+/// Waits until one request was canceled and no KV is in use; the metrics then.
+async fn wait_for_one_canceled_without_kv(server: &Server) -> String {
+    let after = wait_for_metrics(server, |text| {
+        metric(text, "dynosim:requests_canceled_total") == 1.0
+            && metric(text, "vllm:kv_cache_usage_perc") == 0.0
+    })
+    .await;
+    let canceled = metric(&after, "dynosim:requests_canceled_total");
+    assert_eq!(canceled, 1.0, "{after}");
+    assert_eq!(metric(&after, "vllm:kv_cache_usage_perc"), 0.0, "{after}");
+    assert_eq!(metric(&after, "vllm:num_requests_running"), 0.0, "{after}");
+    after
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_disconnects_mid_stream_cancels_its_request_and_frees_its_kv() {
     let server = start(1 << 20);
@@ -523,32 +514,9 @@ async fn a_client_that_disconnects_mid_stream_cancels_its_request_and_frees_its_
         let chunk = response.chunk().await.unwrap().expect("the stream goes on");
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
-    let running = wait_for_metrics(&server, |text| {
-        metric(text, "vllm:num_requests_running") == 1.0
-    })
-    .await;
-    assert_eq!(
-        metric(&running, "vllm:num_requests_running"),
-        1.0,
-        "{running}"
-    );
-    assert!(
-        metric(&running, "vllm:kv_cache_usage_perc") > 0.0,
-        "{running}"
-    );
+    wait_for_one_running_with_kv(&server).await;
     drop(response);
-    let after = wait_for_metrics(&server, |text| {
-        metric(text, "dynosim:requests_canceled_total") == 1.0
-            && metric(text, "vllm:kv_cache_usage_perc") == 0.0
-    })
-    .await;
-    assert_eq!(
-        metric(&after, "dynosim:requests_canceled_total"),
-        1.0,
-        "{after}"
-    );
-    assert_eq!(metric(&after, "vllm:num_requests_running"), 0.0, "{after}");
-    assert_eq!(metric(&after, "vllm:kv_cache_usage_perc"), 0.0, "{after}");
+    wait_for_one_canceled_without_kv(&server).await;
     // The prompt's blocks stay in the prefix cache: the same prompt again hits it.
     let (status, _) = post(
         &server,
@@ -585,32 +553,9 @@ async fn a_client_that_leaves_before_its_whole_answer_cancels_it_too() {
             .send()
             .await
     });
-    let running = wait_for_metrics(&server, |text| {
-        metric(text, "vllm:num_requests_running") == 1.0
-    })
-    .await;
-    assert_eq!(
-        metric(&running, "vllm:num_requests_running"),
-        1.0,
-        "{running}"
-    );
-    assert!(
-        metric(&running, "vllm:kv_cache_usage_perc") > 0.0,
-        "{running}"
-    );
+    wait_for_one_running_with_kv(&server).await;
     whole.abort();
-    let after = wait_for_metrics(&server, |text| {
-        metric(text, "dynosim:requests_canceled_total") == 1.0
-            && metric(text, "vllm:kv_cache_usage_perc") == 0.0
-    })
-    .await;
-    assert_eq!(
-        metric(&after, "dynosim:requests_canceled_total"),
-        1.0,
-        "{after}"
-    );
-    assert_eq!(metric(&after, "vllm:num_requests_running"), 0.0, "{after}");
-    assert_eq!(metric(&after, "vllm:kv_cache_usage_perc"), 0.0, "{after}");
+    let after = wait_for_one_canceled_without_kv(&server).await;
     assert_eq!(metric(&after, "dynosim:requests_finished_total"), 0.0);
     let (served, _) = server.finish();
     let (report, _) = served.simulated.into_report(served.wall_time_ms);
@@ -655,12 +600,7 @@ async fn a_one_token_request_counts_as_running_during_its_only_pass() {
     );
     // Stop at once rather than wait out the pass.
     request.abort();
-    server.stop.store(2, Ordering::SeqCst);
-    let served = server
-        .handle
-        .join()
-        .expect("the server thread ends")
-        .expect("the run ends");
+    let served = server.running.stop(2);
     let (report, _) = served.simulated.into_report(served.wall_time_ms);
     assert_eq!(report.get("num_requests").map(|v| v.as_f64()), Some(1.0));
 }
@@ -669,7 +609,7 @@ async fn a_one_token_request_counts_as_running_during_its_only_pass() {
 async fn a_slow_client_holds_only_its_own_connection() {
     let server = start(1 << 20);
     // Headers and half a body, then nothing for a while.
-    let mut slow = TcpStream::connect(server.address).unwrap();
+    let mut slow = TcpStream::connect(server.running.address).unwrap();
     let body = r#"{"model": "sim-model", "prompt": "slow", "max_tokens": 2}"#;
     write!(
         slow,
@@ -753,9 +693,7 @@ async fn the_recorded_trace_replays_offline_to_the_same_counts_and_times() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("served.jsonl");
     std::fs::write(&path, &trace).unwrap();
-    let spec = deployment_options(Some(path))
-        .into_spec()
-        .expect("a valid replay");
+    let spec = trace_deployment(path).into_spec().expect("a valid replay");
     let workload = dynosim::load_workload(&spec).expect("the trace reads");
     let (offline, _) = dynosim::simulate(&spec, workload)
         .expect("the replay runs")
@@ -789,7 +727,7 @@ fn queue_limited_spec(dir: &std::path::Path) -> dynosim::config::ReplaySpec {
          request_queue_limit_per_worker: 1\n",
     )
     .unwrap();
-    let mut options = deployment_options(None);
+    let mut options = serving::synthetic_deployment(ENGINE);
     options.num_workers = 2;
     options.router_mode = "kv_router".into();
     options.router_policy_config = Some(policy.to_str().unwrap().to_string());
@@ -902,7 +840,7 @@ async fn a_slow_reader_does_not_stall_other_clients() {
     // 50 times real speed: the long stream's tokens are due within seconds.
     let server = start_serving(spec(), 1 << 20, 50.0);
     // A stream of 6,000 tokens (about 1 MB of SSE) that nobody reads for now.
-    let mut slow = TcpStream::connect(server.address).unwrap();
+    let mut slow = TcpStream::connect(server.running.address).unwrap();
     small_receive_buffer(&slow);
     let body = json!({"model": "sim-model", "prompt": "read me slowly", "max_tokens": 6000,
                       "stream": true, "stream_options": {"include_usage": true}})

@@ -5,16 +5,16 @@
 //! before its simulated time. The delays are printed, not asserted.
 
 mod load_client;
+mod serving;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dynosim::config::ReplayOptions;
 use dynosim::report::{RecordSink, RequestRecord};
 use dynosim::sim::external::ServeOutputs;
-use dynosim_serve::{serve, ServeConfig, ServeHooks};
+use dynosim_serve::ServeConfig;
 use load_client::LoadPlan;
+use serving::metric;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -28,34 +28,16 @@ impl RecordSink for Records {
     }
 }
 
-fn metric(text: &str, name: &str) -> f64 {
-    let prefix = format!("{name}{{");
-    text.lines()
-        .find(|line| line.starts_with(&prefix))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hundred_streams_at_once_all_complete_and_leave_nothing_behind() {
-    let mut spec = ReplayOptions {
-        extra_engine_args: Some(
-            r#"{"num_gpu_blocks": 8192, "block_size": 16, "max_num_seqs": 256}"#.into(),
-        ),
-        input_tokens: Some(1),
-        output_tokens: Some(1),
-        request_count: Some(1),
-        replay_concurrency: Some(1),
-        ..ReplayOptions::default()
-    }
+    let mut spec = serving::synthetic_deployment(
+        r#"{"num_gpu_blocks": 8192, "block_size": 16, "max_num_seqs": 256}"#,
+    )
     .into_spec()
     .expect("a valid deployment");
     // The per-request records, for the simulated times of each request.
     spec.capture_requests = true;
-    let stop: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
     let records = Records::default();
-    let (listening, address) = mpsc::channel();
     let config = ServeConfig {
         host: "127.0.0.1".into(),
         port: 0,
@@ -65,19 +47,12 @@ async fn a_hundred_streams_at_once_all_complete_and_leave_nothing_behind() {
         max_connections: 256,
         default_max_tokens: 8,
     };
-    let hooks = ServeHooks {
-        record_trace: None,
-        outputs: ServeOutputs {
-            records: Some(Box::new(records.clone())),
-            timeseries: false,
-        },
-        stop,
-        on_listening: Box::new(move |address| {
-            let _ = listening.send(address);
-        }),
+    let outputs = ServeOutputs {
+        records: Some(Box::new(records.clone())),
+        timeseries: false,
     };
-    let server = std::thread::spawn(move || serve(&spec, config, hooks));
-    let address = address.recv_timeout(DEADLINE).expect("the server listens");
+    let server = serving::start(spec, config, None, outputs, DEADLINE);
+    let address = server.address;
     let plan = LoadPlan {
         url: format!("http://{address}"),
         model: "load".into(),
@@ -120,11 +95,7 @@ async fn a_hundred_streams_at_once_all_complete_and_leave_nothing_behind() {
     let (buckets, delayed) = load_client::histogram(&text, "dynosim:token_delay_seconds");
     assert_eq!(delayed, tokens);
 
-    stop.store(1, Ordering::SeqCst);
-    let served = server
-        .join()
-        .expect("the server thread ends")
-        .expect("the run ends");
+    let served = server.stop(1);
     let (report, _) = served.simulated.into_report(served.wall_time_ms);
     assert_eq!(
         report.get("completed_requests").map(|v| v.as_f64()),

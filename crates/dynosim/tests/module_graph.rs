@@ -8,8 +8,13 @@
 //! import: the folder is its parts; a part naming an item its folder's `mod.rs` defines is an
 //! import of that file, and parts importing each other in a ring are the circles this finds.
 //! Method calls and names reached through them are not paths, so they are not seen.
+//!
+//! The same graph must run down the crate's layers ([`LAYERS`]): `sim` over `router`, `report`
+//! and `planner`, those over `engine` and `workload`, those over `config`, that over the
+//! foundation (`error`, `tokens`, `aic`). A module may import its own layer or any below it.
+//!
 //! Run it with `cargo test -p dynosim --test module_graph`; a failure lists each circle and the
-//! names that tie it.
+//! names that tie it, or each arrow that runs up a layer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -426,6 +431,59 @@ fn modules_import_without_circles() {
     );
 }
 
+/// The crate's top-level modules from the bottom layer up; the crate root (`lib.rs`, the entry
+/// points) stands above them all.
+const LAYERS: &[&[&str]] = &[
+    &["error", "tokens", "aic"],
+    &["config"],
+    &["engine", "workload", "aic_build"],
+    &["router", "report", "planner"],
+    &["sim"],
+];
+
+/// The layer of a module, by its top-level module; the crate root is above every layer.
+fn layer(module: &ModulePath) -> Option<usize> {
+    let Some(top) = module.first() else {
+        return Some(LAYERS.len());
+    };
+    LAYERS
+        .iter()
+        .position(|layer| layer.contains(&top.as_str()))
+}
+
+#[test]
+fn imports_run_down_the_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules = read_modules(&src);
+    let graph = import_graph(&modules);
+    let mut problems = Vec::new();
+    for (from, edges) in &graph {
+        let Some(from_layer) = layer(from) else {
+            problems.push(format!(
+                "{}: its module `{}` has no layer: add it to LAYERS",
+                modules[from].file.display(),
+                from[0]
+            ));
+            continue;
+        };
+        for (to, why) in edges {
+            if layer(to).is_some_and(|to_layer| to_layer > from_layer) {
+                problems.push(format!(
+                    "{} -> {}: {}",
+                    modules[from].file.display(),
+                    modules[to].file.display(),
+                    why.iter().cloned().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "imports that run up the layers of crates/dynosim:\n{}",
+        problems.join("\n")
+    );
+}
+
 /// The check sees the imports it is meant to: a known one-way import is an edge, and a façade
 /// re-export is followed to the file that defines the item.
 #[test]
@@ -441,4 +499,8 @@ fn the_graph_sees_imports_through_reexports() {
     assert!(imports("sim::aggregated", "config::engine_args"));
     // `config` re-exports `ReplayOptions` from its child without importing it.
     assert!(!imports("config", "config::options"));
+    // Layers: `sim` is above `config`, and the root above `sim`.
+    let layer_of = |text: &str| layer(&path(text)).expect("a module with a layer");
+    assert!(layer_of("sim::aggregated") > layer_of("config::engine_args"));
+    assert!(layer(&Vec::new()) > Some(layer_of("sim")));
 }

@@ -28,6 +28,18 @@ pub fn command(dir: &Path, args: &[&str]) -> Command {
 /// How long a test waits for one run of the binary before calling it a hang.
 pub const RUN_DEADLINE: Duration = Duration::from_secs(300);
 
+/// The smallest synthetic workload: one request of 100 prompt and 2 output tokens.
+pub const ONE_REQUEST: [&str; 8] = [
+    "--input-tokens",
+    "100",
+    "--output-tokens",
+    "2",
+    "--request-count",
+    "1",
+    "--replay-concurrency",
+    "1",
+];
+
 /// Runs the binary in `dir` and collects its exit status and output (a run still going after
 /// [`RUN_DEADLINE`] is killed and fails the test).
 pub fn dynosim(dir: &Path, args: &[&str]) -> Output {

@@ -3,7 +3,10 @@
 //!
 //! INTERFACE
 //! - [`ParsedEngines`], [`ReplayOptions::parse_engines`]: the three engine-args flags, parsed.
-//! - [`ReplayOptions::check_worker_topology`]: which flags go together; whether disaggregated.
+//! - [`ReplayOptions::aggregated_worker_count`]: the three worker counts' signs, checked
+//!   first; the aggregated count.
+//! - [`Workers`], [`ReplayOptions::workers`]: which flags go together, whether disaggregated,
+//!   and the router mode.
 //! - [`ReplayOptions::mode_and_deployment`]: the replay mode, then the pools after their
 //!   checks in the reference's order, then online replay's limits on the workers.
 
@@ -21,7 +24,42 @@ pub(super) struct ParsedEngines {
     pub(super) decode: Option<EngineArgs>,
 }
 
+/// The workers as a spec builder has them before its workload's checks: the engine
+/// arguments, whether they make prefill and decode pools, the router mode and the aggregated
+/// worker count.
+pub(super) struct Workers {
+    pub(super) engines: ParsedEngines,
+    pub(super) disaggregated: bool,
+    pub(super) router_mode: RouterMode,
+    pub(super) num_workers: usize,
+}
+
 impl ReplayOptions {
+    /// The worker counts must not be negative (checked before anything else); the aggregated
+    /// count.
+    pub(super) fn aggregated_worker_count(&self) -> Result<usize> {
+        let num_workers = non_negative("--num-workers", self.num_workers)?;
+        non_negative("--num-prefill-workers", self.num_prefill_workers)?;
+        non_negative("--num-decode-workers", self.num_decode_workers)?;
+        Ok(num_workers)
+    }
+
+    /// The worker topology's checks, then the router mode's.
+    pub(super) fn workers(
+        &self,
+        choices: &Choices,
+        engines: ParsedEngines,
+        num_workers: usize,
+    ) -> Result<Workers> {
+        let disaggregated = self.check_worker_topology(choices, &engines)?;
+        Ok(Workers {
+            engines,
+            disaggregated,
+            router_mode: choices.router_mode.clone()?,
+            num_workers,
+        })
+    }
+
     pub(super) fn parse_engines(&self) -> Result<ParsedEngines> {
         let parse = |flag: &str, text: &Option<String>| {
             text.as_deref()
@@ -37,11 +75,7 @@ impl ReplayOptions {
 
     /// Which workers the engine arguments describe: true for disaggregated prefill/decode
     /// pools, after the reference's pairing rules.
-    pub(super) fn check_worker_topology(
-        &self,
-        choices: &Choices,
-        engines: &ParsedEngines,
-    ) -> Result<bool> {
+    fn check_worker_topology(&self, choices: &Choices, engines: &ParsedEngines) -> Result<bool> {
         let has_disagg_args = engines.prefill.is_some() || engines.decode.is_some();
         if engines.aggregated.is_some() && has_disagg_args {
             return Err(flag_error(
@@ -97,21 +131,11 @@ impl ReplayOptions {
     pub(super) fn mode_and_deployment(
         &self,
         choices: &Choices,
-        engines: ParsedEngines,
-        disaggregated: bool,
-        router_mode: RouterMode,
-        num_workers: usize,
+        workers: Workers,
         closed_loop: bool,
     ) -> Result<(ReplayMode, Deployment)> {
         let replay_mode = self.replay_mode(choices)?;
-        let deployment = self.deployment(
-            choices,
-            engines,
-            disaggregated,
-            router_mode,
-            num_workers,
-            closed_loop,
-        )?;
+        let deployment = self.deployment(choices, workers, closed_loop)?;
         self.check_online(replay_mode, &deployment.generating().engine)?;
         Ok((replay_mode, deployment))
     }
@@ -121,12 +145,15 @@ impl ReplayOptions {
     fn deployment(
         &self,
         choices: &Choices,
-        engines: ParsedEngines,
-        disaggregated: bool,
-        router_mode: RouterMode,
-        num_workers: usize,
+        workers: Workers,
         closed_loop: bool,
     ) -> Result<Deployment> {
+        let Workers {
+            engines,
+            disaggregated,
+            router_mode,
+            num_workers,
+        } = workers;
         if disaggregated {
             return self.check_disaggregated_workers(engines, closed_loop);
         }

@@ -26,16 +26,14 @@ impl ReplayOptions {
         let input_tokens = non_negative("--input-tokens", self.input_tokens.unwrap_or(0))?;
         let output_tokens = non_negative("--output-tokens", self.output_tokens.unwrap_or(0))?;
         let request_count = non_negative("--request-count", self.request_count.unwrap_or(0))?;
-        let num_workers = non_negative("--num-workers", self.num_workers)?;
-        non_negative("--num-prefill-workers", self.num_prefill_workers)?;
-        non_negative("--num-decode-workers", self.num_decode_workers)?;
+        let num_workers = self.aggregated_worker_count()?;
         let arrival_seed = non_negative("--arrival-seed", self.arrival_seed)? as u64;
         let turns_per_session = non_negative("--turns-per-session", self.turns_per_session)?;
         let num_prefix_groups = non_negative("--num-prefix-groups", self.num_prefix_groups)?;
 
         let sla = self.sla()?;
-        let disaggregated = self.check_worker_topology(choices, &engines)?;
-        let router_mode = choices.router_mode.clone()?;
+        let workers = self.workers(choices, engines, num_workers)?;
+        let router_mode = workers.router_mode;
         let concurrency = self.concurrency_limit()?;
         let arrival_process = match (concurrency, self.request_rate, self.arrival_interval_ms) {
             (Some(_), _, _) => None,
@@ -145,14 +143,8 @@ impl ReplayOptions {
             }
         }
 
-        let (replay_mode, deployment) = self.mode_and_deployment(
-            choices,
-            engines,
-            disaggregated,
-            router_mode,
-            num_workers,
-            concurrency.is_some(),
-        )?;
+        let (replay_mode, deployment) =
+            self.mode_and_deployment(choices, workers, concurrency.is_some())?;
         let arrivals = arrival_mode(concurrency, || match speedup {
             Some(speedup) => Ok(speedup),
             None => self.check_speedup("arrival_speedup_ratio"),

@@ -21,17 +21,15 @@ impl ReplayOptions {
         engines: ParsedEngines,
         router_config: Option<RouterConfig>,
     ) -> Result<ReplaySpec> {
-        let num_workers = non_negative("--num-workers", self.num_workers)?;
-        non_negative("--num-prefill-workers", self.num_prefill_workers)?;
-        non_negative("--num-decode-workers", self.num_decode_workers)?;
+        let num_workers = self.aggregated_worker_count()?;
         let trace_block_size = self
             .trace_block_size
             .map(|size| non_negative("--trace-block-size", size))
             .transpose()?;
         non_negative("--trace-num-prefix-groups", self.trace_num_prefix_groups)?;
 
-        let disaggregated = self.check_worker_topology(choices, &engines)?;
-        let router_mode = choices.router_mode.clone()?;
+        let workers = self.workers(choices, engines, num_workers)?;
+        let router_mode = workers.router_mode;
         let dialect = choices.trace_format.clone()?;
         if dialect != TraceDialect::Dynamo && self.trace_files.len() != 1 {
             return Err(flag_error(
@@ -46,14 +44,8 @@ impl ReplayOptions {
         let max_sim_time_ms = self.max_sim_time_ms()?;
         let sla = self.sla()?;
         let concurrency = self.concurrency_limit()?;
-        let (replay_mode, deployment) = self.mode_and_deployment(
-            choices,
-            engines,
-            disaggregated,
-            router_mode,
-            num_workers,
-            concurrency.is_some(),
-        )?;
+        let (replay_mode, deployment) =
+            self.mode_and_deployment(choices, workers, concurrency.is_some())?;
         if dialect == TraceDialect::MooncakeDelta && replay_mode != ReplayMode::Offline {
             return Err(flag_error(
                 "--trace-format",

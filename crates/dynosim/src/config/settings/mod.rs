@@ -191,6 +191,9 @@ pub struct Setting {
     /// Whether a sweep may set it.
     pub sweep: bool,
     pub group: Group,
+    /// Whether it describes the prefill or the decode pool of a disaggregated deployment
+    /// (and nothing else).
+    pub disaggregated_only: bool,
     pub kind: Kind,
     pub default: Fallback,
     pub choices: &'static [Choice],
@@ -219,6 +222,7 @@ impl Setting {
         python: PythonArg::No,
         sweep: false,
         group: Group::Run,
+        disaggregated_only: false,
         kind: Kind::Text,
         default: Fallback::Unset,
         choices: &[],

@@ -72,6 +72,7 @@ pub static SETTINGS: &[Setting] = &[
         python: Keyword,
         sweep: true,
         group: Deployment,
+        disaggregated_only: true,
         kind: Kind::Json(JsonObject::EngineArgs),
         value_name: "JSON",
         doc: "Disaggregated replay: engine arguments of the prefill workers, an inline JSON \
@@ -83,6 +84,7 @@ pub static SETTINGS: &[Setting] = &[
         python: Keyword,
         sweep: true,
         group: Deployment,
+        disaggregated_only: true,
         kind: Kind::Json(JsonObject::EngineArgs),
         value_name: "JSON",
         doc: "Disaggregated replay: engine arguments of the decode workers, an inline JSON \
@@ -411,6 +413,7 @@ pub static SETTINGS: &[Setting] = &[
         python: Keyword,
         sweep: true,
         group: Deployment,
+        disaggregated_only: true,
         kind: Kind::Int,
         default: DefaultInt(1),
         value_name: "INT",
@@ -421,6 +424,7 @@ pub static SETTINGS: &[Setting] = &[
         python: Keyword,
         sweep: true,
         group: Deployment,
+        disaggregated_only: true,
         kind: Kind::Int,
         default: DefaultInt(1),
         value_name: "INT",
