@@ -32,7 +32,7 @@ use super::{
     DestinationRefused, DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId,
 };
 use crate::config::{EngineArgs, WorkerType};
-use crate::tokens::{generated_token, Blocks, TokenSeq};
+use crate::tokens::{Blocks, TokenSeq};
 
 const DEFAULT_MAX_PREFILL_TOKENS: usize = 16384;
 const DEFAULT_CHUNKED_PREFILL_SIZE: usize = 8192;
@@ -731,6 +731,7 @@ impl SglangScheduler {
 
     /// Publishes the request's computed full pages to the tree (moving its lock to the new end),
     /// so later requests can reuse them while it still runs.
+    #[inline]
     fn cache_materialized_prefix(&mut self, request: &mut Request) {
         let ps = self.page_size;
         let aligned = request.materialized / ps * ps;
@@ -820,15 +821,18 @@ impl SglangScheduler {
     }
 
     /// Tokens of fresh pages the running requests need to each take their largest burst.
-    fn decode_growth_tokens(&self) -> usize {
+    /// Also returns the running requests' total length, from the same walk.
+    fn decode_growth_and_context(&self) -> (usize, usize) {
         let max_burst = self.max_burst();
-        self.running
-            .iter()
-            .map(|r| {
-                let burst = r.remaining_output().min(max_burst);
-                ceil_to_page(r.len() + burst, self.page_size).saturating_sub(r.allocated)
-            })
-            .sum()
+        let mut growth = 0;
+        let mut context = 0;
+        for r in &self.running {
+            let len = r.len();
+            let burst = r.remaining_output().min(max_burst);
+            growth += ceil_to_page(len + burst, self.page_size).saturating_sub(r.allocated);
+            context += len;
+        }
+        (growth, context)
     }
 
     /// The decode step over every running request.
@@ -852,8 +856,8 @@ impl SglangScheduler {
         }
 
         if !self.running.is_empty() {
-            self.retract_for_growth(&mut result);
-            self.decode_tokens(events, &mut result, &mut completed);
+            let (growth, context) = self.retract_for_growth(&mut result);
+            self.decode_tokens(events, &mut result, &mut completed, growth, context);
         }
         for mut request in completed {
             if self.worker_type == WorkerType::Prefill {
@@ -869,12 +873,14 @@ impl SglangScheduler {
 
     /// Retracts running requests, fewest output tokens first, until the pool (free plus
     /// evictable) can give each remaining one a token; keeps at least one. Then evicts what the
-    /// growth needs.
-    fn retract_for_growth(&mut self, result: &mut Decode) {
-        loop {
+    /// growth needs. Returns the growth and the context tokens of the requests left running
+    /// (see [`SglangScheduler::decode_growth_and_context`]).
+    fn retract_for_growth(&mut self, result: &mut Decode) -> (usize, usize) {
+        let (growth, context) = loop {
             let capacity = self.cache.available_tokens() + self.cache.evictable_tokens();
-            if capacity >= self.decode_growth_tokens() || self.running.len() <= 1 {
-                break;
+            let (growth, context) = self.decode_growth_and_context();
+            if capacity >= growth || self.running.len() <= 1 {
+                break (growth, context);
             }
             let mut victim = 0;
             for (index, request) in self.running.iter().enumerate() {
@@ -886,22 +892,25 @@ impl SglangScheduler {
             self.retract(&mut request);
             result.retracted.push(request);
             result.retracted_any = true;
-        }
-        let needed = self.decode_growth_tokens();
+        };
         let available = self.cache.available_tokens();
-        if available < needed {
-            self.cache.evict(needed - available);
+        if available < growth {
+            self.cache.evict(growth - available);
         }
+        (growth, context)
     }
 
+    /// Decodes every running request, whose growth (tokens of fresh pages) and total length
+    /// are `growth` and `context`.
     fn decode_tokens(
         &mut self,
         events: &mut Vec<PassEvent>,
         result: &mut Decode,
         completed: &mut Vec<Request>,
+        growth: usize,
+        context: usize,
     ) {
         let ps = self.page_size;
-        let context: usize = self.running.iter().map(Request::len).sum();
         let active = context.min(self.total_kv_tokens);
         let decode_ms = self.timing.decode_clock_ms(&DecodeBatch {
             ready: self.running.len(),
@@ -909,7 +918,7 @@ impl SglangScheduler {
             total_kv_tokens: self.total_kv_tokens,
             context_tokens: context,
         });
-        let reserved_pages = self.decode_growth_tokens() / ps;
+        let reserved_pages = growth / ps;
         if !self.cache.allocate_pages(reserved_pages) {
             // Even after evicting everything the pages are not there: no token this pass.
             return;
@@ -918,25 +927,24 @@ impl SglangScheduler {
         let mut used_pages = 0;
         let mut running = std::mem::take(&mut self.running);
         let prefill_role = self.worker_type == WorkerType::Prefill;
-        let bursts: Vec<usize> = running
-            .iter()
-            .map(|request| match &mut self.speculative {
+        for request in running.iter_mut() {
+            // (The sampler is drawn from in request order, as before any token is pushed.)
+            let burst = match &mut self.speculative {
                 Some(sampler) if !prefill_role => sampler.burst(request.remaining_output()),
                 _ => request.remaining_output().min(1),
-            })
-            .collect();
-        for (request, burst) in running.iter_mut().zip(bursts) {
-            for _ in 0..burst {
-                if request.len() + 1 > request.allocated {
-                    request.allocated += ps;
-                    used_pages += 1;
-                }
-                let index = request.output_len() as u64;
-                request
-                    .tokens
-                    .push(generated_token(request.id as u64, index));
-                request.materialized += 1;
+            };
+            // The held pages take the sequence up to `allocated` (a running request's whole
+            // length, rounded up to a page); a page is added whenever a token passes it.
+            let len = request.len() + burst;
+            while len > request.allocated {
+                request.allocated += ps;
+                used_pages += 1;
             }
+            let first_index = request.output_len() as u64;
+            request
+                .tokens
+                .push_generated(request.id as u64, first_index, burst);
+            request.materialized += burst;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: burst,

@@ -235,6 +235,7 @@ impl RadixCache {
         }
     }
 
+    #[inline]
     fn record_stored(&mut self, pages: Blocks<'_>) {
         if let Some(events) = &mut self.events {
             let mut first = pages.start();
@@ -389,14 +390,18 @@ impl RadixCache {
         common
     }
 
-    /// Appends `pages` to `key`, merging runs of the same base.
-    fn append_runs(key: &mut Vec<BlockRun>, pages: Blocks<'_>) {
+    /// Appends `pages` (the first of which has base `first_base`) to `key`, merging runs of
+    /// the same base.
+    #[inline(always)]
+    fn append_runs(key: &mut Vec<BlockRun>, pages: Blocks<'_>, first_base: u64) {
         if pages.len() == 1 {
             // A decoding request adds one page a token at page size 1: no run iterator.
-            let base = pages.base(0);
             match key.last_mut() {
-                Some(last) if last.base == base => last.count += 1,
-                _ => key.push(BlockRun { base, count: 1 }),
+                Some(last) if last.base == first_base => last.count += 1,
+                _ => key.push(BlockRun {
+                    base: first_base,
+                    count: 1,
+                }),
             }
             return;
         }
@@ -464,8 +469,32 @@ impl RadixCache {
     /// Inserts the pages that follow the sequence ending at `start` (a node a request holds a
     /// lock on), handing over one request-owned page per identity. The request's own unshared
     /// tail leaf grows in place.
+    #[inline]
     pub fn insert_from_node(&mut self, start: NodeId, pages: Blocks<'_>) -> Inserted {
+        // The common case, a running request's own tail leaf growing by the pages it just
+        // computed (a page a token while it decodes at page size 1), skips the general walk:
+        // it is the walk's first step, done alike.
+        if !pages.is_empty() && self.grows_in_place(start, true, start) {
+            let now = self.tick();
+            self.set_access(start, now);
+            self.extend_leaf(start, pages, now);
+            return Inserted {
+                node: start,
+                adopted_pages: pages.len(),
+            };
+        }
         self.insert_below(start, pages, true)
+    }
+
+    /// Whether pages inserted at node `id` extend its edge in place rather than hang below it:
+    /// it is a leaf other than the root that no request holds, or, when the inserting request
+    /// may extend its own tail (`extend_own_tail`, from node `start`), that it alone holds.
+    #[inline(always)]
+    fn grows_in_place(&self, id: NodeId, extend_own_tail: bool, start: NodeId) -> bool {
+        let node = self.node(id);
+        id != ROOT
+            && node.children.is_empty()
+            && (node.lock_ref == 0 || (extend_own_tail && id == start && node.lock_ref == 1))
     }
 
     fn insert_below(
@@ -492,12 +521,7 @@ impl RadixCache {
                     adopted_pages: 0,
                 };
             }
-            let node = self.node(current);
-            let growable = current != ROOT
-                && node.children.is_empty()
-                && (node.lock_ref == 0
-                    || (extend_own_tail && current == start && node.lock_ref == 1));
-            if growable {
+            if self.grows_in_place(current, extend_own_tail, start) {
                 let adopted = pages.len() - offset;
                 self.extend_leaf(current, pages.skip(offset), now);
                 break Inserted {
@@ -505,7 +529,7 @@ impl RadixCache {
                     adopted_pages: adopted,
                 };
             }
-            let Some(&child) = node.children.get(&pages.base(offset)) else {
+            let Some(&child) = self.node(current).children.get(&pages.base(offset)) else {
                 let adopted = pages.len() - offset;
                 let node = self.create_child(current, pages.skip(offset));
                 break Inserted {
@@ -542,12 +566,14 @@ impl RadixCache {
         result
     }
 
+    #[inline]
     fn extend_leaf(&mut self, id: NodeId, pages: Blocks<'_>, now: u64) {
-        self.log_change(pages.start(), pages.base(0), false);
+        let first_base = pages.base(0);
+        self.log_change(pages.start(), first_base, false);
         self.record_stored(pages);
         let node = self.node_mut(id);
         debug_assert_eq!(node.start + node.key_len, pages.start());
-        Self::append_runs(&mut node.key, pages);
+        Self::append_runs(&mut node.key, pages, first_base);
         node.key_len += pages.len();
         let locked = node.lock_ref > 0;
         self.set_access(id, now);
