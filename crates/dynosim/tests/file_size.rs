@@ -15,7 +15,7 @@ const PRODUCTION_LINE_LIMIT: usize = 1_200;
 
 /// Files known to be over the limit while their split is under way elsewhere. A listed file
 /// that is gone or back under the limit fails the test, so the list only shrinks.
-const SPLIT_PENDING: &[&str] = &["engine/vllm.rs"];
+const SPLIT_PENDING: &[&str] = &[];
 
 fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
