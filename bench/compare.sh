@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Whole-process speed and peak memory of dynosim against the reference (`python -m dynamo.replay`,
 # ai-dynamo 1.4.2) on the same arguments. Prints one line per workload with both figures and the
-# ratios; the figures in docs/benchmarks.md come from this script.
+# ratios; the figures in docs/benchmarks.md ("Speed against the reference") come from this script.
 #
 #   bench/compare.sh [RUNS]        (default 3; RUNS runs each, ours and the reference alternating;
 #                                   elapsed time, user CPU time and peak RSS are each the median)
