@@ -9,8 +9,9 @@
 use serde_json::{json, Value};
 
 use crate::objectives::{feasible, pareto_front, pareto_point};
+use crate::row::{cell, Row};
 use crate::spec::SweepSpec;
-use crate::table::{best_json, table, Row};
+use crate::table::{best_json, table};
 
 /// JSON text safe inside a `<script>` element (no `</` can end it early).
 fn script_json(value: &Value) -> String {
@@ -36,7 +37,7 @@ pub fn report_html(spec: &SweepSpec, rows: &[Row], over_budget: usize) -> String
             let (x, y) = pareto_point(row)?;
             let label: Vec<String> = swept
                 .iter()
-                .map(|key| format!("{key}={}", crate::table::cell(row.settings.get(key))))
+                .map(|key| format!("{key}={}", cell(row.settings.get(key))))
                 .collect();
             Some(json!({
                 "x": x,

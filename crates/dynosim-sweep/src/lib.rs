@@ -25,6 +25,8 @@ pub mod descent;
 pub mod html;
 pub mod objectives;
 pub mod optimize;
+pub mod outputs;
+pub mod row;
 pub mod settings;
 pub mod spec;
 pub mod store;
@@ -50,9 +52,9 @@ use rayon::prelude::*;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+pub use row::Row;
 pub use settings::Settings;
 pub use spec::{Strategy, SweepSpec};
-pub use table::Row;
 
 use store::Journal;
 pub use store::Stored;
@@ -329,7 +331,7 @@ pub fn run(spec: &SweepSpec, out: &Path, options: &RunOptions) -> Result<Outcome
             .filter_map(|(index, row)| row.map(|row| Row { index, ..row }))
             .collect(),
     };
-    let files = table::write_outputs(spec, &rows, evaluator.over_budget, out)?;
+    let files = outputs::write_outputs(spec, &rows, evaluator.over_budget, out)?;
     Ok(Outcome {
         rows,
         evaluated: evaluator.evaluated,
