@@ -494,7 +494,7 @@ fn descend_grid(
 /// Workloads are read once per distinct workload and shared by every later call.
 pub struct Evaluator {
     /// `None` for a detached evaluator (a remote task's), which stores nothing.
-    journal: Option<Journal>,
+    journal: Option<Journal<Stored>>,
     pool: rayon::ThreadPool,
     /// Where each candidate's collector runs: on a thread of its own when the sweep's threads
     /// leave a core each for that (as a candidate run alone in its own process has it),
@@ -538,7 +538,7 @@ impl Evaluator {
     }
 
     fn with_journal(
-        journal: Option<Journal>,
+        journal: Option<Journal<Stored>>,
         options: &RunOptions,
         budget: Option<u64>,
     ) -> Result<Self> {
@@ -586,7 +586,9 @@ impl Evaluator {
     /// Stores one candidate's outcome (computed elsewhere, e.g. by a Ray task).
     pub fn store(&self, candidate: &Candidate, outcome: &Stored) -> Result<()> {
         match &self.journal {
-            Some(journal) => journal.append(&candidate.hash, &candidate.settings.values, outcome),
+            Some(journal) => {
+                journal.append(&outcome.line(&candidate.hash, &candidate.settings.values))
+            }
             None => Ok(()),
         }
     }
