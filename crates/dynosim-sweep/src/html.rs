@@ -5,6 +5,8 @@
 //! INTERFACE
 //! - [`report_html`]: the page for a spec and its rows. The plotting library is the project's
 //!   one vendored copy (`dynosim::report::html::CHART_JS`), inlined, so the page opens offline.
+//! - [`script_json`], [`escape`]: data and text made safe to inline, for this page and
+//!   `dynosim validate`'s.
 
 use serde_json::{json, Value};
 
@@ -14,11 +16,12 @@ use crate::spec::SweepSpec;
 use crate::table::{best_json, table};
 
 /// JSON text safe inside a `<script>` element (no `</` can end it early).
-fn script_json(value: &Value) -> String {
+pub fn script_json(value: &Value) -> String {
     value.to_string().replace("</", "<\\/")
 }
 
-fn escape(text: &str) -> String {
+/// Text escaped for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
