@@ -90,17 +90,42 @@ where
     T: Into<OsString> + Clone,
 {
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let subcommand_args = args.get(1..).unwrap_or_default();
     if args.first().is_some_and(|first| first == "compare") {
-        return run_compare(prog, &args[1..], stdout, stderr);
+        // `<prog> compare A B [--json]`: prints the comparison; bad inputs are usage errors.
+        return run_text_subcommand(
+            prog,
+            "compare",
+            subcommand_args,
+            stdout,
+            stderr,
+            compare::run,
+        );
     }
     if args.first().is_some_and(|first| first == "sweep") {
-        return run_sweep(prog, &args[1..], stdout, stderr);
+        return run_sweep(prog, subcommand_args, stdout, stderr);
     }
     if args.first().is_some_and(|first| first == "validate") {
-        return run_validate(prog, &args[1..], stdout, stderr);
+        // `<prog> validate --out DIR [...]`: validates against measured runs, prints the table.
+        return run_text_subcommand(
+            prog,
+            "validate",
+            subcommand_args,
+            stdout,
+            stderr,
+            validate::run,
+        );
     }
     if args.first().is_some_and(|first| first == "calibrate") {
-        return run_calibrate(prog, &args[1..], stdout, stderr);
+        // `<prog> calibrate --out FILE [...]`: fits AIC corrections on TRAIN rows, writes them.
+        return run_text_subcommand(
+            prog,
+            "calibrate",
+            subcommand_args,
+            stdout,
+            stderr,
+            calibrate::run,
+        );
     }
     if args.first().is_some_and(|first| first == "serve") {
         return run_serve(prog, &args, stdout, stderr);
@@ -205,19 +230,23 @@ fn report_error(
     err.exit_code()
 }
 
-/// `<prog> compare A B [--json]`: prints the comparison; bad inputs are usage errors.
-fn run_compare(
+/// Runs a subcommand whose outcome is text for standard output (`compare`, `validate`,
+/// `calibrate`): `args` (those after its name) parsed by `C`'s own clap parser, named
+/// `<prog> <name>` in usage and errors, then `run`. Returns the exit code.
+fn run_text_subcommand<C: CommandFactory + FromArgMatches>(
     prog: &str,
+    name: &str,
     args: &[OsString],
     stdout: &mut dyn Write,
     stderr: &mut dyn Write,
+    run: impl FnOnce(&C) -> dynosim::Result<String>,
 ) -> i32 {
-    let (mut command, parsed) = parse_subcommand::<compare::CompareCli>(prog, "compare", args);
+    let (mut command, parsed) = parse_subcommand::<C>(prog, name, args);
     let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => return report_clap_error(prog, &err, stdout, stderr),
     };
-    match compare::run(&cli) {
+    match run(&cli) {
         Ok(text) => print_text(&text, stdout),
         Err(err) => report_error(prog, &err, &mut command, stderr),
     }
@@ -264,43 +293,6 @@ fn run_sweep(prog: &str, args: &[OsString], stdout: &mut dyn Write, stderr: &mut
         };
     }
     match sweep::run(&cli) {
-        Ok(text) => print_text(&text, stdout),
-        Err(err) => report_error(prog, &err, &mut command, stderr),
-    }
-}
-
-/// `<prog> validate --out DIR [...]`: validates against measured runs and prints the table.
-fn run_validate(
-    prog: &str,
-    args: &[OsString],
-    stdout: &mut dyn Write,
-    stderr: &mut dyn Write,
-) -> i32 {
-    let (mut command, parsed) = parse_subcommand::<validate::ValidateCli>(prog, "validate", args);
-    let cli = match parsed {
-        Ok(cli) => cli,
-        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
-    };
-    match validate::run(&cli) {
-        Ok(text) => print_text(&text, stdout),
-        Err(err) => report_error(prog, &err, &mut command, stderr),
-    }
-}
-
-/// `<prog> calibrate --out FILE [...]`: fits AIC corrections on TRAIN rows and writes them.
-fn run_calibrate(
-    prog: &str,
-    args: &[OsString],
-    stdout: &mut dyn Write,
-    stderr: &mut dyn Write,
-) -> i32 {
-    let (mut command, parsed) =
-        parse_subcommand::<calibrate::CalibrateCli>(prog, "calibrate", args);
-    let cli = match parsed {
-        Ok(cli) => cli,
-        Err(err) => return report_clap_error(prog, &err, stdout, stderr),
-    };
-    match calibrate::run(&cli) {
         Ok(text) => print_text(&text, stdout),
         Err(err) => report_error(prog, &err, &mut command, stderr),
     }

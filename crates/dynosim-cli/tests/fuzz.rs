@@ -18,6 +18,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use tempfile::TempDir;
 
+mod common;
+use common::listing;
+
 /// Cases per target under plain `cargo test`.
 const REGRESSION_CASES: u32 = 48;
 
@@ -75,7 +78,7 @@ where
 
 /// Runs the CLI in `dir` and checks the promises that hold for every input.
 fn check_run(dir: &Path, args: &[String]) -> Result<(), TestCaseError> {
-    let before: Vec<_> = names(dir);
+    let before: Vec<_> = listing(dir);
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
     let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -85,7 +88,7 @@ fn check_run(dir: &Path, args: &[String]) -> Result<(), TestCaseError> {
     let stderr = String::from_utf8_lossy(&stderr).into_owned();
     prop_assert!(matches!(code, 0..=2), "exit {code} for {args:?}");
     EXIT_CODES[code as usize].fetch_add(1, Ordering::Relaxed);
-    let after = names(dir);
+    let after = listing(dir);
     for name in &after {
         prop_assert!(
             !name.ends_with(".tmp"),
@@ -122,15 +125,6 @@ fn check_run(dir: &Path, args: &[String]) -> Result<(), TestCaseError> {
         let _ = fs::remove_file(dir.join(name));
     }
     Ok(())
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// A JSON number or other value for a numeric field: mostly ordinary (so that most traces

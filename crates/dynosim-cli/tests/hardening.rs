@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use tempfile::TempDir;
 
 mod common;
-use common::{command, dynosim, text};
+use common::{command, dynosim, listing, text};
 
 /// A small Mooncake trace: 4 requests, two sharing a prefix block.
 const TINY_TRACE: &str = concat!(
@@ -26,16 +26,6 @@ fn with_trace() -> TempDir {
     let dir = TempDir::new().unwrap();
     fs::write(dir.path().join("trace.jsonl"), TINY_TRACE).unwrap();
     dir
-}
-
-/// The names in `dir`, sorted (hidden temporary files included).
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 fn is_root() -> bool {

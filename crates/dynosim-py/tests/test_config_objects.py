@@ -9,6 +9,7 @@ the message names the field and the value. The reference's own message is kept b
 for comparison (dynosim's wording is documented in docs/differences.md).
 """
 
+import ast
 import copy
 import inspect
 import json
@@ -16,6 +17,7 @@ import pathlib
 
 import pytest
 
+import dynosim
 from dynamo.llm import AicPerfConfig, KvRouterConfig
 from dynamo.mocker import MockEngineArgs, ReasoningConfig, SglangArgs, TrtllmArgs
 from dynamo.replay import run_synthetic_trace_replay, run_trace_replay
@@ -39,25 +41,28 @@ REFERENCE_ENGINE_KEYWORDS = (
     "max_model_len g1_backend"
 ).split()
 
-# Keywords whose reference default is not None (None is then a value, not "unset").
-ENGINE_KEYWORDS_WITH_VALUE_DEFAULTS = {
-    "engine_type",
-    "block_size",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "enable_prefix_caching",
-    "enable_chunked_prefill",
-    "speedup_ratio",
-    "decode_speedup_ratio",
-    "dp_size",
-    "worker_type",
-    "aic_mtp_seed",
-    "enable_local_indexer",
-    "handoff_session_timeout_ms",
-    "kv_transfer_timing_mode",
-    "preemption_mode",
-    "enable_g4_storage",
-}
+
+def stub_keywords_with_value_defaults():
+    """The constructor's keywords whose default in the stub (the reference's defaults) is a
+    value, not None: for these None is a value, not "unset"."""
+    stub = pathlib.Path(dynosim.__file__).with_name("_dynosim.pyi")
+    for node in ast.parse(stub.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef) and node.name == "MockEngineArgs":
+            init = next(
+                item for item in node.body
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__"
+            )
+            parameters = init.args.args[1:]  # after self
+            defaults = init.args.defaults[-len(parameters):]
+            return {
+                parameter.arg
+                for parameter, default in zip(parameters, defaults)
+                if not (isinstance(default, ast.Constant) and default.value is None)
+            }
+    raise AssertionError(f"MockEngineArgs is not in {stub}")
+
+
+ENGINE_KEYWORDS_WITH_VALUE_DEFAULTS = stub_keywords_with_value_defaults()
 
 # Valid example values for keywords that are accepted and kept without modelling a feature.
 ENGINE_KEYWORD_EXAMPLES = {

@@ -23,8 +23,8 @@ use parquet::schema::types::Type;
 use serde_json::Value;
 
 use crate::objectives::feasible;
+use crate::row::{cell, Row};
 use crate::spec::SweepSpec;
-use crate::table::{cell, Row};
 
 /// One column of the table.
 pub struct Column {

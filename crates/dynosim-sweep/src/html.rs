@@ -5,19 +5,23 @@
 //! INTERFACE
 //! - [`report_html`]: the page for a spec and its rows. The plotting library is the project's
 //!   one vendored copy (`dynosim::report::html::CHART_JS`), inlined, so the page opens offline.
+//! - [`script_json`], [`escape`]: data and text made safe to inline, for this page and
+//!   `dynosim validate`'s.
 
 use serde_json::{json, Value};
 
 use crate::objectives::{feasible, pareto_front, pareto_point};
+use crate::row::{cell, Row};
 use crate::spec::SweepSpec;
-use crate::table::{best_json, table, Row};
+use crate::table::{best_json, table};
 
 /// JSON text safe inside a `<script>` element (no `</` can end it early).
-fn script_json(value: &Value) -> String {
+pub fn script_json(value: &Value) -> String {
     value.to_string().replace("</", "<\\/")
 }
 
-fn escape(text: &str) -> String {
+/// Text escaped for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -36,7 +40,7 @@ pub fn report_html(spec: &SweepSpec, rows: &[Row], over_budget: usize) -> String
             let (x, y) = pareto_point(row)?;
             let label: Vec<String> = swept
                 .iter()
-                .map(|key| format!("{key}={}", crate::table::cell(row.settings.get(key))))
+                .map(|key| format!("{key}={}", cell(row.settings.get(key))))
                 .collect();
             Some(json!({
                 "x": x,

@@ -25,6 +25,8 @@ pub mod descent;
 pub mod html;
 pub mod objectives;
 pub mod optimize;
+pub mod outputs;
+pub mod row;
 pub mod settings;
 pub mod spec;
 pub mod store;
@@ -50,9 +52,9 @@ use rayon::prelude::*;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+pub use row::Row;
 pub use settings::Settings;
 pub use spec::{Strategy, SweepSpec};
-pub use table::Row;
 
 use store::Journal;
 pub use store::Stored;
@@ -329,7 +331,7 @@ pub fn run(spec: &SweepSpec, out: &Path, options: &RunOptions) -> Result<Outcome
             .filter_map(|(index, row)| row.map(|row| Row { index, ..row }))
             .collect(),
     };
-    let files = table::write_outputs(spec, &rows, evaluator.over_budget, out)?;
+    let files = outputs::write_outputs(spec, &rows, evaluator.over_budget, out)?;
     Ok(Outcome {
         rows,
         evaluated: evaluator.evaluated,
@@ -492,7 +494,7 @@ fn descend_grid(
 /// Workloads are read once per distinct workload and shared by every later call.
 pub struct Evaluator {
     /// `None` for a detached evaluator (a remote task's), which stores nothing.
-    journal: Option<Journal>,
+    journal: Option<Journal<Stored>>,
     pool: rayon::ThreadPool,
     /// Where each candidate's collector runs: on a thread of its own when the sweep's threads
     /// leave a core each for that (as a candidate run alone in its own process has it),
@@ -536,7 +538,7 @@ impl Evaluator {
     }
 
     fn with_journal(
-        journal: Option<Journal>,
+        journal: Option<Journal<Stored>>,
         options: &RunOptions,
         budget: Option<u64>,
     ) -> Result<Self> {
@@ -584,7 +586,9 @@ impl Evaluator {
     /// Stores one candidate's outcome (computed elsewhere, e.g. by a Ray task).
     pub fn store(&self, candidate: &Candidate, outcome: &Stored) -> Result<()> {
         match &self.journal {
-            Some(journal) => journal.append(&candidate.hash, &candidate.settings.values, outcome),
+            Some(journal) => {
+                journal.append(&outcome.line(&candidate.hash, &candidate.settings.values))
+            }
             None => Ok(()),
         }
     }

@@ -8,7 +8,7 @@
 
 use std::cmp::Ordering;
 
-use crate::table::Row;
+use crate::row::Row;
 
 /// Latency statistics an SLA may bound from above.
 const SLA_STATS: &[&str] = &["mean", "median", "p75", "p90", "p95", "p99", "max"];

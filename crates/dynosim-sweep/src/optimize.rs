@@ -22,8 +22,9 @@ use dynosim::{Error, Result};
 use serde_json::{json, Map, Value};
 
 use crate::descent::{self, RouterMode, RouterState, Scored, Space, State, Topology};
+use crate::outputs::write_atomically;
+use crate::row::cell;
 use crate::settings::{check_value, Settings};
-use crate::table::{cell, write_atomically};
 use crate::{candidate_hash, Candidate, Evaluator, RunOptions};
 
 /// Which of the reference's entry points to run.

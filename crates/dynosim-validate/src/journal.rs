@@ -5,23 +5,19 @@
 //! rerun reads it and simulates only the rows it lacks, and runs no failing build again.
 //!
 //! INTERFACE
-//! - [`Journal::open`]: reads the stored entries (a last line cut short by an interrupted run is
-//!   dropped) and opens the file for appending; [`Journal::stored`], [`Journal::append`].
+//! - [`Journal`]: the sweep's journal (`dynosim_sweep::store`) with these entries: `open`
+//!   reads the stored ones (a last line cut short by an interrupted run is dropped),
+//!   `stored` and `append` (of [`Entry::line`]).
 //! - [`Entry`]: what is stored for a row (status, reason, predicted means, AIC version);
 //!   [`Entry::apply`] fills a row's result from it.
 
-use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-use dynosim::{Error, Result};
+use dynosim_sweep::store::JournalEntry;
 use serde_json::{json, Value};
 
 use crate::RowResult;
 
-pub const JOURNAL_FILE: &str = "journal.jsonl";
+/// The validation journal: `journal.jsonl` of [`Entry`] lines.
+pub type Journal = dynosim_sweep::store::Journal<Entry>;
 
 /// A row's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,97 +98,41 @@ impl Entry {
     }
 }
 
-pub struct Journal {
-    path: PathBuf,
-    stored: HashMap<String, Entry>,
-    file: Mutex<File>,
-}
-
-impl Journal {
-    pub fn open(dir: &Path) -> Result<Self> {
-        let path = dir.join(JOURNAL_FILE);
-        let fail =
-            |err: std::io::Error| Error::runtime(format!("cannot open {}: {err}", path.display()));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&path)
-            .map_err(fail)?;
-        let mut text = String::new();
-        file.read_to_string(&mut text)
-            .map_err(|err| Error::runtime(format!("cannot read {}: {err}", path.display())))?;
-        // A line without its newline was cut short: drop it before appending.
-        let complete = text.rfind('\n').map_or(0, |end| end + 1);
-        if complete < text.len() {
-            file.set_len(complete as u64).map_err(fail)?;
-            file.seek(SeekFrom::End(0)).map_err(fail)?;
-        }
-        let mut stored = HashMap::new();
-        for (number, line) in text[..complete].lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let (key, entry) = parse_line(line).ok_or_else(|| {
-                Error::runtime(format!(
-                    "{}:{}: not a validation journal line; remove the file to start afresh",
-                    path.display(),
-                    number + 1
-                ))
-            })?;
-            stored.insert(key, entry);
-        }
-        Ok(Journal {
-            path,
-            stored,
-            file: Mutex::new(file),
+impl Entry {
+    /// The journal line of this entry under `key`.
+    pub fn line(&self, key: &str) -> Value {
+        json!({
+            "key": key,
+            "status": self.status.name(),
+            "reason": self.reason,
+            "ttft_ms": self.ttft_ms,
+            "tpot_ms": self.tpot_ms,
+            "aic_version": self.aic_version,
         })
     }
-
-    pub fn stored(&self, key: &str) -> Option<&Entry> {
-        self.stored.get(key)
-    }
-
-    /// Appends one entry as one line (one write, so lines never interleave).
-    pub fn append(&self, key: &str, entry: &Entry) -> Result<()> {
-        let line = json!({
-            "key": key,
-            "status": entry.status.name(),
-            "reason": entry.reason,
-            "ttft_ms": entry.ttft_ms,
-            "tpot_ms": entry.tpot_ms,
-            "aic_version": entry.aic_version,
-        });
-        let mut text = line.to_string();
-        text.push('\n');
-        let mut file = self
-            .file
-            .lock()
-            .map_err(|_| Error::runtime("the validation journal's lock was poisoned"))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.flush())
-            .map_err(|err| Error::runtime(format!("cannot write {}: {err}", self.path.display())))
-    }
 }
 
-fn parse_line(line: &str) -> Option<(String, Entry)> {
-    let value: Value = serde_json::from_str(line).ok()?;
-    let number = |key: &str| -> Option<Option<f64>> {
-        match value.get(key)? {
-            Value::Null => Some(None),
-            other => Some(Some(other.as_f64()?)),
-        }
-    };
-    Some((
-        value.get("key")?.as_str()?.to_owned(),
-        Entry {
-            status: Status::parse(value.get("status")?.as_str()?)?,
-            reason: value.get("reason")?.as_str()?.to_owned(),
-            ttft_ms: number("ttft_ms")?,
-            tpot_ms: number("tpot_ms")?,
-            aic_version: value.get("aic_version")?.as_str()?.to_owned(),
-        },
-    ))
+impl JournalEntry for Entry {
+    const NAME: &'static str = "validation journal";
+
+    fn parse(value: &Value) -> Option<(String, Self)> {
+        let number = |key: &str| -> Option<Option<f64>> {
+            match value.get(key)? {
+                Value::Null => Some(None),
+                other => Some(Some(other.as_f64()?)),
+            }
+        };
+        Some((
+            value.get("key")?.as_str()?.to_owned(),
+            Entry {
+                status: Status::parse(value.get("status")?.as_str()?)?,
+                reason: value.get("reason")?.as_str()?.to_owned(),
+                ttft_ms: number("ttft_ms")?,
+                tpot_ms: number("tpot_ms")?,
+                aic_version: value.get("aic_version")?.as_str()?.to_owned(),
+            },
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -206,12 +146,12 @@ mod tests {
         entry.aic_version = "0.24.0".into();
         {
             let journal = Journal::open(dir.path()).unwrap();
-            journal.append("a", &entry).unwrap();
+            journal.append(&entry.line("a")).unwrap();
             journal
-                .append("b", &Entry::unmodelable("no tables".into()))
+                .append(&Entry::unmodelable("no tables".into()).line("b"))
                 .unwrap();
         }
-        let path = dir.path().join(JOURNAL_FILE);
+        let path = dir.path().join(dynosim_sweep::store::JOURNAL_FILE);
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str(r#"{"key": "c"#);
         std::fs::write(&path, text).unwrap();

@@ -393,7 +393,7 @@ pub fn run(
                 };
                 if let (Err(reason), Some(key)) = (&prepared, &memo) {
                     // Losing the memo only costs a rebuild later.
-                    let _ = journal.append(key, &Entry::unmodelable(reason.clone()));
+                    let _ = journal.append(&Entry::unmodelable(reason.clone()).line(key));
                 }
                 bar.inc(1);
                 prepared
@@ -414,7 +414,7 @@ pub fn run(
                 };
                 bar.inc(1);
                 journal
-                    .append(&job.key, &entry)
+                    .append(&entry.line(&job.key))
                     .map(|()| (job.index, entry))
             })
             .collect::<Result<Vec<_>>>()

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use dynosim::{Error, Result};
+use dynosim_sweep::html::{escape, script_json};
 use serde_json::{json, Map, Value};
 
 use crate::journal::Status;
@@ -293,18 +294,6 @@ pub fn summary_table(summary: &Value) -> String {
         }
     }
     text
-}
-
-/// JSON text safe inside a `<script>` element.
-fn script_json(value: &Value) -> String {
-    value.to_string().replace("</", "<\\/")
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// `report.html`: predicted against measured TTFT and TPOT (log axes, one colour per backend,

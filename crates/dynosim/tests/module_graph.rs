@@ -1,17 +1,19 @@
-//! The crate's modules import one another without circles: read every source file of `src/`,
-//! find which module each path in its production code (test modules left out) names, and look
-//! for strongly connected components in that graph.
+//! The workspace's crates import their own modules without circles: read every source file
+//! of each member crate's `src/`, find which module each path in its production code (test
+//! modules left out) names, and look for strongly connected components in that graph.
 //!
 //! A path names the module that defines its item: `use crate::config::EngineArgs` names
 //! `config::engine_args`, the file that defines it, because `config` only re-exports it. A
 //! folder's `mod.rs` using the modules it declares (re-exporting or calling them) is not an
 //! import: the folder is its parts; a part naming an item its folder's `mod.rs` defines is an
 //! import of that file, and parts importing each other in a ring are the circles this finds.
-//! Method calls and names reached through them are not paths, so they are not seen.
+//! Method calls and names reached through them are not paths, so they are not seen. A binary
+//! crate root (`src/main.rs`, `src/bin/`) is a crate of its own over the library and is left
+//! out; paths into other crates are not edges (Cargo already refuses circles between crates).
 //!
-//! The same graph must run down the crate's layers ([`LAYERS`]): `sim` over `router`, `report`
-//! and `planner`, those over `engine` and `workload`, those over `config`, that over the
-//! foundation (`error`, `tokens`, `aic`). A module may import its own layer or any below it.
+//! The core crate's graph must also run down its layers ([`LAYERS`]): `sim` over `router`,
+//! `report` and `planner`, those over `engine` and `workload`, those over `config`, that over
+//! the foundation (`error`, `tokens`, `aic`). A module may import its own layer or any below it.
 //!
 //! Run it with `cargo test -p dynosim --test module_graph`; a failure lists each circle and the
 //! names that tie it, or each arrow that runs up a layer.
@@ -20,6 +22,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
+
+mod source_tree;
+
+use source_tree::{source_files, workspace_crates};
 
 /// A module, by its path from the crate root (`["sim", "pool"]`; the root is empty).
 type ModulePath = Vec<String>;
@@ -43,21 +49,6 @@ fn module_path(src: &Path, file: &Path) -> ModulePath {
         parts.pop();
     }
     parts
-}
-
-fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("a readable source folder")
-        .map(|entry| entry.expect("a readable entry").path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            source_files(&path, out);
-        } else if path.extension().is_some_and(|ext| ext == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 fn is_test_only(attrs: &[syn::Attribute]) -> bool {
@@ -264,9 +255,16 @@ fn defining_module(
     Some(target)
 }
 
+/// A binary's crate root (`main.rs` beside `lib.rs`, or anything under `src/bin/`): a crate of
+/// its own, whose `crate::` is not the library's.
+fn is_binary_root(src: &Path, file: &Path) -> bool {
+    file == src.join("main.rs") || file.starts_with(src.join("bin"))
+}
+
 fn read_modules(src: &Path) -> BTreeMap<ModulePath, Module> {
     let mut files = Vec::new();
     source_files(src, &mut files);
+    files.retain(|file| !is_binary_root(src, file));
     let names: BTreeSet<ModulePath> = files.iter().map(|file| module_path(src, file)).collect();
     let mut modules = BTreeMap::new();
     for file in files {
@@ -403,14 +401,12 @@ fn circles(
     state.found
 }
 
-#[test]
-fn modules_import_without_circles() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let modules = read_modules(&src);
+/// The circles of one crate's modules, described file by file ("" when there are none).
+fn describe_circles(src: &Path) -> String {
+    let modules = read_modules(src);
     let graph = import_graph(&modules);
-    let found = circles(&graph);
     let mut message = String::new();
-    for component in &found {
+    for component in &circles(&graph) {
         message.push_str("circle:\n");
         for from in component {
             for (to, why) in &graph[from] {
@@ -425,9 +421,23 @@ fn modules_import_without_circles() {
             }
         }
     }
+    message
+}
+
+#[test]
+fn every_crate_imports_without_circles() {
+    let crates = workspace_crates();
     assert!(
-        found.is_empty(),
-        "import circles in crates/dynosim:\n{message}"
+        crates.len() > 1,
+        "the workspace's members were not found: {crates:?}"
+    );
+    let mut message = String::new();
+    for folder in &crates {
+        message.push_str(&describe_circles(&folder.join("src")));
+    }
+    assert!(
+        message.is_empty(),
+        "import circles in the workspace's crates:\n{message}"
     );
 }
 
@@ -503,4 +513,49 @@ fn the_graph_sees_imports_through_reexports() {
     let layer_of = |text: &str| layer(&path(text)).expect("a module with a layer");
     assert!(layer_of("sim::aggregated") > layer_of("config::engine_args"));
     assert!(layer(&Vec::new()) > Some(layer_of("sim")));
+}
+
+/// Every member crate is read, not only the core: the sweep crate's report page imports its
+/// table, and its rows are imported by the objectives.
+#[test]
+fn every_member_crate_is_read() {
+    let crates = workspace_crates();
+    let names: Vec<String> = crates
+        .iter()
+        .filter_map(|folder| folder.file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect();
+    for expected in ["dynosim", "dynosim-cli", "dynosim-py", "dynosim-sweep"] {
+        assert!(names.iter().any(|name| name == expected), "{names:?}");
+    }
+    let sweep = crates
+        .iter()
+        .find(|folder| folder.ends_with("dynosim-sweep"))
+        .expect("the sweep crate");
+    let graph = import_graph(&read_modules(&sweep.join("src")));
+    let path = |text: &str| -> ModulePath { text.split("::").map(str::to_string).collect() };
+    assert!(graph[&path("html")].contains_key(&path("table")));
+    assert!(graph[&path("objectives")].contains_key(&path("row")));
+}
+
+/// A ring is found wherever it stands: two sibling files naming each other's items, in a
+/// crate laid out like any member's `src/` (a binary root beside it left out).
+#[test]
+fn a_ring_between_siblings_is_found() {
+    let src = std::env::temp_dir().join(format!("dynosim-module-graph-{}", std::process::id()));
+    std::fs::create_dir_all(&src).expect("a temporary folder");
+    let write = |name: &str, text: &str| {
+        std::fs::write(src.join(name), text).expect("a temporary source file");
+    };
+    write("lib.rs", "mod a;\nmod b;\nmod c;\n");
+    write("main.rs", "use crate::a::A;\nfn main() {}\n");
+    write("a.rs", "use crate::b::B;\npub struct A(B);\n");
+    write("b.rs", "pub struct B(pub crate::a::A);\n");
+    write("c.rs", "use crate::a::A;\npub struct C(A);\n");
+    let found = describe_circles(&src);
+    std::fs::remove_dir_all(&src).expect("the temporary folder removed");
+    assert!(found.contains("a.rs -> "), "{found}");
+    assert!(found.contains("b.rs -> "), "{found}");
+    assert!(!found.contains("c.rs"), "{found}");
+    assert!(!found.contains("main.rs"), "{found}");
 }

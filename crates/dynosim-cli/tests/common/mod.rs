@@ -114,6 +114,16 @@ pub fn with_args<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
     base.iter().chain(extra).copied().collect()
 }
 
+/// The names in `dir`, sorted (hidden temporary files included).
+pub fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// A JSON file that must hold one object (a report).
 pub fn read_json_object(path: &Path) -> Map<String, Value> {
     let body = fs::read_to_string(path)

@@ -46,7 +46,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::json_fields::{
-    about_source, inline_or_file, read_object, show_f64, unknown_field_message, ObjectError, Slot,
+    parse_inline_or_file, read_object, show_f64, unknown_field_message, ObjectError, Slot,
 };
 use super::profile_table::ProfileTable;
 use super::router_policy::RouterQueuePolicy;
@@ -235,10 +235,7 @@ impl EngineArgs {
     /// file is read as a JSON file (as the reference's mocker reads `--extra-engine-args`), and
     /// messages then name the file. Inline JSON is read exactly as by `from_json`.
     pub fn from_json_or_file(flag: &str, value: &str) -> Result<Self> {
-        let (json, file) =
-            inline_or_file(value).map_err(|message| Error::usage_about(flag, message))?;
-        parse_engine_args(&json)
-            .map_err(|message| Error::usage_about(flag, about_source(value, file, message)))
+        parse_inline_or_file(flag, value, parse_engine_args)
     }
 
     /// Milliseconds a request takes from its arrival to these engines: the calibrated serving

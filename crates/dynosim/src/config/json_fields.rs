@@ -1,6 +1,7 @@
 //! Small helpers shared by the JSON-object options (`--extra-engine-args`, `--router-config`):
 //! a tri-state field slot that keeps "omitted" apart from an explicit `null`, serde-style
-//! messages for unknown and duplicate keys, and a top-level object reader.
+//! messages for unknown and duplicate keys, a top-level object reader, and a flag's value read
+//! as inline JSON or as the JSON file it names.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -8,6 +9,8 @@ use std::fmt;
 use serde::de::{DeserializeOwned, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+
+use crate::error::Error;
 
 /// One field of a JSON object as given: omitted, explicit `null`, or a typed value.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -159,6 +162,18 @@ pub(crate) fn inline_or_file(value: &str) -> Result<(Cow<'_, str>, Option<&str>)
         return Ok((Cow::Owned(text), Some(value)));
     }
     Ok((Cow::Borrowed(value), None))
+}
+
+/// A JSON flag's value (inline JSON, or a JSON file it names: [`inline_or_file`]) read with
+/// `parse`. Errors are usage errors naming the flag, and the file when one was read.
+pub(crate) fn parse_inline_or_file<T>(
+    flag: &str,
+    value: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> crate::error::Result<T> {
+    let (json, file) =
+        inline_or_file(value).map_err(|message| Error::usage_about(flag, message))?;
+    parse(&json).map_err(|message| Error::usage_about(flag, about_source(value, file, message)))
 }
 
 /// A message about JSON read by [`inline_or_file`]: prefixed with the file's name when it came

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::json_fields::{
-    about_source, inline_or_file, read_object, show_f64, unknown_field_message, ObjectError,
+    parse_inline_or_file, read_object, show_f64, unknown_field_message, ObjectError,
 };
 use super::router_policy::{PolicyProfile, RouterPolicyConfig, RouterQueuePolicy};
 use crate::error::{Error, Result};
@@ -127,10 +127,7 @@ impl RouterConfig {
     /// file is read as a JSON file (as the reference's mocker reads `--extra-engine-args`), and
     /// messages then name the file. Inline JSON is read exactly as by `from_json`.
     pub fn from_json_or_file(flag: &str, value: &str) -> Result<Self> {
-        let (json, file) =
-            inline_or_file(value).map_err(|message| Error::usage_about(flag, message))?;
-        parse_router_config(&json)
-            .map_err(|message| Error::usage_about(flag, about_source(value, file, message)))
+        parse_inline_or_file(flag, value, parse_router_config)
     }
 
     /// The router queue's classes: the policy file's profile for the model name, else the
