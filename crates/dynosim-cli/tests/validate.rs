@@ -205,6 +205,16 @@ fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
             "2026-03-25",
         )
         .replacen(",64,1,1,,,", ",64,1,1,8,8,", 1),
+        // Attention DP 8 at a client concurrency of 256: batch_size is per rank (32), the
+        // source's note has the client's; a sweep of 2026-01-14 ran only MTP configurations.
+        dated_row(
+            "recipe-mtp-dp",
+            ("trtllm", "deepseek-ai/DeepSeek-R1", "fp4", "b200_sxm"),
+            (1024, 1024, 32, 1),
+            "2026-01-14",
+        )
+        .replacen(",1,1,1,,,", ",1,1,8,1,8,", 1)
+        .replacen("db-dump;", "source_file=x.csv; silicon_concurrency=256;", 1),
     ];
     write_csv(tmp.path(), "rows.csv", &rows);
     // No table is built here (the interpreter does not exist): the rows are listed as
@@ -250,6 +260,15 @@ fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
         r#""aic_moe_ep_size":8,"#,
     ] {
         assert!(scripts[3].contains(width), "{width}: {}", scripts[3]);
+    }
+    // The client's concurrency, attention DP over the node, one MTP layer (with attention DP).
+    for setting in [
+        "--request-count 2560 ",
+        "--replay-concurrency 256 ",
+        r#""aic_attention_dp_size":8,"#,
+        r#""aic_nextn":1"#,
+    ] {
+        assert!(scripts[4].contains(setting), "{setting}: {}", scripts[4]);
     }
     let defaults = commands(&["--engine-defaults"], "defaults");
     for command in &defaults {

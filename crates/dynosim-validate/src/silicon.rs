@@ -9,9 +9,10 @@
 //!   that is not a number is a usage error naming the file, line and column.
 //!
 //! The load each row is rebuilt with (InferenceX, whose client is vLLM's benchmark script):
-//! `10 × C` prompts, C the row's `batch_size` (the client's concurrency), lengths uniform in
-//! `[0.8·L, L]`, all sent at once under a concurrency cap of C; one worker per pool with AIC
-//! timing for the row's backend, system, model, parallel shape and quantisation. Rows of other
+//! `10 × C` prompts, C the client's concurrency (the source's `silicon_concurrency=` note, else
+//! `batch_size`), lengths uniform in `[0.8·L, L]`, all sent at once under a concurrency cap of
+//! C; one worker per pool with AIC timing for the row's backend, system, model, parallel shape
+//! (as the benchmark's script ran it, [`crate::inferencex`]) and quantisation. Rows of other
 //! families are modelled the same way and marked "protocol unknown": the CSV does not say how
 //! their client ran.
 
@@ -22,6 +23,7 @@ use dynosim::{Error, Result};
 use dynosim_sweep::Settings;
 use serde_json::{json, Map, Value};
 
+use crate::inferencex::Widths;
 use crate::{Family, MeasuredRun, Mode};
 
 /// The columns a silicon CSV must have (the packaged file's header).
@@ -64,6 +66,9 @@ pub const COLUMNS: [&str; 34] = [
 
 /// The marker of the rows that do not come from the InferenceX benchmarks.
 const GAP_ANALYSIS_MARKER: &str = "aic-auto-gap-analysis";
+
+/// How the notes of rows read from the InferenceX results database's dump begin.
+const DATABASE_DUMP_MARKER: &str = "db-dump/";
 
 /// Prompts the InferenceX client sends per unit of concurrency.
 pub const PROMPTS_PER_CONCURRENCY: u64 = 10;
@@ -266,6 +271,22 @@ impl Shape {
         real
     }
 
+    fn widths(&self) -> Widths {
+        Widths {
+            tp: self.tp,
+            attention_dp: self.attention_dp,
+            moe_tp: self.moe_tp,
+            moe_ep: self.moe_ep,
+        }
+    }
+
+    fn set_widths(&mut self, widths: Widths) {
+        self.tp = widths.tp;
+        self.attention_dp = widths.attention_dp;
+        self.moe_tp = widths.moe_tp;
+        self.moe_ep = widths.moe_ep;
+    }
+
     fn describe(&self) -> String {
         let mut text = format!("tp{}", self.tp);
         if self.pp > 1 {
@@ -338,17 +359,19 @@ fn engine_args(
     Value::Object(args)
 }
 
-/// The client's concurrency: `batch_size`, else the `silicon_concurrency=` the source notes.
+/// The client's concurrency: the `silicon_concurrency=` the source notes, else `batch_size`.
+/// The note comes first: rows with attention data parallelism write `batch_size` per rank (the
+/// client's concurrency divided by the attention-DP width).
 fn concurrency(cells: &Cells<'_>) -> Result<Option<u64>> {
-    if let Some(batch) = cells.count("batch_size")? {
-        return Ok(Some(batch));
-    }
     let noted = cells
         .text("silicon_data_source")
         .split(';')
         .filter_map(|part| part.trim().strip_prefix("silicon_concurrency="))
         .find_map(|value| value.trim().parse::<u64>().ok());
-    Ok(noted)
+    match noted {
+        Some(noted) => Ok(Some(noted)),
+        None => cells.count("batch_size"),
+    }
 }
 
 /// How rows are rebuilt.
@@ -520,13 +543,10 @@ fn plan(
     }
     let benchmark_deployment =
         rebuild.server_settings && run.family == Family::InferenceX && mode == Mode::Agg;
-    let agg = &if benchmark_deployment {
-        agg.on_one_node()
-    } else {
-        agg.clone()
-    };
+    let mut agg = agg.clone();
     let server = if benchmark_deployment {
-        crate::inferencex::Recipe {
+        let source = cells.text("silicon_data_source");
+        let recipe = crate::inferencex::Recipe {
             backend: &run.backend,
             model: &run.model,
             precision: cells.text("precision"),
@@ -534,13 +554,16 @@ fn plan(
             isl,
             osl,
             concurrency,
-            tp: agg.tp,
-            measured: crate::inferencex::measured_date(cells.text("silicon_data_source")),
-        }
-        .engine_args()
+            widths: agg.on_one_node().widths(),
+            measured: crate::inferencex::measured_date(source),
+            database: source.starts_with(DATABASE_DUMP_MARKER),
+        };
+        agg.set_widths(recipe.widths());
+        recipe.engine_args()
     } else {
         Map::new()
     };
+    let agg = &agg;
     let base = EngineBase {
         backend: &run.backend,
         system: &run.system,

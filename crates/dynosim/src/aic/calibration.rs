@@ -31,8 +31,8 @@ pub const FORMAT: &str = "dynosim-aic-calibration/1";
 /// `dynosim calibrate` on the TRAIN rows of aiconfigurator-core 0.12's silicon_sample.csv
 /// (InferenceX family, aggregated, H100/H200/B200; docs/fidelity.md has the commands and their
 /// errors). `silicon`: the rows rebuilt with their benchmark's deployment (the scripts' server
-/// settings, one node's widths), validate's default. `silicon-engine-defaults`: the rows
-/// rebuilt with dynosim's engine defaults (`--engine-defaults`), the first fit.
+/// settings, widths and speculative decoding), validate's default. `silicon-engine-defaults`:
+/// the rows rebuilt with dynosim's engine defaults (`--engine-defaults`), the first fit.
 const SHIPPED: &[(&str, &str)] = &[
     ("silicon", include_str!("calibrations/silicon.json")),
     (
