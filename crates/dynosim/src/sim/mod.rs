@@ -273,3 +273,131 @@ impl Simulated {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ReplayOptions;
+    use crate::engine::RankLoad;
+    use crate::error::ErrorKind;
+    use crate::report::record::TerminalStatus;
+
+    /// A small synthetic run whose one worker is timed by AIC when `aic` (its tables not built).
+    fn spec(aic: bool) -> ReplaySpec {
+        let engine = if aic {
+            r#"{"aic_backend":"vllm","aic_system":"h200_sxm","aic_model_path":"Qwen/Qwen3-32B",
+                "num_gpu_blocks":4096}"#
+        } else {
+            r#"{"num_gpu_blocks":4096}"#
+        };
+        ReplayOptions {
+            extra_engine_args: Some(engine.into()),
+            input_tokens: Some(200),
+            output_tokens: Some(8),
+            request_count: Some(4),
+            request_rate: Some(10.0),
+            ..ReplayOptions::default()
+        }
+        .into_spec()
+        .expect("a valid spec")
+    }
+
+    fn assert_refused(outcome: Result<Simulated>) {
+        let error = outcome.expect_err("an unprepared AIC spec is refused");
+        assert_eq!(error.kind(), ErrorKind::Runtime);
+        assert!(
+            error
+                .to_string()
+                .contains("AIC timing tables are not built"),
+            "{error}"
+        );
+    }
+
+    struct NoRecords;
+    impl RecordSink for NoRecords {
+        fn accept(&mut self, _record: RequestRecord) {}
+    }
+
+    /// A scaling policy that never ticks.
+    struct Idle;
+    impl ScalingPolicy for Idle {
+        fn initial_tick_ms(&mut self) -> Result<f64> {
+            Ok(f64::INFINITY)
+        }
+        fn on_tick(&mut self, _: &planner::ScalingSnapshot) -> Result<planner::ScalingDecision> {
+            Ok(planner::ScalingDecision::default())
+        }
+    }
+
+    #[test]
+    fn every_way_to_run_refuses_an_unprepared_aic_spec() {
+        let plain = spec(false);
+        let (report, _) = Simulation::new(&plain, crate::workload::load(&plain).unwrap())
+            .run()
+            .expect("without AIC the same run goes")
+            .into_report(0.0);
+        assert_eq!(report.get("completed_requests").unwrap().as_f64(), 4.0);
+
+        let spec = spec(true);
+        assert!(aic_build::needs_prepare(&spec));
+        let workload = || crate::workload::load(&spec).unwrap();
+        assert_refused(Simulation::new(&spec, workload()).run());
+        let cancel = AtomicBool::new(false);
+        let mut clock = VirtualClock;
+        assert_refused(
+            Simulation::new(&spec, workload())
+                .clock(&mut clock)
+                .cancel(&cancel)
+                .run(),
+        );
+        let observers = Observers {
+            timeseries: true,
+            progress: Some(Arc::new(Progress::new())),
+        };
+        assert_refused(
+            Simulation::new(&spec, workload())
+                .observers(observers)
+                .records(Box::new(NoRecords))
+                .collector_thread(CollectorThread::OwnThread)
+                .run(),
+        );
+        let mut policy = Idle;
+        assert_refused(Simulation::new(&spec, workload()).policy(&mut policy).run());
+    }
+
+    /// A feed that is closed from the start.
+    struct Closed;
+    impl external::RequestFeed for Closed {
+        fn wait(&mut self, next_ms: Option<f64>, _cancel: &AtomicBool) -> f64 {
+            next_ms.unwrap_or(0.0)
+        }
+        fn take(&mut self, _into: &mut Vec<external::FeedEvent>) {}
+        fn is_closed(&self) -> bool {
+            true
+        }
+        fn on_settled(&mut self, _at_ms: f64, _load: RankLoad) {}
+    }
+
+    struct Deaf;
+    impl crate::report::RequestObserver for Deaf {
+        fn on_admit(&mut self, _id: crate::engine::RequestId, _at_ms: f64, _reused: usize) {}
+        fn on_tokens(&mut self, _id: crate::engine::RequestId, _at_ms: f64, _count: usize) {}
+        fn on_terminal(&mut self, _id: crate::engine::RequestId, _at: f64, _: TerminalStatus) {}
+    }
+
+    #[test]
+    fn a_served_run_refuses_an_unprepared_aic_spec_too() {
+        let serve = |spec: &ReplaySpec| {
+            let outputs = external::ServeOutputs::default();
+            external::serve(
+                spec,
+                &mut Closed,
+                Box::new(Deaf),
+                &AtomicBool::new(false),
+                outputs,
+            )
+        };
+        serve(&spec(false)).expect("without AIC a closed feed ends at once");
+        assert_refused(serve(&spec(true)));
+    }
+}
