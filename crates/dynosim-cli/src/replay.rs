@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use dynosim::config::{ReplayMode, ReplaySpec};
 use dynosim::planner::{PlannerOutcome, ScalingPolicy};
-use dynosim::sim::{Clock, Collecting, CollectorThread, Observers, Progress, Simulated};
+use dynosim::sim::{Clock, CollectorThread, Observers, Progress, Simulated, Simulation};
 use dynosim::{Error, Report, Result};
 
 use crate::interrupt::{InterruptibleVirtualClock, Simulating};
@@ -145,7 +145,7 @@ pub fn replay(
         progress,
     };
     let sink = outputs.record_sink();
-    let (simulated, wall_time_ms, setup) = simulate_timed(spec, cancel, &observers, sink, policy)?;
+    let (simulated, wall_time_ms, setup) = simulate_timed(spec, cancel, observers, sink, policy)?;
     let mut replayed = outputs.publish(spec, simulated, wall_time_ms, Vec::new())?;
     replayed.setup = setup;
     Ok(replayed)
@@ -231,7 +231,7 @@ impl Outputs {
 fn simulate_timed(
     spec: &ReplaySpec,
     cancel: &AtomicBool,
-    observers: &Observers,
+    observers: Observers,
     records: Option<Box<dyn dynosim::report::RecordSink>>,
     policy: Option<&mut dyn ScalingPolicy>,
 ) -> Result<(Simulated, f64, Duration)> {
@@ -262,29 +262,18 @@ fn simulate_timed(
             &mut wall_clock
         }
     };
-    let simulated = match policy {
+    let mut simulation = Simulation::new(spec, workload)
+        .clock(clock)
+        .cancel(cancel)
+        .observers(observers)
+        .collector_thread(collector_thread);
+    if let Some(sink) = records {
+        simulation = simulation.records(sink);
+    }
+    if let Some(policy) = policy {
         // `replay` checked that a policy's run is offline.
-        Some(policy) => dynosim::sim::simulate_scaled(
-            spec,
-            workload,
-            clock,
-            cancel,
-            observers,
-            Collecting {
-                thread: collector_thread,
-                records,
-            },
-            Some(policy),
-        )?,
-        None => dynosim::simulate_streaming(
-            spec,
-            workload,
-            clock,
-            cancel,
-            observers,
-            records,
-            collector_thread,
-        )?,
-    };
+        simulation = simulation.policy(policy);
+    }
+    let simulated = simulation.run()?;
     Ok((simulated, started.elapsed().as_secs_f64() * 1000.0, setup))
 }

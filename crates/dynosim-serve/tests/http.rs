@@ -695,7 +695,8 @@ async fn the_recorded_trace_replays_offline_to_the_same_counts_and_times() {
     std::fs::write(&path, &trace).unwrap();
     let spec = trace_deployment(path).into_spec().expect("a valid replay");
     let workload = dynosim::load_workload(&spec).expect("the trace reads");
-    let (offline, _) = dynosim::simulate(&spec, workload)
+    let (offline, _) = dynosim::Simulation::new(&spec, workload)
+        .run()
         .expect("the replay runs")
         .into_report(0.0);
     for key in [

@@ -18,7 +18,7 @@
 //!
 //! Flow per candidate: settings -> `ReplayOptions` -> `into_spec` (a usage error becomes the
 //! row's `error`) -> GPUs (over the budget: skipped, not run) -> the workload, read once per
-//! distinct workload and shared -> `prepare` -> `simulate` -> the report's keys.
+//! distinct workload and shared -> `prepare` -> `Simulation::run` -> the report's keys.
 
 pub mod columnar;
 pub mod descent;
@@ -287,15 +287,10 @@ fn simulate_one(
     let ran = catch_unwind(AssertUnwindSafe(|| -> Result<Report> {
         let prepared = dynosim::prepare(spec)?;
         let started = Instant::now();
-        let simulated = dynosim::simulate_streaming(
-            prepared.as_ref(),
-            workload.clone(),
-            &mut dynosim::sim::VirtualClock,
-            cancel,
-            &dynosim::sim::Observers::default(),
-            None,
-            collector_thread,
-        )?;
+        let simulated = dynosim::Simulation::new(prepared.as_ref(), workload.clone())
+            .cancel(cancel)
+            .collector_thread(collector_thread)
+            .run()?;
         let (report, _) = simulated.into_report(started.elapsed().as_secs_f64() * 1000.0);
         Ok(report)
     }));

@@ -32,7 +32,6 @@ pub mod stats;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use dynosim::config::spelling::python_message;
@@ -455,12 +454,7 @@ pub(crate) fn simulate(spec: &ReplaySpec, prepared: &ReplaySpec) -> Entry {
         .unwrap_or_default();
     let ran = catch_unwind(AssertUnwindSafe(|| -> Result<dynosim::Report> {
         let workload = dynosim::load_workload(&spec)?;
-        let simulated = dynosim::simulate_with(
-            &spec,
-            workload,
-            &mut dynosim::sim::VirtualClock,
-            &AtomicBool::new(false),
-        )?;
+        let simulated = dynosim::Simulation::new(&spec, workload).run()?;
         Ok(simulated.into_report(0.0).0)
     }));
     let mut entry = match ran {

@@ -41,17 +41,18 @@ pub(crate) fn shared_file(relative: &str) -> Option<std::path::PathBuf> {
 
 pub use config::ReplaySpec;
 pub use report::{LazyRecords, Report, RequestRecord};
+pub use sim::{Simulated, Simulation};
 pub use workload::Workload;
 
-/// Reads (or generates) the workload a spec names. Kept apart from [`simulate`] because the
-/// report's `wall_time_ms` measures the simulation only, not trace loading.
+/// Reads (or generates) the workload a spec names. Kept apart from [`Simulation::run`]
+/// because the report's `wall_time_ms` measures the simulation only, not trace loading.
 pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
     workload::load(spec)
 }
 
 /// Builds what the spec's timing models need before the run (AIC tables, from the cache or by
 /// running the Python builder once per engine configuration). This is I/O and may take seconds
-/// on a first run; [`simulate`] refuses a spec that needed it and did not get it.
+/// on a first run; [`Simulation::run`] refuses a spec that needed it and did not get it.
 pub fn prepare(spec: &ReplaySpec) -> Result<std::borrow::Cow<'_, ReplaySpec>> {
     prepare_announcing(spec, &mut |_| {})
 }
@@ -68,69 +69,4 @@ pub fn prepare_announcing<'s>(
     let mut prepared = spec.clone();
     aic_build::prepare(&mut prepared, announce)?;
     Ok(std::borrow::Cow::Owned(prepared))
-}
-
-/// Runs the replay in virtual time. Pure: no I/O, no clocks.
-pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<sim::Simulated> {
-    if aic_build::needs_prepare(spec) {
-        return Err(Error::runtime(
-            "AIC timing tables are not built: call dynosim::prepare on the spec first",
-        ));
-    }
-    sim::simulate(spec, workload)
-}
-
-/// Runs the replay with time from the caller's clock (e.g. the wall clock of a live replay)
-/// until it ends or `cancel` is set; a cancelled run reports what finished.
-pub fn simulate_with(
-    spec: &ReplaySpec,
-    workload: Workload,
-    clock: &mut dyn sim::Clock,
-    cancel: &std::sync::atomic::AtomicBool,
-) -> Result<sim::Simulated> {
-    sim::simulate_with(spec, workload, clock, cancel)
-}
-
-/// [`simulate_with`], recording or publishing what `observers` ask for (the HTML report's
-/// time series, a progress counter).
-pub fn simulate_observed(
-    spec: &ReplaySpec,
-    workload: Workload,
-    clock: &mut dyn sim::Clock,
-    cancel: &std::sync::atomic::AtomicBool,
-    observers: &sim::Observers,
-) -> Result<sim::Simulated> {
-    sim::simulate_observed(spec, workload, clock, cancel, observers)
-}
-
-/// [`simulate_observed`], handing captured per-request records to `records` as the run
-/// settles them (arrival order), so that a caller can write them while the run goes on, with
-/// the collector on the thread `collector_thread` says (the outcome is the same).
-pub fn simulate_streaming(
-    spec: &ReplaySpec,
-    workload: Workload,
-    clock: &mut dyn sim::Clock,
-    cancel: &std::sync::atomic::AtomicBool,
-    observers: &sim::Observers,
-    records: Option<Box<dyn report::RecordSink>>,
-    collector_thread: sim::CollectorThread,
-) -> Result<sim::Simulated> {
-    sim::simulate_streaming(
-        spec,
-        workload,
-        clock,
-        cancel,
-        observers,
-        records,
-        collector_thread,
-    )
-}
-
-/// [`simulate`], stopping with a runtime error once another thread sets `cancel`.
-pub fn simulate_cancellable(
-    spec: &ReplaySpec,
-    workload: Workload,
-    cancel: &std::sync::atomic::AtomicBool,
-) -> Result<sim::Simulated> {
-    sim::simulate_cancellable(spec, workload, cancel)
 }

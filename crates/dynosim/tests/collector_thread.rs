@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use dynosim::config::ReplayOptions;
 use dynosim::report::RecordSink;
-use dynosim::sim::{simulate_scaled, Collecting, CollectorThread, Observers, VirtualClock};
-use dynosim::{ReplaySpec, Report, RequestRecord};
+use dynosim::sim::{CollectorThread, Observers};
+use dynosim::{ReplaySpec, Report, RequestRecord, Simulation};
 use serde_json::Value as Json;
 
 #[derive(Clone, Default)]
@@ -43,16 +43,15 @@ fn run(spec: &ReplaySpec, thread: CollectorThread, stream: bool, cancelled: bool
         timeseries: true,
         progress: None,
     };
-    let mut simulated = dynosim::simulate_streaming(
-        spec,
-        workload,
-        &mut VirtualClock,
-        &AtomicBool::new(cancelled),
-        &observers,
-        records,
-        thread,
-    )
-    .expect("run");
+    let cancel = AtomicBool::new(cancelled);
+    let mut simulation = Simulation::new(spec, workload)
+        .cancel(&cancel)
+        .observers(observers)
+        .collector_thread(thread);
+    if let Some(sink) = records {
+        simulation = simulation.records(sink);
+    }
+    let mut simulated = simulation.run().expect("run");
     let planner = simulated.take_planner().map(|p| format!("{p:?}"));
     let series = simulated.take_timeseries().map(|s| s.to_json(64));
     let (report, records) = simulated.into_report(0.0);
@@ -209,18 +208,10 @@ fn a_collector_thread_that_dies_ends_the_run_with_an_error() {
     let mut spec = synthetic(2).into_spec().unwrap();
     spec.capture_requests = true;
     let workload = dynosim::load_workload(&spec).expect("workload");
-    let result = simulate_scaled(
-        &spec,
-        workload,
-        &mut VirtualClock,
-        &AtomicBool::new(false),
-        &Observers::default(),
-        Collecting {
-            thread: CollectorThread::OwnThread,
-            records: Some(Box::new(FailingSink)),
-        },
-        None,
-    );
+    let result = Simulation::new(&spec, workload)
+        .collector_thread(CollectorThread::OwnThread)
+        .records(Box::new(FailingSink))
+        .run();
     let error = result.expect_err("the run reports the dead collector");
     assert_eq!(error.kind(), dynosim::error::ErrorKind::Runtime);
     assert!(

@@ -150,7 +150,8 @@ fn arb_spec() -> impl Strategy<Value = ReplaySpec> {
 }
 
 fn run(spec: &ReplaySpec, workload: Workload) -> (Report, Vec<RequestRecord>) {
-    dynosim::simulate(spec, workload)
+    dynosim::Simulation::new(spec, workload)
+        .run()
         .expect("simulation runs")
         .into_report(0.0)
 }
@@ -501,17 +502,12 @@ fn run_streaming(
     workload: Workload,
 ) -> (Report, Vec<RequestRecord>, Vec<RequestRecord>) {
     let sink = SharedSink::default();
-    let (report, rest) = dynosim::simulate_streaming(
-        spec,
-        workload,
-        &mut dynosim::sim::VirtualClock,
-        &std::sync::atomic::AtomicBool::new(false),
-        &dynosim::sim::Observers::default(),
-        Some(Box::new(sink.clone())),
-        dynosim::sim::CollectorThread::OwnThread,
-    )
-    .expect("simulation runs")
-    .into_report(0.0);
+    let (report, rest) = dynosim::Simulation::new(spec, workload)
+        .records(Box::new(sink.clone()))
+        .collector_thread(dynosim::sim::CollectorThread::OwnThread)
+        .run()
+        .expect("simulation runs")
+        .into_report(0.0);
     let streamed = std::mem::take(&mut *sink.0.lock().unwrap());
     (report, streamed, rest)
 }
@@ -617,7 +613,9 @@ fn run_with_deadline(
             }
         })
     };
-    let outcome = dynosim::simulate_with(spec, workload, &mut dynosim::sim::VirtualClock, &cancel);
+    let outcome = dynosim::Simulation::new(spec, workload)
+        .cancel(&cancel)
+        .run();
     finished.store(true, Ordering::SeqCst);
     watchdog.join().expect("the watchdog ends");
     prop_assert!(

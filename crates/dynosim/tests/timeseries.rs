@@ -4,24 +4,19 @@
 //! where present; the synthetic workloads always run.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use dynosim::config::ReplayOptions;
-use dynosim::sim::{Observers, Progress, VirtualClock};
+use dynosim::sim::{Observers, Progress};
 use dynosim::{ReplaySpec, Report};
 use serde_json::Value as Json;
 
 fn run(spec: &ReplaySpec, observers: &Observers) -> (Report, Option<Json>) {
     let workload = dynosim::load_workload(spec).expect("workload");
-    let mut simulated = dynosim::simulate_observed(
-        spec,
-        workload,
-        &mut VirtualClock,
-        &AtomicBool::new(false),
-        observers,
-    )
-    .expect("run");
+    let mut simulated = dynosim::Simulation::new(spec, workload)
+        .observers(observers.clone())
+        .run()
+        .expect("run");
     let series = simulated.take_timeseries().map(|s| s.to_json(64));
     (simulated.into_report(0.0).0, series)
 }

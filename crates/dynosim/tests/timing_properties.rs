@@ -210,7 +210,7 @@ proptest! {
         };
         let spec = spec(engine, num_workers);
         let load = workload(&requests);
-        let (report, records) = dynosim::simulate(&spec, load.clone()).expect("runs").into_report(0.0);
+        let (report, records) = dynosim::Simulation::new(&spec, load.clone()).run().expect("runs").into_report(0.0);
         prop_assert_eq!(records.len(), requests.len());
         for record in &records {
             prop_assert_eq!(record.terminal_status, TerminalStatus::Completed);
@@ -219,7 +219,7 @@ proptest! {
                 prop_assert!(ttft > 0.0 && ttft <= e2e);
             }
         }
-        let (again, again_records) = dynosim::simulate(&spec, load).expect("runs").into_report(0.0);
+        let (again, again_records) = dynosim::Simulation::new(&spec, load).run().expect("runs").into_report(0.0);
         prop_assert_eq!(report, again);
         prop_assert_eq!(records, again_records);
     }
@@ -240,7 +240,8 @@ proptest! {
             speculative: Some(SpeculativeArgs { nextn, accept_rates: vec![1.0; nextn], seed: 1 }),
             ..EngineArgs::default()
         };
-        let (_, records) = dynosim::simulate(&spec(engine, 1), workload(&[(input, output, 0.0)]))
+        let (_, records) = dynosim::Simulation::new(&spec(engine, 1), workload(&[(input, output, 0.0)]))
+            .run()
             .expect("runs")
             .into_report(0.0);
         let record = &records[0];

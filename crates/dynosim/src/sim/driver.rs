@@ -1018,7 +1018,8 @@ mod tests {
         .into_spec()
         .unwrap();
         let workload = crate::workload::load(&spec).unwrap();
-        let (report, records) = crate::sim::simulate(&spec, workload)
+        let (report, records) = crate::sim::Simulation::new(&spec, workload)
+            .run()
             .unwrap()
             .into_report(0.0);
         let arrivals: Vec<f64> = records.iter().map(|r| r.arrival_time_ms).collect();

@@ -86,7 +86,8 @@ pub struct ServeOutputs {
 /// Runs `spec`'s aggregated deployment on requests from `feed`, telling `observer` of every
 /// request's progress; ends when the feed is closed and every request ended, or when `cancel`
 /// is set (the report then covers what ended). Disaggregated deployments and planners are
-/// refused (usage errors).
+/// refused (usage errors), and so is a spec whose AIC tables were not built (a runtime error,
+/// as for every run).
 pub fn serve(
     spec: &ReplaySpec,
     feed: &mut dyn RequestFeed,
@@ -106,6 +107,7 @@ pub fn serve(
         &open_loop
     };
     let pool = check_servable(spec)?;
+    super::refuse_unprepared(spec)?;
     let mut collector = Collector::new(spec.sla, spec.capture_requests);
     collector.observe_with(observer);
     if outputs.timeseries {

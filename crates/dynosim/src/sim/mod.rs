@@ -6,6 +6,20 @@
 //! settles, in this order and until nothing changes: pass completions (in completion-queue
 //! order), releases of ready arrivals (each routed before the next), then pass starts on idle
 //! workers in ascending worker id. This is the reference's ordering of simultaneous events.
+//!
+//! INTERFACE
+//! - [`Simulation`]: the one way to run a replay. Built from a spec and its workload, given
+//!   what the caller brings (a clock, a cancel flag, observers, a record sink, the collector's
+//!   thread, a scaling policy), then driven with [`Simulation::run`] to its end. Every run is
+//!   checked there the same way: a spec whose AIC tables were not built is refused, and the
+//!   spec's planner runs natively unless the caller brought a policy.
+//! - [`Simulated`]: the finished run, waiting for the caller's wall-time measurement to become
+//!   a report (and its records, time series and planner outcome).
+//! - [`Observers`], [`CollectorThread`]: what a caller watches, and where the collector works;
+//!   neither changes the outcome.
+//! - [`Clock`], [`VirtualClock`], [`RunControl`], [`Progress`]: the seams of the event loop
+//!   (see [`event_loop`]).
+//! - [`external`]: runs fed by a server while they go on (`dynosim serve`).
 
 mod aggregated;
 mod collector_front;
@@ -20,9 +34,10 @@ mod pool_router;
 mod requests;
 mod scaling;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use crate::aic_build;
 use crate::config::{Deployment, ReplaySpec};
 use crate::error::{Error, Result};
 use crate::planner::{self, PlannerOutcome, ScalingPolicy};
@@ -36,22 +51,6 @@ use disaggregated::Disaggregated;
 use driver::Driver;
 pub use event_loop::{Clock, Progress, RunControl, VirtualClock};
 
-/// Runs the whole replay in virtual time.
-pub fn simulate(spec: &ReplaySpec, workload: Workload) -> Result<Simulated> {
-    simulate_with(spec, workload, &mut VirtualClock, &AtomicBool::new(false))
-}
-
-/// Runs the replay with time from `clock`, until it ends or another thread sets `cancel`
-/// (then the result covers what finished). A spec with a planner runs the native planner.
-pub fn simulate_with(
-    spec: &ReplaySpec,
-    workload: Workload,
-    clock: &mut dyn Clock,
-    cancel: &AtomicBool,
-) -> Result<Simulated> {
-    simulate_observed(spec, workload, clock, cancel, &Observers::default())
-}
-
 /// What a caller watches besides the report: neither changes the run's outcome.
 #[derive(Clone, Debug, Default)]
 pub struct Observers {
@@ -61,110 +60,152 @@ pub struct Observers {
     pub progress: Option<Arc<Progress>>,
 }
 
-/// [`simulate_with`], with `observers` recording or publishing what they ask for. A spec with
-/// a planner runs the native planner.
-pub fn simulate_observed(
-    spec: &ReplaySpec,
-    workload: Workload,
-    clock: &mut dyn Clock,
-    cancel: &AtomicBool,
-    observers: &Observers,
-) -> Result<Simulated> {
-    simulate_streaming(
-        spec,
-        workload,
-        clock,
-        cancel,
-        observers,
-        None,
-        CollectorThread::SameThread,
-    )
-}
-
-/// [`simulate_observed`], handing captured per-request records to `records` as the run
-/// settles them (in record order) instead of keeping them to the end; the finished run then
-/// has none left to give (see `report::collector`), with the collector on the thread
-/// `collector_thread` says (the outcome is the same). A spec with a planner runs the native
-/// planner.
-pub fn simulate_streaming(
-    spec: &ReplaySpec,
-    workload: Workload,
-    clock: &mut dyn Clock,
-    cancel: &AtomicBool,
-    observers: &Observers,
-    records: Option<Box<dyn RecordSink>>,
-    collector_thread: CollectorThread,
-) -> Result<Simulated> {
-    match &spec.planner {
-        Some(planner) => {
-            let mut native = planner::native_for(spec, planner);
-            let policy: &mut dyn ScalingPolicy = &mut native;
-            let collecting = Collecting {
-                thread: collector_thread,
-                records,
-            };
-            let simulated = simulate_scaled(
-                spec,
-                workload,
-                clock,
-                cancel,
-                observers,
-                collecting,
-                Some(policy),
-            )?;
-            debug_assert_eq!(simulated.planner.as_ref(), Some(native.outcome()));
-            Ok(simulated)
-        }
-        None => {
-            let collecting = Collecting {
-                thread: collector_thread,
-                records,
-            };
-            simulate_scaled(spec, workload, clock, cancel, observers, collecting, None)
-        }
-    }
-}
-
-/// Where a run's collector works, and where its per-request records go as they settle (none:
-/// they are kept to the end of the run).
-#[derive(Default)]
-pub struct Collecting {
-    pub thread: CollectorThread,
-    pub records: Option<Box<dyn RecordSink>>,
-}
-
-/// [`simulate_streaming`] with the workers scaled by `policy` at its ticks (any planner: the
-/// native one, or one the caller brings). The outcome counts the policy's ticks and lists
-/// every change of a worker count it asked for.
-pub fn simulate_scaled<'a>(
+/// One replay of `spec` over its workload: built with what the caller brings, then run.
+///
+/// Left unset, a run goes in virtual time, cannot be cancelled, observes nothing, keeps its
+/// per-request records to the end, collects on the simulating thread and, when the spec has a
+/// planner, is scaled by the native planner. Of these choices only a cancellation and the
+/// policy change what the run outputs: a clock decides when model time is due, not what
+/// happens then.
+pub struct Simulation<'a> {
     spec: &'a ReplaySpec,
     workload: Workload,
+    clock: Option<&'a mut dyn Clock>,
+    cancel: Option<&'a AtomicBool>,
+    observers: Observers,
+    records: Option<Box<dyn RecordSink>>,
+    collector_thread: CollectorThread,
+    policy: Option<&'a mut dyn ScalingPolicy>,
+}
+
+impl<'a> Simulation<'a> {
+    /// A run of `spec` (validated, and prepared when its timing needs AIC tables: see
+    /// `dynosim::prepare`) over `workload` (what `dynosim::load_workload` reads for it).
+    pub fn new(spec: &'a ReplaySpec, workload: Workload) -> Self {
+        Self {
+            spec,
+            workload,
+            clock: None,
+            cancel: None,
+            observers: Observers::default(),
+            records: None,
+            collector_thread: CollectorThread::SameThread,
+            policy: None,
+        }
+    }
+
+    /// Model time advances when `clock` says so (a live replay's wall clock) instead of at
+    /// once.
+    pub fn clock(mut self, clock: &'a mut dyn Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The run stops once another thread sets `cancel` (read between batches of events); the
+    /// finished run then covers what ended and says it was interrupted.
+    pub fn cancel(mut self, cancel: &'a AtomicBool) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// Records or publishes what `observers` ask for.
+    pub fn observers(mut self, observers: Observers) -> Self {
+        self.observers = observers;
+        self
+    }
+
+    /// Hands captured per-request records to `sink` as the run settles them (in record
+    /// order) instead of keeping them to the end: the finished run then has none left to give.
+    pub fn records(mut self, sink: Box<dyn RecordSink>) -> Self {
+        self.records = Some(sink);
+        self
+    }
+
+    /// Where the collector works (the outcome is the same either way).
+    pub fn collector_thread(mut self, thread: CollectorThread) -> Self {
+        self.collector_thread = thread;
+        self
+    }
+
+    /// Scales the workers by `policy` at its ticks (a planner the caller brings) instead of
+    /// by the spec's planner.
+    pub fn policy(mut self, policy: &'a mut dyn ScalingPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Runs to the end: every request ended, the spec's time cap passed, or the cancel flag
+    /// set. A spec whose timing needs AIC tables it was not given is refused (a runtime
+    /// error): its passes would otherwise be timed by another model without a word.
+    pub fn run(self) -> Result<Simulated> {
+        refuse_unprepared(self.spec)?;
+        let Simulation {
+            spec,
+            workload,
+            clock,
+            cancel,
+            observers,
+            records,
+            collector_thread,
+            policy,
+        } = self;
+        let mut virtual_clock = VirtualClock;
+        let clock = clock.unwrap_or(&mut virtual_clock);
+        let never_cancelled = AtomicBool::new(false);
+        let cancel = cancel.unwrap_or(&never_cancelled);
+        let driver = Driver::new(workload, spec.arrivals)?;
+        let mut collector = Collector::new(spec.sla, spec.capture_requests);
+        if observers.timeseries {
+            let pools: &[&'static str] = if spec.deployment.is_disaggregated() {
+                &["prefill", "decode"]
+            } else {
+                &["worker"]
+            };
+            collector.record_timeseries(TimeSeries::new(pools));
+        }
+        if let Some(sink) = records {
+            collector.stream_records_to(sink);
+        }
+        let collector = CollectorFront::start(collector, spec.capture_requests, collector_thread);
+        // The caller's policy, else the spec's planner (natively), else none.
+        let mut native = None;
+        let policy: Option<&mut dyn ScalingPolicy> = match (policy, &spec.planner) {
+            (Some(policy), _) => Some(policy),
+            (None, Some(planner)) => Some(native.insert(planner::native_for(spec, planner))),
+            (None, None) => None,
+        };
+        let progress = observers.progress.as_deref();
+        let simulated = drive(spec, driver, collector, policy, clock, cancel, progress)?;
+        if let Some(native) = &native {
+            debug_assert_eq!(simulated.planner.as_ref(), Some(native.outcome()));
+        }
+        Ok(simulated)
+    }
+}
+
+/// The check every run makes before it starts (a replay here, a served run in
+/// [`external::serve`]): a spec whose AIC tables were not built is a runtime error.
+fn refuse_unprepared(spec: &ReplaySpec) -> Result<()> {
+    if aic_build::needs_prepare(spec) {
+        return Err(Error::runtime(
+            "AIC timing tables are not built: call dynosim::prepare on the spec first",
+        ));
+    }
+    Ok(())
+}
+
+/// Runs the spec's topology over `driver`'s arrivals through the event loop, scaled by
+/// `policy` when there is one.
+fn drive<'s>(
+    spec: &'s ReplaySpec,
+    driver: Driver,
+    collector: CollectorFront,
+    policy: Option<&'s mut dyn ScalingPolicy>,
     clock: &mut dyn Clock,
     cancel: &AtomicBool,
-    observers: &Observers,
-    collecting: Collecting,
-    policy: Option<&'a mut dyn ScalingPolicy>,
+    progress: Option<&Progress>,
 ) -> Result<Simulated> {
-    let Collecting {
-        thread: collector_thread,
-        records,
-    } = collecting;
-    let driver = Driver::new(workload, spec.arrivals)?;
     let cap = spec.max_sim_time_ms;
-    let progress = observers.progress.as_deref();
-    let mut collector = Collector::new(spec.sla, spec.capture_requests);
-    if observers.timeseries {
-        let pools: &[&'static str] = if spec.deployment.is_disaggregated() {
-            &["prefill", "decode"]
-        } else {
-            &["worker"]
-        };
-        collector.record_timeseries(TimeSeries::new(pools));
-    }
-    if let Some(sink) = records {
-        collector.stream_records_to(sink);
-    }
-    let collector = CollectorFront::start(collector, spec.capture_requests, collector_thread);
     let (collector, mut facts, planner, interrupted) = match &spec.deployment {
         Deployment::Disaggregated { prefill, decode } => {
             let mut sim = Disaggregated::new(spec, prefill, decode, driver, policy, collector);
@@ -187,21 +228,6 @@ pub fn simulate_scaled<'a>(
         facts,
         planner,
     })
-}
-
-/// [`simulate`], stopping early when another thread sets `cancel` (a front whose user pressed
-/// Ctrl-C); such a run ends with a runtime error and no report (the Python front's choice;
-/// [`simulate_with`] keeps the report of what finished).
-pub fn simulate_cancellable(
-    spec: &ReplaySpec,
-    workload: Workload,
-    cancel: &AtomicBool,
-) -> Result<Simulated> {
-    let simulated = simulate_with(spec, workload, &mut VirtualClock, cancel)?;
-    if cancel.load(Ordering::Relaxed) {
-        return Err(Error::runtime("replay interrupted"));
-    }
-    Ok(simulated)
 }
 
 /// A finished simulation, waiting for the caller's wall-time measurement to become a report.
@@ -245,5 +271,133 @@ impl Simulated {
             wall_time_ms,
             ..self.facts
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ReplayOptions;
+    use crate::engine::RankLoad;
+    use crate::error::ErrorKind;
+    use crate::report::record::TerminalStatus;
+
+    /// A small synthetic run whose one worker is timed by AIC when `aic` (its tables not built).
+    fn spec(aic: bool) -> ReplaySpec {
+        let engine = if aic {
+            r#"{"aic_backend":"vllm","aic_system":"h200_sxm","aic_model_path":"Qwen/Qwen3-32B",
+                "num_gpu_blocks":4096}"#
+        } else {
+            r#"{"num_gpu_blocks":4096}"#
+        };
+        ReplayOptions {
+            extra_engine_args: Some(engine.into()),
+            input_tokens: Some(200),
+            output_tokens: Some(8),
+            request_count: Some(4),
+            request_rate: Some(10.0),
+            ..ReplayOptions::default()
+        }
+        .into_spec()
+        .expect("a valid spec")
+    }
+
+    fn assert_refused(outcome: Result<Simulated>) {
+        let error = outcome.expect_err("an unprepared AIC spec is refused");
+        assert_eq!(error.kind(), ErrorKind::Runtime);
+        assert!(
+            error
+                .to_string()
+                .contains("AIC timing tables are not built"),
+            "{error}"
+        );
+    }
+
+    struct NoRecords;
+    impl RecordSink for NoRecords {
+        fn accept(&mut self, _record: RequestRecord) {}
+    }
+
+    /// A scaling policy that never ticks.
+    struct Idle;
+    impl ScalingPolicy for Idle {
+        fn initial_tick_ms(&mut self) -> Result<f64> {
+            Ok(f64::INFINITY)
+        }
+        fn on_tick(&mut self, _: &planner::ScalingSnapshot) -> Result<planner::ScalingDecision> {
+            Ok(planner::ScalingDecision::default())
+        }
+    }
+
+    #[test]
+    fn every_way_to_run_refuses_an_unprepared_aic_spec() {
+        let plain = spec(false);
+        let (report, _) = Simulation::new(&plain, crate::workload::load(&plain).unwrap())
+            .run()
+            .expect("without AIC the same run goes")
+            .into_report(0.0);
+        assert_eq!(report.get("completed_requests").unwrap().as_f64(), 4.0);
+
+        let spec = spec(true);
+        assert!(aic_build::needs_prepare(&spec));
+        let workload = || crate::workload::load(&spec).unwrap();
+        assert_refused(Simulation::new(&spec, workload()).run());
+        let cancel = AtomicBool::new(false);
+        let mut clock = VirtualClock;
+        assert_refused(
+            Simulation::new(&spec, workload())
+                .clock(&mut clock)
+                .cancel(&cancel)
+                .run(),
+        );
+        let observers = Observers {
+            timeseries: true,
+            progress: Some(Arc::new(Progress::new())),
+        };
+        assert_refused(
+            Simulation::new(&spec, workload())
+                .observers(observers)
+                .records(Box::new(NoRecords))
+                .collector_thread(CollectorThread::OwnThread)
+                .run(),
+        );
+        let mut policy = Idle;
+        assert_refused(Simulation::new(&spec, workload()).policy(&mut policy).run());
+    }
+
+    /// A feed that is closed from the start.
+    struct Closed;
+    impl external::RequestFeed for Closed {
+        fn wait(&mut self, next_ms: Option<f64>, _cancel: &AtomicBool) -> f64 {
+            next_ms.unwrap_or(0.0)
+        }
+        fn take(&mut self, _into: &mut Vec<external::FeedEvent>) {}
+        fn is_closed(&self) -> bool {
+            true
+        }
+        fn on_settled(&mut self, _at_ms: f64, _load: RankLoad) {}
+    }
+
+    struct Deaf;
+    impl crate::report::RequestObserver for Deaf {
+        fn on_admit(&mut self, _id: crate::engine::RequestId, _at_ms: f64, _reused: usize) {}
+        fn on_tokens(&mut self, _id: crate::engine::RequestId, _at_ms: f64, _count: usize) {}
+        fn on_terminal(&mut self, _id: crate::engine::RequestId, _at: f64, _: TerminalStatus) {}
+    }
+
+    #[test]
+    fn a_served_run_refuses_an_unprepared_aic_spec_too() {
+        let serve = |spec: &ReplaySpec| {
+            let outputs = external::ServeOutputs::default();
+            external::serve(
+                spec,
+                &mut Closed,
+                Box::new(Deaf),
+                &AtomicBool::new(false),
+                outputs,
+            )
+        };
+        serve(&spec(false)).expect("without AIC a closed feed ends at once");
+        assert_refused(serve(&spec(true)));
     }
 }

@@ -82,7 +82,8 @@ fn spec(
 }
 
 fn run(spec: &ReplaySpec, workload: Workload) -> Vec<RequestRecord> {
-    crate::sim::simulate(spec, workload)
+    crate::sim::Simulation::new(spec, workload)
+        .run()
         .expect("the simulation runs")
         .into_report(0.0)
         .1
