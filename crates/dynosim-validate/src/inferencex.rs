@@ -69,8 +69,8 @@ pub struct Recipe<'a> {
     pub isl: u64,
     pub osl: u64,
     pub concurrency: u64,
-    /// The CSV's widths, brought to one node.
-    pub widths: Widths,
+    /// The CSV's widths, brought to one node ([`Recipe::widths`] says what the script ran).
+    pub csv_widths: Widths,
     /// `YYYY-MM-DD`, from the row's `measured=` note.
     pub measured: Option<&'a str>,
     /// The row comes from the results database's dump (`db-dump/` notes): its configuration id
@@ -92,6 +92,16 @@ impl Widths {
     /// The GPUs of the pool: the script's `TP`.
     fn gpus(&self) -> u64 {
         self.tp * self.attention_dp
+    }
+
+    /// Tensor parallelism over every GPU, the experts split the same way.
+    fn tensor_parallel(gpus: u64) -> Self {
+        Widths {
+            tp: gpus,
+            attention_dp: 1,
+            moe_tp: Some(gpus),
+            moe_ep: Some(1),
+        }
     }
 
     /// Expert parallelism over every GPU, attention tensor-parallel.
@@ -164,7 +174,7 @@ impl Recipe<'_> {
 
     /// The widths the script ran, where they differ from the CSV's (else the CSV's).
     pub fn widths(&self) -> Widths {
-        let csv = self.widths;
+        let csv = self.csv_widths;
         let Some(family) = Family::of(self.model) else {
             return csv;
         };
@@ -205,12 +215,9 @@ impl Recipe<'_> {
                 Widths::expert_parallel(gpus)
             }
             // The Kimi-K2.5 fp4 script has no expert-parallel flag: its "EP 4" runs were TP4.
-            ("vllm", Family::Kimi, "fp4") if csv.moe_ep.is_some_and(|ep| ep > 1) => Widths {
-                tp: gpus,
-                attention_dp: 1,
-                moe_tp: Some(gpus),
-                moe_ep: Some(1),
-            },
+            ("vllm", Family::Kimi, "fp4") if csv.moe_ep.is_some_and(|ep| ep > 1) => {
+                Widths::tensor_parallel(gpus)
+            }
             _ => csv,
         }
     }
@@ -350,14 +357,14 @@ impl Recipe<'_> {
         if let Some(memory) = memory {
             args.insert("free_gpu_memory_fraction".into(), json!(memory));
         }
-        let budget = match family {
-            Family::Llama70B => Some(16384),
-            // The MTP scripts size it to one prompt plus every running request's draft tokens.
-            Family::DeepSeek if script.draft_tokens.is_some() => {
-                let per_request = script.draft_tokens.unwrap_or(0) + 1;
-                Some(round_up_64(per_request * self.concurrency + self.isl + 64))
-            }
-            Family::DeepSeek => {
+        let budget = match (family, script.draft_tokens) {
+            (Family::Llama70B, _) => Some(16384),
+            // The MTP scripts size it to one prompt plus each running request's token and
+            // draft tokens.
+            (Family::DeepSeek, Some(draft_tokens)) => Some(round_up_64(
+                (draft_tokens + 1) * self.concurrency + self.isl + 64,
+            )),
+            (Family::DeepSeek, None) => {
                 // Sized to one prompt plus a token per running request; raised to at least
                 // 8192 from 2026-01-21.
                 let fitted = round_up_64(self.concurrency + self.isl + 64);
@@ -367,7 +374,7 @@ impl Recipe<'_> {
                     fitted
                 })
             }
-            Family::GptOss => Some(20000),
+            (Family::GptOss, _) => Some(20000),
             _ => None,
         };
         if let Some(budget) = budget {
@@ -513,20 +520,14 @@ mod tests {
             isl: 1024,
             osl: 1024,
             concurrency: 32,
-            widths: tp(8),
+            csv_widths: tp(8),
             measured: Some("2026-03-01"),
             database: false,
         }
     }
 
-    /// Tensor parallel over `gpus`, the experts split the same way.
     fn tp(gpus: u64) -> Widths {
-        Widths {
-            tp: gpus,
-            attention_dp: 1,
-            moe_tp: Some(gpus),
-            moe_ep: Some(1),
-        }
+        Widths::tensor_parallel(gpus)
     }
 
     #[test]
@@ -549,7 +550,7 @@ mod tests {
         // Batch waiting: Llama at 1k/1k below TP 8 only.
         assert!(trt.get("trtllm").is_none(), "TP 8 does not wait: {trt:?}");
         let mut llama = recipe("trtllm", "meta-llama/Llama-3.3-70B-Instruct", "fp4");
-        llama.widths = tp(4);
+        llama.csv_widths = tp(4);
         let waits = llama.engine_args();
         assert_eq!(waits["trtllm"]["batch_wait_timeout_iters"], 20);
         assert_eq!(waits["trtllm"]["batch_wait_max_tokens_ratio"], 0.9);
@@ -617,7 +618,7 @@ mod tests {
         );
         // MiniMax fp8: EP always on B200 before 2026-04-03 and on H200 from 2026-03-13.
         let mut minimax = recipe("vllm", "MiniMaxAI/MiniMax-M2.5", "fp8");
-        minimax.widths = tp(4);
+        minimax.csv_widths = tp(4);
         assert_eq!(minimax.widths(), ep(4));
         minimax.measured = Some("2026-04-03");
         assert_eq!(minimax.widths(), tp(4));
@@ -627,7 +628,7 @@ mod tests {
         assert_eq!(minimax.widths(), tp(4));
         // Kimi-K2.5 fp4's "EP 4" was plain TP4.
         let mut kimi = recipe("vllm", "moonshotai/Kimi-K2.5", "fp4");
-        kimi.widths = ep(4);
+        kimi.csv_widths = ep(4);
         assert_eq!(kimi.widths(), tp(4));
         // DeepSeek TRT-LLM before 2025-11-03: EP and attention DP by concurrency.
         let mut early = recipe("trtllm", "deepseek-ai/DeepSeek-R1", "fp4");
@@ -640,7 +641,7 @@ mod tests {
             (8, 16, ep(8)),
             (8, 256, dp(8)),
         ] {
-            early.widths = tp(gpus);
+            early.csv_widths = tp(gpus);
             early.concurrency = concurrency;
             assert_eq!(early.widths(), widths, "tp{gpus} c{concurrency}");
         }
@@ -673,7 +674,7 @@ mod tests {
         assert_eq!(mtp["aic_nextn"], 3);
         // One prompt plus four tokens (one and three drafts) per running request.
         assert_eq!(mtp["max_num_batched_tokens"], 1344);
-        trt.widths = Widths::attention_data_parallel(8);
+        trt.csv_widths = Widths::attention_data_parallel(8);
         assert_eq!(
             trt.engine_args()["aic_nextn"],
             1,
@@ -706,12 +707,12 @@ mod tests {
         assert_eq!(sglang.engine_args()["aic_nextn"], 2);
 
         let mut qwen = recipe("sglang", "Qwen/Qwen3.5-397B-A17B", "fp8");
-        qwen.widths = tp(4);
+        qwen.csv_widths = tp(4);
         qwen.concurrency = 256;
         let eagle = qwen.engine_args();
         assert_eq!(eagle["aic_nextn"], 3);
         assert_eq!(eagle["max_num_seqs"], 256);
-        qwen.widths = Widths::expert_parallel(4);
+        qwen.csv_widths = Widths::expert_parallel(4);
         assert!(qwen.engine_args().get("aic_nextn").is_none());
     }
 }

@@ -554,7 +554,7 @@ fn plan(
             isl,
             osl,
             concurrency,
-            widths: agg.on_one_node().widths(),
+            csv_widths: agg.on_one_node().widths(),
             measured: crate::inferencex::measured_date(source),
             database: source.starts_with(DATABASE_DUMP_MARKER),
         };

@@ -33,7 +33,7 @@ use super::Simulated;
 use crate::config::{ArrivalMode, Deployment, PoolSpec, ReplaySpec};
 use crate::engine::{RankLoad, RequestId};
 use crate::error::{Error, Result};
-use crate::report::{Collector, RecordSink, RequestObserver};
+use crate::report::{RecordSink, RequestObserver};
 use crate::workload::{Prompt, Session, SessionId, Turn};
 
 /// One request as a server received it.
@@ -108,14 +108,8 @@ pub fn serve(
     };
     let pool = check_servable(spec)?;
     super::refuse_unprepared(spec)?;
-    let mut collector = Collector::new(spec.sla, spec.capture_requests);
+    let mut collector = super::collector_for(spec, outputs.timeseries, outputs.records);
     collector.observe_with(observer);
-    if outputs.timeseries {
-        collector.record_timeseries(crate::report::timeseries::TimeSeries::new(&["worker"]));
-    }
-    if let Some(sink) = outputs.records {
-        collector.stream_records_to(sink);
-    }
     // The observer is called where the collector runs: on this thread.
     let collector = CollectorFront::start(
         collector,

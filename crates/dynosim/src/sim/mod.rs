@@ -154,18 +154,7 @@ impl<'a> Simulation<'a> {
         let never_cancelled = AtomicBool::new(false);
         let cancel = cancel.unwrap_or(&never_cancelled);
         let driver = Driver::new(workload, spec.arrivals)?;
-        let mut collector = Collector::new(spec.sla, spec.capture_requests);
-        if observers.timeseries {
-            let pools: &[&'static str] = if spec.deployment.is_disaggregated() {
-                &["prefill", "decode"]
-            } else {
-                &["worker"]
-            };
-            collector.record_timeseries(TimeSeries::new(pools));
-        }
-        if let Some(sink) = records {
-            collector.stream_records_to(sink);
-        }
+        let collector = collector_for(spec, observers.timeseries, records);
         let collector = CollectorFront::start(collector, spec.capture_requests, collector_thread);
         // The caller's policy, else the spec's planner (natively), else none.
         let mut native = None;
@@ -181,6 +170,28 @@ impl<'a> Simulation<'a> {
         }
         Ok(simulated)
     }
+}
+
+/// The collector of a run of `spec`: recording the time series of its pools when
+/// `timeseries`, handing its records to `records` as they settle when there is a sink.
+fn collector_for(
+    spec: &ReplaySpec,
+    timeseries: bool,
+    records: Option<Box<dyn RecordSink>>,
+) -> Collector {
+    let mut collector = Collector::new(spec.sla, spec.capture_requests);
+    if timeseries {
+        let pools: &[&'static str] = if spec.deployment.is_disaggregated() {
+            &["prefill", "decode"]
+        } else {
+            &["worker"]
+        };
+        collector.record_timeseries(TimeSeries::new(pools));
+    }
+    if let Some(sink) = records {
+        collector.stream_records_to(sink);
+    }
+    collector
 }
 
 /// The check every run makes before it starts (a replay here, a served run in
