@@ -301,6 +301,70 @@ fn a_missing_package_is_one_line_saying_how_to_install_it() {
     }
 }
 
+#[test]
+fn a_configuration_the_package_has_no_data_for_fails_again_without_the_builder() {
+    let python = python_or_skip!(
+        "a_configuration_the_package_has_no_data_for_fails_again_without_the_builder"
+    );
+    // Hopper has no FP4 tensor cores: the package has no flops for nvfp4 on an H200.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cache = dir.path().join("cache");
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_dynosim"))
+            .current_dir(dir.path())
+            .env("DYNOSIM_PYTHON", &python)
+            .env("DYNOSIM_CACHE_DIR", &cache)
+            .args(["--input-tokens", "1024", "--output-tokens", "1024"])
+            .args(["--request-count", "2", "--replay-concurrency", "1"])
+            .arg("--extra-engine-args")
+            .arg(
+                json!({"engine_type": "vllm", "aic_backend": "vllm", "aic_system": "h200_sxm",
+                       "aic_model_path": "openai/gpt-oss-120b", "aic_tp_size": 4,
+                       "aic_moe_tp_size": 4, "aic_moe_ep_size": 1, "aic_gemm_dtype": "nvfp4",
+                       "aic_moe_dtype": "nvfp4", "max_num_seqs": 256})
+                .to_string(),
+            )
+            .output()
+            .expect("run dynosim")
+    };
+    let error_line = |stderr: &str| -> String {
+        stderr
+            .lines()
+            .find(|line| line.starts_with("dynosim: error:"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let first = run();
+    let first_err = String::from_utf8_lossy(&first.stderr).into_owned();
+    assert_eq!(first.status.code(), Some(1), "{first_err}");
+    assert!(
+        first_err.contains("building AIC timing tables"),
+        "{first_err}"
+    );
+    assert!(
+        error_line(&first_err).contains("MissingSystemFlopsError: missing system flops"),
+        "{first_err}"
+    );
+    let remembered: Vec<_> = std::fs::read_dir(cache.join("aic"))
+        .expect("cache written")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    assert_eq!(remembered.len(), 1, "{remembered:?}");
+    assert_eq!(
+        remembered[0].extension().and_then(|ext| ext.to_str()),
+        Some("unsupported")
+    );
+    // Again: the same error, and no build.
+    let second = run();
+    let second_err = String::from_utf8_lossy(&second.stderr).into_owned();
+    assert_eq!(second.status.code(), Some(1), "{second_err}");
+    assert!(
+        !second_err.contains("building AIC timing tables"),
+        "{second_err}"
+    );
+    assert_eq!(error_line(&second_err), error_line(&first_err));
+}
+
 /// `python3` if it lacks aiconfigurator-core, else "" (the case is then covered by the
 /// nonexistent interpreter only).
 fn which_python_without_aic() -> String {

@@ -8,7 +8,9 @@
 //! of everything they depend on: the builder's source, the package version, the request (model,
 //! system, backend, version, parallel shape, dtypes, nextn, table extents, the KV-capacity
 //! inputs) and, for a local model directory, its `config.json`. A cached run starts one short
-//! interpreter to read the package version and nothing else.
+//! interpreter to read the package version and nothing else. A configuration the package has
+//! no data for is cached too (`<key>.unsupported`, its one-line error), so it fails again at
+//! once with the same message.
 //!
 //! This is the only I/O of AIC timing; [`prepare`] runs it before the simulation.
 
@@ -33,6 +35,12 @@ const FORMAT: u32 = 2;
 /// The builder's exit codes.
 const EXIT_USAGE: i32 = 3;
 const EXIT_MISSING: i32 = 4;
+
+/// The errors aiconfigurator-core raises when its database has no data for a configuration
+/// (the builder prints `ClassName: message`). They repeat identically for the same package
+/// version and request, so they are cached like tables: a configuration the package cannot
+/// model costs one interpreter run, not one per run.
+const UNSUPPORTED_ERRORS: [&str; 2] = ["PerfDataNotAvailableError:", "MissingSystemFlopsError:"];
 
 /// How to install what AIC timing needs.
 pub const INSTALL_HINT: &str = "pip install 'dynosim[aic]'";
@@ -83,9 +91,32 @@ fn cache_dir() -> Option<PathBuf> {
     Some(PathBuf::from(home).join(".cache/dynosim/aic"))
 }
 
+/// What a builder run that failed said.
+enum BuildFailure {
+    /// The package has no data for the configuration (its message, one line).
+    Unsupported(String),
+    Other(Error),
+}
+
 /// Runs the builder with `args`, feeding `stdin`; returns stdout, or the error its exit code
 /// and stderr describe.
 fn run_builder(python: &str, args: &[&str], stdin: &[u8]) -> Result<Vec<u8>> {
+    run_builder_checked(python, args, stdin).map_err(|failure| match failure {
+        BuildFailure::Unsupported(message) => builder_failed(python, &message),
+        BuildFailure::Other(error) => error,
+    })
+}
+
+fn builder_failed(python: &str, message: &str) -> Error {
+    Error::runtime(format!("AIC table builder (`{python}`) failed: {message}"))
+}
+
+/// [`run_builder`], telling a configuration the package cannot model from other failures.
+fn run_builder_checked(
+    python: &str,
+    args: &[&str],
+    stdin: &[u8],
+) -> std::result::Result<Vec<u8>, BuildFailure> {
     let mut child = Command::new(python)
         .arg("-c")
         .arg(BUILDER_SOURCE)
@@ -96,18 +127,18 @@ fn run_builder(python: &str, args: &[&str], stdin: &[u8]) -> Result<Vec<u8>> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|error| {
-            Error::runtime(format!(
+            BuildFailure::Other(Error::runtime(format!(
                 "AIC timing needs Python with aiconfigurator-core, but `{python}` could not be \
                  started ({error}); set DYNOSIM_PYTHON or {INSTALL_HINT}"
-            ))
+            )))
         })?;
     if let Some(mut pipe) = child.stdin.take() {
         // A builder that exits early closes its stdin; its exit status says why.
         let _ = pipe.write_all(stdin);
     }
-    let output = child.wait_with_output().map_err(|error| {
-        Error::runtime(format!("AIC table builder (`{python}`) failed: {error}"))
-    })?;
+    let output = child
+        .wait_with_output()
+        .map_err(|error| BuildFailure::Other(builder_failed(python, &error.to_string())))?;
     let stderr = String::from_utf8_lossy(&output.stderr);
     let last_line = stderr
         .lines()
@@ -118,18 +149,25 @@ fn run_builder(python: &str, args: &[&str], stdin: &[u8]) -> Result<Vec<u8>> {
         .to_string();
     match output.status.code() {
         Some(0) => Ok(output.stdout),
-        Some(EXIT_MISSING) => Err(Error::runtime(format!(
+        Some(EXIT_MISSING) => Err(BuildFailure::Other(Error::runtime(format!(
             "AIC timing needs aiconfigurator-core, which `{python}` does not have: {INSTALL_HINT} \
              (or point DYNOSIM_PYTHON at an interpreter that has it)"
-        ))),
-        Some(EXIT_USAGE) => Err(Error::usage(last_line)),
-        _ => Err(Error::runtime(format!(
-            "AIC table builder (`{python}`) failed: {}",
-            if last_line.is_empty() {
+        )))),
+        Some(EXIT_USAGE) => Err(BuildFailure::Other(Error::usage(last_line))),
+        Some(1)
+            if UNSUPPORTED_ERRORS
+                .iter()
+                .any(|class| last_line.starts_with(class)) =>
+        {
+            Err(BuildFailure::Unsupported(last_line))
+        }
+        _ => Err(BuildFailure::Other(builder_failed(
+            python,
+            &if last_line.is_empty() {
                 format!("exit status {}", output.status)
             } else {
                 last_line
-            }
+            },
         ))),
     }
 }
@@ -239,12 +277,19 @@ pub fn tables(
     let request = request(config, extent, estimate);
     let key = cache_key(&version, &request, &config.model_path);
     let cached = cache_dir().map(|dir| dir.join(format!("{key}.json")));
+    let unsupported = cache_dir().map(|dir| dir.join(format!("{key}.unsupported")));
     if let Some(path) = &cached {
         if let Ok(bytes) = std::fs::read(path) {
             if let Ok(tables) = parse_tables(&bytes, &path.display().to_string()) {
                 return Ok((tables, Source::Cache));
             }
         }
+    }
+    if let Some(message) = unsupported
+        .as_ref()
+        .and_then(|path| std::fs::read_to_string(path).ok())
+    {
+        return Err(builder_failed(python, message.trim()));
     }
     announce(&format!(
         "building AIC timing tables for {} on {} ({}) with aiconfigurator-core: the first run \
@@ -257,7 +302,16 @@ pub fn tables(
             |dir| dir.display().to_string()
         )
     ));
-    let bytes = run_builder(python, &[], request.to_string().as_bytes())?;
+    let bytes = match run_builder_checked(python, &[], request.to_string().as_bytes()) {
+        Ok(bytes) => bytes,
+        Err(BuildFailure::Unsupported(message)) => {
+            if let Some(path) = &unsupported {
+                let _ = write_cache(path, message.as_bytes());
+            }
+            return Err(builder_failed(python, &message));
+        }
+        Err(BuildFailure::Other(error)) => return Err(error),
+    };
     let tables = parse_tables(&bytes, "the AIC table builder")?;
     if let Some(path) = &cached {
         let _ = write_cache(path, &bytes);
