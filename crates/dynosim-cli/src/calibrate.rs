@@ -134,15 +134,7 @@ fn fit_table(groups: &[GroupFit]) -> String {
             (None, None) => "(all)".to_owned(),
         };
         let corrections = match &group.corrections {
-            Some(c) => format!(
-                "+{:.0} ms/request, prefill x{:.3} +{:.1} ms, decode x{:.3} +{:.2} ms, KV x{:.3}",
-                c.request_overhead_ms,
-                c.prefill_scale,
-                c.prefill_pass_ms,
-                c.decode_scale,
-                c.decode_pass_ms,
-                c.kv_capacity_scale
-            ),
+            Some(corrections) => corrections.to_string(),
             None => "no entry (too few rows)".to_owned(),
         };
         if !group.median_of.is_empty() {

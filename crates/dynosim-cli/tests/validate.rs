@@ -793,7 +793,8 @@ fn calibrate_fits_back_known_corrections_from_train_rows() {
         "format": "dynosim-aic-calibration/1",
         "entries": [{"backend": "vllm", "system": "h200_sxm", "corrections": {
             "prefill_scale": 1.0, "decode_scale": 1.3, "prefill_pass_ms": 0.0,
-            "decode_pass_ms": 0.0, "kv_capacity_scale": 1.0, "request_overhead_ms": 60.0}}],
+            "prefill_token_us": 20.0, "decode_pass_ms": 0.0, "kv_capacity_scale": 1.0,
+            "request_overhead_ms": 60.0}}],
     });
     fs::write(tmp.path().join("truth.json"), truth.to_string()).unwrap();
     let with = |file: &str| format!(r#"{{"aic_calibration": "{file}"}}"#);

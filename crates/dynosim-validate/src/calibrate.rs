@@ -17,13 +17,18 @@
 //! weigh an overestimate and an underestimate of the same factor alike; absolute values,
 //! capped, keep an outlier from steering the whole group). A row that fails under θ (its prompt no longer
 //! fits a smaller KV cache) scores `FAILED_ROW_LOSS` for both. The search starts at the
-//! identity, tries a first guess from the rows' medians (the missing TTFT as a per-request
-//! delay, the TPOT ratio as the decode scale), then moves one parameter at a time by its step
-//! (a factor for the scales, milliseconds for the costs), keeps a move that lowers the score
+//! identity, tries first guesses from the rows' medians (the missing TTFT as a per-request
+//! delay, or as a delay plus a cost per prompt token where it grows with the prompt; the TPOT
+//! ratio as the decode scale), then moves one parameter at a time by its step
+//! (a factor for the scales, an amount for the costs), keeps a move that lowers the score
 //! (lengthening that axis's step, trying its direction first next time) and halves the step
-//! of an axis where neither direction helps, until the steps are small or the budget is spent.
-//! Simulations are deterministic, so the fit is too. A group is sampled to at most `rows_per_group` rows, the first by the
-//! SHA-256 of their ids (a fixed, spread sample).
+//! of an axis where neither direction helps, and after each sweep over the axes tries the
+//! sweep's net move once more (a pattern move), until the steps are small or the budget is
+//! spent.
+//! Simulations are deterministic, so the fit is too. A group is sampled to at most
+//! `rows_per_group` rows, spread over its lengths and concurrencies: the strata (ISL, OSL,
+//! concurrency band, speculative decoding) taken in turn, each in the SHA-256 order of its
+//! rows' ids.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -91,6 +96,11 @@ struct ReadyRow {
     /// Its engine configuration ([`configuration_key`]), which configuration entries are
     /// keyed by.
     configuration: String,
+    /// Its load: ISL, OSL and the client's concurrency band (`⌊log₄ concurrency⌋`), the
+    /// strata a group's sample is spread over.
+    load: (u64, u64, u32),
+    /// Whether it decodes speculatively (drafts), which its sample stratum keeps apart too.
+    speculative: bool,
     spec: ReplaySpec,
     /// Its engine configuration's prepared spec (tables loaded), shared by its rows.
     prepared: Arc<ReplaySpec>,
@@ -101,6 +111,7 @@ struct ReadyRow {
 /// One row ready to simulate: its spec, its configuration's prepared spec, what was measured.
 struct Case {
     spec: ReplaySpec,
+    isl: u64,
     configuration: usize,
     measured_ttft_ms: f64,
     measured_tpot_ms: f64,
@@ -164,6 +175,9 @@ pub struct Score {
     /// predicted mean TPOT: where the search starts its per-request and decode corrections.
     pub ttft_gap_ms: f64,
     pub tpot_ratio: f64,
+    /// The TTFT gap as a line over the prompt length: at no prompt (ms) and per prompt token
+    /// (ms), through the median gaps of the shortest and the longest ISL (NaN with one ISL).
+    pub ttft_gap_line: (f64, f64),
 }
 
 impl Score {
@@ -195,21 +209,27 @@ pub struct Calibration {
 enum Axis {
     /// A positive scale, moved by a factor `e^step`.
     Scale(fn(&mut AicCalibration) -> &mut f64),
-    /// Milliseconds at least 0, moved by `step`.
-    Milliseconds(fn(&mut AicCalibration) -> &mut f64),
+    /// A cost at least 0 (milliseconds, or microseconds per token), moved by `step`.
+    Cost(fn(&mut AicCalibration) -> &mut f64),
 }
 
-const AXES: [(Axis, f64); 6] = [
-    (Axis::Milliseconds(|c| &mut c.request_overhead_ms), 40.0),
+const AXES: [(Axis, f64); 8] = [
+    (Axis::Cost(|c| &mut c.request_overhead_ms), 40.0),
     (Axis::Scale(|c| &mut c.prefill_scale), 0.3),
     (Axis::Scale(|c| &mut c.kv_capacity_scale), 0.3),
     (Axis::Scale(|c| &mut c.decode_scale), 0.15),
-    (Axis::Milliseconds(|c| &mut c.prefill_pass_ms), 20.0),
-    (Axis::Milliseconds(|c| &mut c.decode_pass_ms), 1.0),
+    (Axis::Cost(|c| &mut c.prefill_pass_ms), 20.0),
+    (Axis::Cost(|c| &mut c.decode_pass_ms), 1.0),
+    (Axis::Cost(|c| &mut c.prefill_token_us), 5.0),
+    (Axis::Scale(|c| &mut c.acceptance_scale), 0.15),
 ];
 
-/// Every axis, for a fit from the identity.
-const ALL_AXES: [usize; 6] = [0, 1, 2, 3, 4, 5];
+/// Every axis, for a fit from the identity (the drafts' acceptance only where a row decodes
+/// speculatively: elsewhere it changes nothing).
+const ALL_AXES: [usize; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+
+/// The index in [`AXES`] of the drafts' acceptance.
+const ACCEPTANCE_AXIS: usize = 7;
 
 /// The axes a configuration's refinement moves: the per-request delay and the decode scale.
 const CONFIGURATION_AXES: [usize; 2] = [0, 3];
@@ -267,8 +287,10 @@ pub fn calibrate(
     }
 
     let mut fits = Vec::new();
-    for ((backend, system), mut rows) in groups {
-        rows.sort_by_cached_key(|row| Sha256::digest(row.id.as_bytes()).to_vec());
+    for ((backend, system), rows) in groups {
+        let rows = sample_order(rows, |row| {
+            (&row.id, (row.model.clone(), row.load, row.speculative))
+        });
         let mut models: BTreeMap<String, usize> = BTreeMap::new();
         for row in &rows {
             *models.entry(row.model.clone()).or_insert(0) += 1;
@@ -389,12 +411,20 @@ fn fit_group(
         ));
         return fit;
     }
+    let speculative = prepared
+        .iter()
+        .flatten()
+        .any(|spec| spec.deployment.entry().engine.speculative.is_some());
+    let axes: Vec<usize> = ALL_AXES
+        .into_iter()
+        .filter(|&axis| speculative || axis != ACCEPTANCE_AXIS)
+        .collect();
     pool.install(|| {
         search(
             &cases,
             &prepared,
             &AicCalibration::IDENTITY,
-            (&ALL_AXES, options.max_evaluations),
+            (&axes, options.max_evaluations),
             &mut fit,
             progress,
         )
@@ -456,6 +486,59 @@ fn fit_configurations(
     fits
 }
 
+/// `to` moved again by the move from `from` to `to`: a factor for the scales, an amount for
+/// the costs (at least 0).
+fn extrapolated(from: &AicCalibration, to: &AicCalibration) -> AicCalibration {
+    let mut next = to.clone();
+    for (axis, _) in &AXES {
+        let (field, is_scale) = match axis {
+            Axis::Scale(field) => (field, true),
+            Axis::Cost(field) => (field, false),
+        };
+        let before = *field(&mut from.clone());
+        let after = *field(&mut to.clone());
+        *field(&mut next) = if is_scale {
+            after * (after / before)
+        } else {
+            (2.0 * after - before).max(0.0)
+        };
+    }
+    next
+}
+
+/// Orders a group's rows so that the first `n` of any model are a spread sample: by the
+/// SHA-256 of their ids within each stratum (model, load, speculative decoding), and the strata taken in turn (every
+/// stratum's first row, then every stratum's second, ...), so a sample covers the model's
+/// lengths and concurrencies instead of whichever the hash favours.
+fn sample_order<T>(rows: Vec<T>, id_and_stratum: impl Fn(&T) -> (&str, Stratum)) -> Vec<T> {
+    let mut hashed: Vec<(Vec<u8>, T)> = rows
+        .into_iter()
+        .map(|row| {
+            (
+                Sha256::digest(id_and_stratum(&row).0.as_bytes()).to_vec(),
+                row,
+            )
+        })
+        .collect();
+    hashed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut seen: BTreeMap<Stratum, usize> = BTreeMap::new();
+    let mut turns: Vec<(usize, T)> = hashed
+        .into_iter()
+        .map(|(_, row)| {
+            let turn = seen.entry(id_and_stratum(&row).1).or_insert(0);
+            *turn += 1;
+            (*turn, row)
+        })
+        .collect();
+    // Stable: within a turn, the hash order stays.
+    turns.sort_by_key(|(turn, _)| *turn);
+    turns.into_iter().map(|(_, row)| row).collect()
+}
+
+/// A row's stratum in a group's sample: its model, its load (see [`ReadyRow::load`]) and
+/// whether it decodes speculatively.
+type Stratum = (String, (u64, u64, u32), bool);
+
 /// Each parameter's median over `fits` (the upper middle one of an even count).
 fn median_corrections(fits: &[&AicCalibration]) -> AicCalibration {
     let median = |field: fn(&AicCalibration) -> f64| {
@@ -467,8 +550,10 @@ fn median_corrections(fits: &[&AicCalibration]) -> AicCalibration {
         prefill_scale: median(|c| c.prefill_scale),
         decode_scale: median(|c| c.decode_scale),
         prefill_pass_ms: median(|c| c.prefill_pass_ms),
+        prefill_token_us: median(|c| c.prefill_token_us),
         decode_pass_ms: median(|c| c.decode_pass_ms),
         kv_capacity_scale: median(|c| c.kv_capacity_scale),
+        acceptance_scale: median(|c| c.acceptance_scale),
         request_overhead_ms: median(|c| c.request_overhead_ms),
     }
 }
@@ -546,8 +631,15 @@ fn prepare_rows(
             .as_ref()
             .map(configuration_key)
             .unwrap_or_default();
+        let load = (
+            run.isl.unwrap_or(0),
+            run.osl.unwrap_or(0),
+            run.concurrency.unwrap_or(1).max(1).ilog2() / 2,
+        );
         ready.push(ReadyRow {
             id: run.id,
+            load,
+            speculative: spec.deployment.entry().engine.speculative.is_some(),
             backend: run.backend,
             system: run.system,
             model,
@@ -584,6 +676,7 @@ fn cases_of(
         };
         cases.push(Case {
             spec: row.spec.clone(),
+            isl: row.load.0,
             configuration,
             measured_ttft_ms: row.measured_ttft_ms,
             measured_tpot_ms: row.measured_tpot_ms,
@@ -640,10 +733,15 @@ fn evaluate(
     let mut failed = 0;
     let (mut ttft_errors, mut tpot_errors) = (Vec::new(), Vec::new());
     let (mut ttft_gaps, mut tpot_ratios) = (Vec::new(), Vec::new());
+    let mut gaps_by_isl: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
     for (case, outcome) in cases.iter().zip(&outcomes) {
         match outcome {
             Some((ttft, tpot)) => {
                 ttft_gaps.push(case.measured_ttft_ms - ttft);
+                gaps_by_isl
+                    .entry(case.isl)
+                    .or_default()
+                    .push(case.measured_ttft_ms - ttft);
                 tpot_ratios.push(case.measured_tpot_ms / tpot);
                 loss += (ttft / case.measured_ttft_ms)
                     .ln()
@@ -662,7 +760,17 @@ fn evaluate(
             }
         }
     }
+    let ttft_gap_line = match (gaps_by_isl.first_key_value(), gaps_by_isl.last_key_value()) {
+        (Some((&short, _)), Some((&long, _))) if long > short => {
+            let short_gap = median(gaps_by_isl.get_mut(&short).expect("a key"));
+            let long_gap = median(gaps_by_isl.get_mut(&long).expect("a key"));
+            let per_token = (long_gap - short_gap) / (long - short) as f64;
+            (short_gap - per_token * short as f64, per_token)
+        }
+        _ => (f64::NAN, f64::NAN),
+    };
     Score {
+        ttft_gap_line,
         loss: loss / cases.len().max(1) as f64,
         ttft_median_pct: median(&mut ttft_errors),
         tpot_median_pct: median(&mut tpot_errors),
@@ -704,19 +812,33 @@ fn search(
         best_score.ttft_median_pct,
         best_score.tpot_median_pct
     ));
-    // A first guess from the rows' medians: the TTFT the start misses as a per-request
-    // delay, and the decode scale that centres TPOT; kept only if it scores better.
-    if best_score.ttft_gap_ms.is_finite() && best_score.tpot_ratio.is_finite() {
+    // First guesses from the rows' medians, each kept only if it scores better: the TTFT
+    // the start misses as a per-request delay; or, where the gap grows with the prompt, as a
+    // delay plus a cost per prefilled token (the line through the shortest and the longest
+    // prompts' median gaps); both with the decode scale that centres TPOT.
+    let start_score = best_score;
+    let mut guesses = Vec::new();
+    if start_score.ttft_gap_ms.is_finite() && start_score.tpot_ratio.is_finite() {
         let mut guess = best.clone();
-        guess.request_overhead_ms = (guess.request_overhead_ms + best_score.ttft_gap_ms).max(0.0);
-        guess.decode_scale *= best_score.tpot_ratio.clamp(0.2, 5.0);
-        if guess != best && fit.evaluations < budget {
-            let score = evaluate(cases, prepared, &guess);
-            fit.evaluations += 1;
-            if score.loss < best_score.loss - 1e-6 {
-                best = guess;
-                best_score = score;
-            }
+        guess.request_overhead_ms = (guess.request_overhead_ms + start_score.ttft_gap_ms).max(0.0);
+        guess.decode_scale *= start_score.tpot_ratio.clamp(0.2, 5.0);
+        guesses.push(guess.clone());
+        let (at_zero, per_token) = start_score.ttft_gap_line;
+        if at_zero.is_finite() && per_token > 0.0 {
+            guess.request_overhead_ms = (best.request_overhead_ms + at_zero).max(0.0);
+            guess.prefill_token_us += per_token * 1000.0;
+            guesses.push(guess);
+        }
+    }
+    for guess in guesses {
+        if guess == best || fit.evaluations >= budget {
+            continue;
+        }
+        let score = evaluate(cases, prepared, &guess);
+        fit.evaluations += 1;
+        if score.loss < best_score.loss - 1e-6 {
+            best = guess;
+            best_score = score;
         }
     }
     let mut steps: Vec<f64> = AXES.iter().map(|(_, step)| *step).collect();
@@ -724,6 +846,7 @@ fn search(
     // first next time with a longer step; one where neither direction helped halves its step.
     let mut directions = [1.0f64; AXES.len()];
     'search: while fit.evaluations < budget {
+        let sweep_start = best.clone();
         for &axis_index in axes {
             let (axis, first_step) = &AXES[axis_index];
             let step = steps[axis_index];
@@ -735,7 +858,7 @@ fn search(
                 let mut candidate = best.clone();
                 match axis {
                     Axis::Scale(field) => *field(&mut candidate) *= (direction * step).exp(),
-                    Axis::Milliseconds(field) => {
+                    Axis::Cost(field) => {
                         let value = field(&mut candidate);
                         *value = (*value + direction * step).max(0.0);
                     }
@@ -762,6 +885,20 @@ fn search(
                 step / 2.0
             };
         }
+        // A pattern move (Hooke and Jeeves): the sweep's net move repeated once. Parameters
+        // that trade against each other (a per-request delay against a per-token cost) move
+        // together along their valley this way, where single-axis steps crawl.
+        if best != sweep_start && fit.evaluations < budget {
+            let candidate = extrapolated(&sweep_start, &best);
+            if candidate != best {
+                let score = evaluate(cases, prepared, &candidate);
+                fit.evaluations += 1;
+                if score.loss < best_score.loss - 1e-6 {
+                    best = candidate;
+                    best_score = score;
+                }
+            }
+        }
         let converged = axes
             .iter()
             .all(|&axis| steps[axis] < AXES[axis].1 / SMALLEST_STEP_FRACTION);
@@ -770,18 +907,68 @@ fn search(
         }
     }
     progress(&format!(
-        "  fitted after {} evaluations: TTFT {:.1}%, TPOT {:.1}% (+{:.1} ms per request, prefill \
-         x{:.3}, decode x{:.3}, +{:.1} ms per prefill pass, +{:.2} ms per decode pass, KV x{:.3})",
-        fit.evaluations,
-        best_score.ttft_median_pct,
-        best_score.tpot_median_pct,
-        best.request_overhead_ms,
-        best.prefill_scale,
-        best.decode_scale,
-        best.prefill_pass_ms,
-        best.decode_pass_ms,
-        best.kv_capacity_scale
+        "  fitted after {} evaluations: TTFT {:.1}%, TPOT {:.1}% ({best})",
+        fit.evaluations, best_score.ttft_median_pct, best_score.tpot_median_pct,
     ));
     fit.after = best_score;
     fit.corrections = Some(best);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_takes_every_stratum_in_turn() {
+        let mut rows: Vec<(String, u64)> = (0..10).map(|i| (format!("long-{i}"), 8192)).collect();
+        rows.extend((0..2).map(|i| (format!("mid-{i}"), 4096)));
+        rows.push(("short".to_owned(), 1024));
+        let ordered = sample_order(rows.clone(), |(id, isl)| {
+            (id, ("m".to_owned(), (*isl, 1024, 1), false))
+        });
+        // The first three rows are one of each stratum; the rest of the short and middle
+        // strata come before the long one's third row.
+        let mut first: Vec<u64> = ordered[..3].iter().map(|(_, isl)| *isl).collect();
+        first.sort();
+        assert_eq!(first, [1024, 4096, 8192]);
+        let isls: Vec<u64> = ordered[3..5].iter().map(|(_, isl)| *isl).collect();
+        assert!(isls.contains(&4096) && isls.contains(&8192), "{isls:?}");
+        assert!(ordered[5..].iter().all(|(_, isl)| *isl == 8192));
+        // Within a stratum, the ids' hash order; and the order does not depend on the input's.
+        let mut reversed = rows.clone();
+        reversed.reverse();
+        let again = sample_order(reversed, |(id, isl)| {
+            (id, ("m".to_owned(), (*isl, 1024, 1), false))
+        });
+        assert_eq!(ordered, again);
+        let hash = |id: &str| Sha256::digest(id.as_bytes()).to_vec();
+        let long: Vec<&String> = ordered
+            .iter()
+            .filter(|(_, isl)| *isl == 8192)
+            .map(|(id, _)| id)
+            .collect();
+        assert!(long.windows(2).all(|pair| hash(pair[0]) < hash(pair[1])));
+    }
+
+    #[test]
+    fn a_pattern_move_repeats_the_sweeps_move() {
+        let from = AicCalibration {
+            request_overhead_ms: 10.0,
+            prefill_token_us: 3.0,
+            ..AicCalibration::IDENTITY
+        };
+        let to = AicCalibration {
+            request_overhead_ms: 4.0,
+            prefill_token_us: 5.0,
+            prefill_scale: 2.0,
+            ..AicCalibration::IDENTITY
+        };
+        let next = extrapolated(&from, &to);
+        // Scales by the same factor again, costs by the same amount, floored at 0.
+        assert_eq!(next.prefill_scale, 4.0);
+        assert_eq!(next.prefill_token_us, 7.0);
+        assert_eq!(next.request_overhead_ms, 0.0);
+        assert_eq!(next.decode_scale, 1.0);
+        assert_eq!(extrapolated(&to, &to), to);
+    }
 }

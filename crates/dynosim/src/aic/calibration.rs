@@ -4,10 +4,11 @@
 //!
 //! INTERFACE
 //! - [`AicCalibration`]: the corrections of one engine configuration. Prefill and decode
-//!   parts of a pass are scaled, a fixed per-pass cost is added to each part that ran, the
-//!   KV capacity the package estimates is scaled (the share of that memory the engine really
+//!   parts of a pass are scaled, a fixed per-pass cost is added to each part that ran and a
+//!   cost per token to the prefill part, the KV capacity the package estimates is scaled (the share of that memory the engine really
 //!   gets for its cache), and each request reaches the engines a fixed time after it arrives
-//!   (the serving front's latency; applied by the simulation's request ledger).
+//!   (the serving front's latency; applied by the simulation's request ledger); under
+//!   speculative decoding, the drafts' acceptance rates are scaled.
 //! - [`CalibrationFile`]: the file `dynosim calibrate` writes, one entry per (backend,
 //!   system) and optionally more specific ones per (backend, system, model) and per (backend,
 //!   system, model, engine configuration); [`CalibrationFile::parse`] checks it,
@@ -51,11 +52,21 @@ pub struct AicCalibration {
     pub decode_scale: f64,
     /// Milliseconds added to a pass that prefilled something (scheduling, input preparation).
     pub prefill_pass_ms: f64,
+    /// Microseconds added per prompt token a pass prefills: the part of the prefill cost that
+    /// grows with the tokens of a pass beyond the package's (its large-batch prefill
+    /// throughput measured optimistic against its small-batch latency).
+    #[serde(default)]
+    pub prefill_token_us: f64,
     /// Milliseconds added to a pass that decoded something (sampling, output handling).
     pub decode_pass_ms: f64,
     /// Multiplies the KV capacity the package estimates (used only when `num_gpu_blocks` is
     /// not given).
     pub kv_capacity_scale: f64,
+    /// Multiplies each draft token's acceptance rate under speculative decoding (`aic_nextn`;
+    /// capped at 1): how much more or less of the drafts the measured engine accepted than the
+    /// rates the run assumes.
+    #[serde(default = "one")]
+    pub acceptance_scale: f64,
     /// Milliseconds from a request's arrival until it reaches the router and the engines (the
     /// serving front: HTTP, tokenization, queues between processes). Counts in TTFT and
     /// latency without occupying an engine.
@@ -69,8 +80,10 @@ impl AicCalibration {
         prefill_scale: 1.0,
         decode_scale: 1.0,
         prefill_pass_ms: 0.0,
+        prefill_token_us: 0.0,
         decode_pass_ms: 0.0,
         kv_capacity_scale: 1.0,
+        acceptance_scale: 1.0,
         request_overhead_ms: 0.0,
     };
 
@@ -80,8 +93,10 @@ impl AicCalibration {
             ("prefill_scale", self.prefill_scale, false),
             ("decode_scale", self.decode_scale, false),
             ("prefill_pass_ms", self.prefill_pass_ms, true),
+            ("prefill_token_us", self.prefill_token_us, true),
             ("decode_pass_ms", self.decode_pass_ms, true),
             ("kv_capacity_scale", self.kv_capacity_scale, false),
+            ("acceptance_scale", self.acceptance_scale, false),
             ("request_overhead_ms", self.request_overhead_ms, true),
         ];
         for (name, value, zero_allowed) in fields {
@@ -105,10 +120,13 @@ impl AicCalibration {
         Ok(())
     }
 
-    /// The prefill part of a pass, corrected (`raw_ms` 0 means nothing was prefilled).
-    pub fn prefill_ms(&self, raw_ms: f64) -> f64 {
+    /// The prefill part of a pass that prefilled `new_tokens` prompt tokens, corrected
+    /// (`raw_ms` 0 means nothing was prefilled).
+    pub fn prefill_ms(&self, raw_ms: f64, new_tokens: usize) -> f64 {
         if raw_ms > 0.0 {
-            raw_ms * self.prefill_scale + self.prefill_pass_ms
+            raw_ms * self.prefill_scale
+                + self.prefill_pass_ms
+                + new_tokens as f64 * self.prefill_token_us / 1000.0
         } else {
             raw_ms
         }
@@ -122,6 +140,29 @@ impl AicCalibration {
     /// The KV capacity per rank, corrected, from the package's estimate (at least one block).
     pub fn kv_blocks(&self, estimated: usize) -> usize {
         ((estimated as f64 * self.kv_capacity_scale).floor() as usize).max(1)
+    }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// The corrections on one line, as `dynosim calibrate` reports them.
+impl std::fmt::Display for AicCalibration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "+{:.0} ms/request, prefill x{:.3} +{:.1} ms +{:.1} us/token, decode x{:.3} +{:.2} ms, \
+             KV x{:.3}, drafts accepted x{:.3}",
+            self.request_overhead_ms,
+            self.prefill_scale,
+            self.prefill_pass_ms,
+            self.prefill_token_us,
+            self.decode_scale,
+            self.decode_pass_ms,
+            self.kv_capacity_scale,
+            self.acceptance_scale
+        )
     }
 }
 
@@ -332,8 +373,10 @@ mod tests {
         let entry = parsed
             .entry("vllm", "h200_sxm", "Qwen/Qwen3-32B", "tp1")
             .unwrap();
-        assert_eq!(entry.prefill_ms(10.0), 17.0);
-        assert_eq!(entry.prefill_ms(0.0), 0.0);
+        // A file written before the per-token cost existed reads as none.
+        assert_eq!(entry.prefill_token_us, 0.0);
+        assert_eq!(entry.prefill_ms(10.0, 4000), 17.0);
+        assert_eq!(entry.prefill_ms(0.0, 0), 0.0);
         assert_eq!(entry.decode_ms(10.0), 8.5);
         assert_eq!(entry.kv_blocks(1000), 750);
         assert_eq!(entry.kv_blocks(1), 1);
@@ -343,6 +386,28 @@ mod tests {
         assert!(
             missing.contains("'sglang'") && missing.contains("vllm on h200_sxm"),
             "{missing}"
+        );
+    }
+
+    #[test]
+    fn a_per_token_cost_grows_with_the_tokens_a_pass_prefills() {
+        let with_tokens = VLLM_H200.replace(
+            "\"prefill_pass_ms\":2,",
+            "\"prefill_pass_ms\":2,\"prefill_token_us\":10,",
+        );
+        let parsed = CalibrationFile::parse(&file(&with_tokens)).unwrap();
+        let entry = parsed
+            .entry("vllm", "h200_sxm", "Qwen/Qwen3-32B", "tp1")
+            .unwrap();
+        // 10 ms x 1.5 + 2 ms + 1000 tokens x 10 us.
+        assert_eq!(entry.prefill_ms(10.0, 1000), 27.0);
+        assert_eq!(entry.prefill_ms(10.0, 8000), 97.0);
+        assert_eq!(entry.prefill_ms(0.0, 0), 0.0);
+        let negative = with_tokens.replace("\"prefill_token_us\":10", "\"prefill_token_us\":-1");
+        let message = CalibrationFile::parse(&file(&negative)).unwrap_err();
+        assert!(
+            message.contains("prefill_token_us must be a finite number at least 0"),
+            "{message}"
         );
     }
 
@@ -467,7 +532,7 @@ mod tests {
     fn identity_changes_nothing() {
         let identity = AicCalibration::IDENTITY;
         for raw in [0.0, 1.0, 12.345] {
-            assert_eq!(identity.prefill_ms(raw), raw);
+            assert_eq!(identity.prefill_ms(raw, 2048), raw);
             assert_eq!(identity.decode_ms(raw), raw);
         }
         assert_eq!(identity.kv_blocks(4096), 4096);

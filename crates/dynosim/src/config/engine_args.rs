@@ -247,6 +247,15 @@ impl EngineArgs {
             .map_or(0.0, |calibration| calibration.request_overhead_ms)
     }
 
+    /// What multiplies each draft token's acceptance rate under speculative decoding: the
+    /// calibration's `acceptance_scale`, 1 without a calibration.
+    pub fn draft_acceptance_scale(&self) -> f64 {
+        self.aic
+            .as_ref()
+            .and_then(|aic| aic.calibration.as_ref())
+            .map_or(1.0, |calibration| calibration.acceptance_scale)
+    }
+
     /// GPUs one worker occupies (`aic_tp_size × dp_size`), for the GPU-hours figures.
     pub fn gpus_per_worker(&self) -> usize {
         // Saturating: both are validated only from below, and a count is no reason to panic.

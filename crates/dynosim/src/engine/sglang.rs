@@ -233,10 +233,13 @@ impl SglangScheduler {
             new_token_ratio_step: (init - min) / NEW_TOKEN_RATIO_DECAY_STEPS,
             new_token_ratio: init,
             timing: TimingModel::new(args),
-            speculative: args
-                .speculative
-                .as_ref()
-                .map(|speculative| BurstSampler::new(speculative, rank_index as u64)),
+            speculative: args.speculative.as_ref().map(|speculative| {
+                BurstSampler::new(
+                    speculative,
+                    args.draft_acceptance_scale(),
+                    rank_index as u64,
+                )
+            }),
             cache,
             waiting: VecDeque::new(),
             running: Vec::new(),

@@ -24,10 +24,16 @@ pub struct BurstSampler {
 }
 
 impl BurstSampler {
-    /// A sampler for the scheduler whose seed offset is `seed_offset`.
-    pub fn new(args: &SpeculativeArgs, seed_offset: u64) -> Self {
+    /// A sampler for the scheduler whose seed offset is `seed_offset`, each acceptance rate
+    /// multiplied by `acceptance_scale` (a calibration's correction; 1 without one) and capped
+    /// at 1.
+    pub fn new(args: &SpeculativeArgs, acceptance_scale: f64, seed_offset: u64) -> Self {
         Self {
-            accept_rates: args.accept_rates.clone(),
+            accept_rates: args
+                .accept_rates
+                .iter()
+                .map(|rate| (rate * acceptance_scale).min(1.0))
+                .collect(),
             rng: StdRng::seed_from_u64(args.seed.wrapping_add(seed_offset)),
         }
     }
@@ -58,14 +64,40 @@ mod tests {
     use super::*;
 
     fn sampler(rates: &[f64], seed: u64) -> BurstSampler {
+        scaled_sampler(rates, 1.0, seed)
+    }
+
+    fn scaled_sampler(rates: &[f64], scale: f64, seed: u64) -> BurstSampler {
         BurstSampler::new(
             &SpeculativeArgs {
                 nextn: rates.len(),
                 accept_rates: rates.to_vec(),
                 seed,
             },
+            scale,
             0,
         )
+    }
+
+    #[test]
+    fn a_calibrated_acceptance_scales_each_rate_up_to_one() {
+        let mut never = scaled_sampler(&[1.0, 1.0], 0.0, 7);
+        assert!((0..100).all(|_| never.burst(10) == 1));
+        let mut always = scaled_sampler(&[0.5, 0.6], 2.0, 7);
+        assert!((0..100).all(|_| always.burst(10) == 3));
+        // Halved rates: fewer tokens per step on average than the rates as given.
+        let (mut full, mut half) = (sampler(&[0.8, 0.8], 3), scaled_sampler(&[0.8, 0.8], 0.5, 3));
+        let full_tokens: usize = (0..2000).map(|_| full.burst(10)).sum();
+        let half_tokens: usize = (0..2000).map(|_| half.burst(10)).sum();
+        // Expected 1 + 0.8 + 0.64 = 2.44 and 1 + 0.4 + 0.16 = 1.56 tokens per step.
+        assert!(
+            (full_tokens as f64 / 2000.0 - 2.44).abs() < 0.1,
+            "{full_tokens}"
+        );
+        assert!(
+            (half_tokens as f64 / 2000.0 - 1.56).abs() < 0.1,
+            "{half_tokens}"
+        );
     }
 
     #[test]

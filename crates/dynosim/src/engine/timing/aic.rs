@@ -64,8 +64,10 @@ pub struct CalibratedAic {
 
 impl PassTimer for CalibratedAic {
     fn prefill_ms(&self, batch: &PrefillBatch) -> f64 {
-        self.calibration
-            .prefill_ms(PassTimer::prefill_ms(&*self.tables, batch))
+        self.calibration.prefill_ms(
+            PassTimer::prefill_ms(&*self.tables, batch),
+            batch.new_tokens(),
+        )
     }
 
     fn decode_ms(&self, batch: &DecodeBatch) -> f64 {

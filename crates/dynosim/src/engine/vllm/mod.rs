@@ -142,10 +142,13 @@ impl VllmScheduler {
             preemption: args.preemption_mode,
             worker_type: args.worker_type,
             timing,
-            speculative: args
-                .speculative
-                .as_ref()
-                .map(|speculative| BurstSampler::new(speculative, rank_index as u64)),
+            speculative: args.speculative.as_ref().map(|speculative| {
+                BurstSampler::new(
+                    speculative,
+                    args.draft_acceptance_scale(),
+                    rank_index as u64,
+                )
+            }),
             pool: BlockPool::new(num_blocks, args.enable_prefix_caching),
             waiting: VecDeque::new(),
             running: Vec::new(),
