@@ -538,6 +538,72 @@ fn aiperf_dirs_of_runs_with_length_spreads_rebuild_to_zero_error() {
 }
 
 #[test]
+fn an_aiperf_dir_of_a_kv_router_with_aic_prefill_load_rebuilds_to_zero_error() {
+    let Some(python) = aic_python() else {
+        eprintln!(
+            "SKIPPED an_aiperf_dir_of_a_kv_router_with_aic_prefill_load_rebuilds_to_zero_error: \
+             no Python with aiconfigurator-core (set DYNOSIM_PYTHON or pip install 'dynosim[aic]')"
+        );
+        return;
+    };
+    // The router asks AIC for its prefill-load estimate: tables the engines' configuration
+    // does not cover, which validate must prepare for the row.
+    let tmp = TempDir::new().unwrap();
+    let out = common::command(
+        tmp.path(),
+        &[
+            "--input-tokens",
+            "600",
+            "--output-tokens",
+            "20",
+            "--request-count",
+            "40",
+            "--replay-concurrency",
+            "8",
+            "--num-workers",
+            "2",
+            "--router-mode",
+            "kv_router",
+            "--router-config",
+            r#"{"router_prefill_load_model":"aic"}"#,
+            "--aic-backend",
+            "vllm",
+            "--aic-system",
+            "h200_sxm",
+            "--aic-model-path",
+            "Qwen/Qwen3-32B",
+            "--extra-engine-args",
+            r#"{"num_gpu_blocks": 2000}"#,
+            "--aiperf-dir",
+            "run",
+        ],
+    )
+    .env("DYNOSIM_PYTHON", &python)
+    .output()
+    .expect("dynosim runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = validate(
+        tmp.path(),
+        &["--aiperf-dir", "run", "--out", "v"],
+        Some(&python),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = read_rows(&tmp.path().join("v/rows.csv"));
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["status"], "ok", "{:?}", rows[0]);
+    assert!(
+        number(&rows[0]["ttft_error_pct"]).abs() < 1e-9,
+        "{:?}",
+        rows[0]
+    );
+    assert!(
+        number(&rows[0]["tpot_error_pct"]).abs() < 1e-9,
+        "{:?}",
+        rows[0]
+    );
+}
+
+#[test]
 fn an_aiperf_dir_without_its_deployment_needs_engine_args() {
     let tmp = TempDir::new().unwrap();
     simulated_aiperf_dir(tmp.path(), "run");

@@ -443,6 +443,17 @@ pub(crate) fn simulate(spec: &ReplaySpec, prepared: &ReplaySpec) -> Entry {
     {
         row.engine = tables.engine.clone();
     }
+    // The engine configuration's tables are shared; what else the row asks AIC for (the KV
+    // router's prefill-load model, whose settings are not part of the configuration) is
+    // prepared for the row itself, from the cache after the first time.
+    let spec = if dynosim::aic_build::needs_prepare(&spec) {
+        match dynosim::prepare(&spec) {
+            Ok(ready) => ready.into_owned(),
+            Err(err) => return Entry::unmodelable(format!("AIC tables: {}", python_message(&err))),
+        }
+    } else {
+        spec
+    };
     let aic_version = spec
         .deployment
         .generating()
