@@ -4,11 +4,18 @@
 //! [`Shared::cancel`] a request whose client went away. On the simulating thread,
 //! [`WallFeed`] is the run's `RequestFeed` (model time = wall time since the first request
 //! reached the server × speed; it sleeps on a condition variable until the next event is due
-//! or a request comes; a request arrives in the simulation at the model time it reached the
-//! server, before it was parsed and tokenized, as a client's clock sees it) and
-//! [`ProgressObserver`] the collector's observer, which sends each request's tokens and end
-//! to its handler and keeps the metrics. `--record-trace` rows are written as requests are
-//! handed to the run (their arrival times are model times).
+//! or a request comes, and counts how late it took up each due event in
+//! `dynosim:event_wake_delay_seconds`; a request arrives in the simulation at the model time
+//! it reached the server, before it was parsed and tokenized, as a client's clock sees it)
+//! and [`ProgressObserver`] the collector's observer, which sends each request's tokens and
+//! end to its handler as the run emits them and keeps the metrics. `--record-trace` rows are
+//! written as requests are handed to the run (their arrival times are model times).
+//!
+//! INTERFACE
+//! - [`Shared`]: submit, cancel, close; the wall/model clock ([`Shared::wall_delay_s`]); the
+//!   recorded trace ([`Shared::finish_recording`]); the metrics.
+//! - [`WallFeed::new`]: the run's feed; [`ProgressObserver::new`]: the collector's observer.
+//! - [`Progress`]: what a handler hears of its request.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
