@@ -2,9 +2,10 @@
 # dynosim serve under load: CONNECTIONS streaming connections (default 500) held for SECONDS
 # (default 60), each sending completions (about 110 prompt tokens, 200 output tokens) back to
 # back. Prints the requests, tokens and errors; the server's delay per token
-# (dynosim:token_delay_seconds); what it added to each request's first and last token as the
-# client measured it against the simulated times of the served run's records; and the
-# server's resident memory over the run. docs/serve.md ("Load, as measured") quotes it.
+# (dynosim:token_delay_seconds) and its pacing part (dynosim:event_wake_delay_seconds); what
+# it added to each request's first and last token as the client measured it against the
+# simulated times of the served run's records; and the server's resident memory over the run.
+# docs/serve.md ("Load, as measured") quotes it.
 #
 #   bench/serve-load.sh [CONNECTIONS] [SECONDS] [extra dynosim serve flags...]
 set -euo pipefail

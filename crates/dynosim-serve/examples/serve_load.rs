@@ -1,7 +1,8 @@
 //! The load measurement of `dynosim serve` (run by `bench/serve-load.sh`): starts the server
 //! given, holds many streaming connections on it for a while, then stops it and prints what
 //! the load saw: requests, tokens and errors; the server's delay per token
-//! (`dynosim:token_delay_seconds`); what it added to the first and last token of each request,
+//! (`dynosim:token_delay_seconds`) and its pacing part (`dynosim:event_wake_delay_seconds`);
+//! what it added to the first and last token of each request,
 //! measured by the client against the simulated times of the served run's records; and the
 //! server's resident memory over the run.
 //!
@@ -251,6 +252,15 @@ fn report(
     let bound = |q| load_client::histogram_quantile_bound(&buckets, count, q) * 1000.0;
     println!(
         "server delay per token (dynosim:token_delay_seconds, {count} tokens): p50 <= {} ms, p99 <= {} ms, p99.9 <= {} ms",
+        bound(0.5),
+        bound(0.99),
+        bound(0.999)
+    );
+    let (buckets, count) = load_client::histogram(metrics, "dynosim:event_wake_delay_seconds");
+    let bound = |q| load_client::histogram_quantile_bound(&buckets, count, q) * 1000.0;
+    println!(
+        "of which pacing, the simulating thread's wake after each due event \
+         (dynosim:event_wake_delay_seconds, {count} events): p50 <= {} ms, p99 <= {} ms, p99.9 <= {} ms",
         bound(0.5),
         bound(0.99),
         bound(0.999)

@@ -4,16 +4,23 @@
 //! [`Shared::cancel`] a request whose client went away. On the simulating thread,
 //! [`WallFeed`] is the run's `RequestFeed` (model time = wall time since the first request
 //! reached the server × speed; it sleeps on a condition variable until the next event is due
-//! or a request comes; a request arrives in the simulation at the model time it reached the
-//! server, before it was parsed and tokenized, as a client's clock sees it) and
-//! [`ProgressObserver`] the collector's observer, which sends each request's tokens and end
-//! to its handler and keeps the metrics. `--record-trace` rows are written as requests are
-//! handed to the run (their arrival times are model times).
+//! or a request comes, and counts how late it took up each due event in
+//! `dynosim:event_wake_delay_seconds`; a request arrives in the simulation at the model time
+//! it reached the server, before it was parsed and tokenized, as a client's clock sees it)
+//! and [`ProgressObserver`] the collector's observer, which sends each request's tokens and
+//! end to its handler as the run emits them and keeps the metrics. `--record-trace` rows are
+//! written as requests are handed to the run (their arrival times are model times).
+//!
+//! INTERFACE
+//! - [`Shared`]: submit, cancel, close; the wall/model clock ([`Shared::wall_delay_s`]); the
+//!   recorded trace ([`Shared::finish_recording`]); the metrics.
+//! - [`WallFeed::new`]: the run's feed; [`ProgressObserver::new`]: the collector's observer.
+//! - [`Progress`]: what a handler hears of its request.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use dynosim::engine::{RankLoad, RequestId};
@@ -73,7 +80,8 @@ pub struct Shared {
     speed: f64,
     /// When the first request arrived: model time 0 (a replay of the recorded trace starts
     /// its clock at its first arrival too, so that both runs compute the very same times).
-    origin: Mutex<Option<Instant>>,
+    /// Set once, then read for every token without a lock.
+    origin: OnceLock<Instant>,
 }
 
 impl Shared {
@@ -93,7 +101,7 @@ impl Shared {
             })),
             metrics,
             speed,
-            origin: Mutex::new(None),
+            origin: OnceLock::new(),
         }
     }
 
@@ -119,10 +127,8 @@ impl Shared {
         }
         let id = state.next_id;
         state.next_id += 1;
-        self.origin
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert(received);
+        // Under the state lock: the first request submitted sets model time 0.
+        self.origin.get_or_init(|| received);
         let mut request = request;
         if session.is_none() {
             // Named like a trace row without a session: request_<n>, from 1.
@@ -169,17 +175,17 @@ impl Shared {
 
     /// How late, in wall seconds, something due at model time `at_ms` is at `now`.
     pub fn wall_delay_s(&self, at_ms: f64, now: Instant) -> f64 {
-        let origin = *self.origin.lock().unwrap_or_else(|p| p.into_inner());
-        let elapsed = origin.map_or(0.0, |origin| {
-            now.saturating_duration_since(origin).as_secs_f64()
+        let elapsed = self.origin.get().map_or(0.0, |origin| {
+            now.saturating_duration_since(*origin).as_secs_f64()
         });
         (elapsed - at_ms / 1000.0 / self.speed).max(0.0)
     }
 
     /// Wall seconds since the first arrival, if there was one.
     fn elapsed_s(&self) -> Option<f64> {
-        let origin = self.origin.lock().unwrap_or_else(|p| p.into_inner());
-        origin.map(|origin| origin.elapsed().as_secs_f64())
+        self.origin
+            .get()
+            .map(|origin| origin.elapsed().as_secs_f64())
     }
 
     /// Model time now, from the wall clock.
@@ -189,9 +195,8 @@ impl Shared {
 
     /// Model time at `instant` (0 before the first arrival).
     fn model_ms_at(&self, instant: Instant) -> f64 {
-        let origin = self.origin.lock().unwrap_or_else(|p| p.into_inner());
-        origin.map_or(0.0, |origin| {
-            instant.saturating_duration_since(origin).as_secs_f64() * 1000.0 * self.speed
+        self.origin.get().map_or(0.0, |origin| {
+            instant.saturating_duration_since(*origin).as_secs_f64() * 1000.0 * self.speed
         })
     }
 
@@ -296,6 +301,10 @@ impl RequestFeed for WallFeed<'_> {
             }
             if let Some(next_ms) = next_ms {
                 if now_ms >= next_ms {
+                    shared
+                        .metrics
+                        .wake_delay
+                        .observe((now_ms - next_ms) / 1000.0 / shared.speed);
                     break next_ms;
                 }
             }
@@ -448,5 +457,108 @@ impl RequestObserver for ProgressObserver {
         }
         self.shared.record_end(live.session.as_deref(), at_ms);
         let _ = live.progress.send(Progress::End { at_ms, status });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn request() -> ExternalRequest {
+        ExternalRequest {
+            session: dynosim::workload::SessionId::Request(0),
+            hash_ids: vec![1],
+            block_size: 16,
+            input_length: 10,
+            max_output_tokens: 2,
+        }
+    }
+
+    /// One sample's value in the exposition text.
+    fn sample(text: &str, name: &str) -> f64 {
+        text.lines()
+            .find_map(|line| {
+                let rest = line.strip_prefix(name)?;
+                let value = rest.strip_prefix('{').map_or(rest, |labels| {
+                    labels.split_once('}').map_or("", |(_, value)| value)
+                });
+                value.trim().parse().ok()
+            })
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+    }
+
+    /// The run's next event comes due with no request arriving: the feed gives it at its
+    /// time, by itself, not before the wall clock reached it, and counts how late it woke.
+    #[test]
+    fn a_due_event_wakes_the_run_at_its_time_without_an_arrival() {
+        let shared = Shared::new(Metrics::new("m"), 1.0, None);
+        let cancel = AtomicBool::new(false);
+        let mut feed = WallFeed::new(&shared);
+        shared.submit(request(), None, Instant::now()).unwrap();
+        assert_eq!(feed.wait(None, &cancel), 0.0);
+        let mut taken = Vec::new();
+        feed.take(&mut taken);
+        assert_eq!(taken.len(), 1);
+
+        let due_ms = shared.model_now_ms() + 30.0;
+        assert_eq!(feed.wait(Some(due_ms), &cancel), due_ms);
+        assert!(
+            shared.model_now_ms() >= due_ms,
+            "woke before the event was due"
+        );
+        let text = shared.metrics.render();
+        assert_eq!(sample(&text, "dynosim:event_wake_delay_seconds_count"), 1.0);
+        assert!(sample(&text, "dynosim:event_wake_delay_seconds_sum") >= 0.0);
+    }
+
+    /// A token reaches its handler when the run emits it: not held for a later event (the
+    /// pass's other tokens, the next pass, the request's end).
+    #[test]
+    fn each_token_goes_to_its_handler_as_the_run_emits_it() {
+        let shared = Arc::new(Shared::new(Metrics::new("m"), 1.0, None));
+        let cancel = AtomicBool::new(false);
+        let (first, mut first_progress) = shared.submit(request(), None, Instant::now()).unwrap();
+        let (second, mut second_progress) = shared.submit(request(), None, Instant::now()).unwrap();
+        let mut feed = WallFeed::new(&shared);
+        feed.wait(None, &cancel);
+        feed.take(&mut Vec::new());
+        let mut observer = ProgressObserver::new(Arc::clone(&shared));
+        observer.on_admit(first, 0.0, 0);
+        observer.on_admit(second, 0.0, 0);
+
+        observer.on_tokens(first, 12.5, 1);
+        assert_eq!(
+            first_progress.try_recv().ok(),
+            Some(Progress::Tokens {
+                at_ms: 12.5,
+                count: 1
+            })
+        );
+        assert!(second_progress.try_recv().is_err());
+        observer.on_tokens(second, 12.5, 1);
+        assert_eq!(
+            second_progress.try_recv().ok(),
+            Some(Progress::Tokens {
+                at_ms: 12.5,
+                count: 1
+            })
+        );
+        observer.on_tokens(first, 25.0, 1);
+        observer.on_terminal(first, 25.0, TerminalStatus::Completed);
+        assert_eq!(
+            first_progress.try_recv().ok(),
+            Some(Progress::Tokens {
+                at_ms: 25.0,
+                count: 1
+            })
+        );
+        assert_eq!(
+            first_progress.try_recv().ok(),
+            Some(Progress::End {
+                at_ms: 25.0,
+                status: TerminalStatus::Completed
+            })
+        );
     }
 }

@@ -20,6 +20,7 @@ pub struct Metrics {
     pub e2e: Histogram,
     pub queue_time: Histogram,
     pub token_delay: Histogram,
+    pub wake_delay: Histogram,
     pub wall_ttft: Histogram,
     pub wall_itl: Histogram,
     pub running: Gauge<i64>,
@@ -58,6 +59,7 @@ impl Metrics {
         let e2e = Histogram::new(LATENCY_BUCKETS);
         let queue_time = Histogram::new(LATENCY_BUCKETS);
         let token_delay = Histogram::new(DELAY_BUCKETS);
+        let wake_delay = Histogram::new(DELAY_BUCKETS);
         let wall_ttft = Histogram::new(LATENCY_BUCKETS);
         let wall_itl = Histogram::new(TOKEN_BUCKETS);
         let running = Gauge::default();
@@ -91,6 +93,13 @@ impl Metrics {
             "How long after its simulated time (at the server's speed) each streamed token \
              was handed to the connection: the server's own added latency",
             token_delay.clone(),
+        );
+        registry.register(
+            "dynosim:event_wake_delay_seconds",
+            "How long after its simulated time (at the server's speed) the simulating thread \
+             took up each due event of the run (a pass end): the pacing part of the token \
+             delay; the rest is handing that moment's tokens to the connections",
+            wake_delay.clone(),
         );
         registry.register(
             "dynosim:wall_time_to_first_token_seconds",
@@ -162,6 +171,7 @@ impl Metrics {
             e2e,
             queue_time,
             token_delay,
+            wake_delay,
             wall_ttft,
             wall_itl,
             running,
