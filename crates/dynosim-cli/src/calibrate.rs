@@ -19,7 +19,8 @@ use crate::validate::MeasuredRunsArgs;
 /// rows, on the TRAIN rows of measured runs (never a TEST row: `int(sha256(id)[:8], 16) % 4 ==
 /// 0`), and writes a calibration file for the engine-args key "aic_calibration". Each row is
 /// rebuilt and simulated as `dynosim validate` does, under candidate corrections: prefill and
-/// decode scales, per-pass costs and the share of the estimated KV capacity the engine gets.
+/// decode scales, per-pass and per-token costs, the share of the estimated KV capacity the
+/// engine gets and, with speculative decoding, the drafts' acceptance.
 #[derive(Parser, Debug)]
 #[command(
     name = "calibrate",
@@ -32,7 +33,8 @@ pub struct CalibrateCli {
     pub out: PathBuf,
     #[command(flatten)]
     pub runs: MeasuredRunsArgs,
-    /// At most this many rows per fitted group (a fixed sample by the hash of the rows' ids)
+    /// At most this many rows per fitted group (a fixed sample spread over the rows' lengths
+    /// and concurrencies)
     #[arg(long, value_name = "N", default_value_t = CalibrateOptions::default().rows_per_group as u32,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub rows_per_group: u32,

@@ -15,8 +15,8 @@
 //! The fit. A group's rows are simulated under corrections θ and scored by
 //! `mean min(|ln(predicted / measured)|, 1)` of mean TTFT plus that of mean TPOT (log errors
 //! weigh an overestimate and an underestimate of the same factor alike; absolute values,
-//! capped, keep an outlier from steering the whole group). A row that fails under θ (its prompt no longer
-//! fits a smaller KV cache) scores `FAILED_ROW_LOSS` for both. The search starts at the
+//! capped, keep an outlier from steering the whole group). A row that fails under θ (its
+//! prompt no longer fits a smaller KV cache) scores `FAILED_ROW_LOSS` for both. The search starts at the
 //! identity, tries first guesses from the rows' medians (the missing TTFT as a per-request
 //! delay, or as a delay plus a cost per prompt token where it grows with the prompt; the TPOT
 //! ratio as the decode scale), then moves one parameter at a time by its step
@@ -73,12 +73,13 @@ pub struct CalibrateOptions {
     pub configuration_evaluations: usize,
 }
 
+/// The defaults are the budget the shipped `silicon` calibration was fitted and chosen with.
 impl Default for CalibrateOptions {
     fn default() -> Self {
         Self {
             jobs: None,
-            rows_per_group: 48,
-            max_evaluations: 60,
+            rows_per_group: 12,
+            max_evaluations: 30,
             min_rows: 4,
             per_model: true,
             configuration_evaluations: 10,
@@ -507,9 +508,9 @@ fn extrapolated(from: &AicCalibration, to: &AicCalibration) -> AicCalibration {
 }
 
 /// Orders a group's rows so that the first `n` of any model are a spread sample: by the
-/// SHA-256 of their ids within each stratum (model, load, speculative decoding), and the strata taken in turn (every
-/// stratum's first row, then every stratum's second, ...), so a sample covers the model's
-/// lengths and concurrencies instead of whichever the hash favours.
+/// SHA-256 of their ids within each stratum (model, load, speculative decoding), and the
+/// strata taken in turn (every stratum's first row, then every stratum's second, ...), so a
+/// sample covers the model's lengths and concurrencies instead of whichever the hash favours.
 fn sample_order<T>(rows: Vec<T>, id_and_stratum: impl Fn(&T) -> (&str, Stratum)) -> Vec<T> {
     let mut hashed: Vec<(Vec<u8>, T)> = rows
         .into_iter()

@@ -5,10 +5,11 @@
 //! INTERFACE
 //! - [`AicCalibration`]: the corrections of one engine configuration. Prefill and decode
 //!   parts of a pass are scaled, a fixed per-pass cost is added to each part that ran and a
-//!   cost per token to the prefill part, the KV capacity the package estimates is scaled (the share of that memory the engine really
-//!   gets for its cache), and each request reaches the engines a fixed time after it arrives
-//!   (the serving front's latency; applied by the simulation's request ledger); under
-//!   speculative decoding, the drafts' acceptance rates are scaled.
+//!   cost per token to the prefill part, the KV capacity the package estimates is scaled (the
+//!   share of that memory the engine really gets for its cache), each request reaches the
+//!   engines a fixed time after it arrives (the serving front's latency; applied by the
+//!   simulation's request ledger), and under speculative decoding the drafts' acceptance
+//!   rates are scaled.
 //! - [`CalibrationFile`]: the file `dynosim calibrate` writes, one entry per (backend,
 //!   system) and optionally more specific ones per (backend, system, model) and per (backend,
 //!   system, model, engine configuration); [`CalibrationFile::parse`] checks it,
