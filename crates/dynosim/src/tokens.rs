@@ -543,6 +543,37 @@ mod tests {
     }
 
     #[test]
+    fn only_blocks_ending_in_the_last_run_get_its_base_directly() {
+        let ones = seq(&[1, 1, 2, 2, 2]);
+        let blocks = ones.blocks(1);
+        assert_eq!(
+            blocks.range(2, 5).base_if_in_last_run(),
+            Some(blocks.base(2))
+        );
+        assert_eq!(
+            blocks.range(4, 5).base_if_in_last_run(),
+            Some(blocks.base(4))
+        );
+        // Block 1 ends in the run of 1s.
+        assert_eq!(blocks.range(1, 5).base_if_in_last_run(), None);
+        assert_eq!(blocks.range(5, 5).base_if_in_last_run(), None);
+        // Blocks of two tokens: block 1 (tokens 2 and 3) ends in the run of 2s, block 0 not.
+        let pairs = seq(&[1, 1, 2, 2, 2, 2]);
+        let blocks = pairs.blocks(2);
+        assert_eq!(
+            blocks.range(1, 3).base_if_in_last_run(),
+            Some(blocks.base(1))
+        );
+        assert_eq!(blocks.range(0, 3).base_if_in_last_run(), None);
+        // A one-run sequence: every block.
+        let single = seq(&[4, 4, 4]);
+        assert_eq!(
+            single.blocks(1).base_if_in_last_run(),
+            Some(single.blocks(1).base(0))
+        );
+    }
+
+    #[test]
     fn generated_tokens_of_a_request_are_one_run() {
         let mut s = seq(&[1, 1, generated_token(3, 5)]);
         s.push_generated(3, 6, 10);

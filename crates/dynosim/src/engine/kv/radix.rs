@@ -1030,6 +1030,49 @@ mod tests {
     }
 
     #[test]
+    fn growing_an_own_leaf_equals_the_general_insertion() {
+        // A request holds the path of its prompt, then decodes tokens one and three at a time.
+        let mut prompt = seq(&[1, 1, 2, 3]);
+        let mut general = RadixCache::new(100, 1);
+        general.record_events();
+        general.track_changes();
+        insert(&mut general, &[7, 7]);
+        assert!(general.allocate_pages(prompt.len()));
+        let tail = general.insert(prompt.blocks(1)).node;
+        general.inc_lock_ref(tail);
+        let mut fast = RadixCache::new(100, 1);
+        fast.record_events();
+        fast.track_changes();
+        insert(&mut fast, &[7, 7]);
+        assert!(fast.allocate_pages(prompt.len()));
+        assert_eq!(fast.insert(prompt.blocks(1)).node, tail);
+        fast.inc_lock_ref(tail);
+        let mut first_index = 0;
+        for count in [1, 3, 1] {
+            let before = prompt.len();
+            prompt.push_generated(9, first_index, count);
+            first_index += count as u64;
+            let pages = prompt.blocks(1).skip(before);
+            assert!(general.allocate_pages(count) && fast.allocate_pages(count));
+            let inserted = general.insert_from_node(tail, pages);
+            assert_eq!(inserted.node, tail);
+            let base = pages
+                .base_if_in_last_run()
+                .expect("generated pages end in one run");
+            assert!(fast.grow_own_leaf(tail, pages.start(), base, pages.len()));
+            // Every field alike: pages, runs, stamps, clock, change log and events.
+            assert_eq!(format!("{fast:?}"), format!("{general:?}"));
+        }
+        fast.check_invariants(0);
+        // A shared tail (two holders) or an inner node is refused and left as it was.
+        fast.inc_lock_ref(tail);
+        let unchanged = format!("{fast:?}");
+        assert!(!fast.grow_own_leaf(tail, prompt.len(), 5, 1));
+        assert!(!fast.grow_own_leaf(ROOT, 0, 5, 1));
+        assert_eq!(format!("{fast:?}"), unchanged);
+    }
+
+    #[test]
     fn locked_tail_grows_in_place_only_when_unshared() {
         let mut cache = RadixCache::new(100, 4);
         let head_seq = seq(&[1, 2, 3, 4, 5, 6, 7, 8]);
