@@ -175,7 +175,28 @@ impl TokenSeq {
 
     /// Appends the generated tokens `generated_token(request, first..first + count)`, exactly as
     /// `count` calls of [`TokenSeq::push`] would, in O(1) (they continue one run).
+    #[inline]
     pub fn push_generated(&mut self, request: u64, first: u64, count: usize) {
+        // A decoding request's next tokens continue its own run of generated tokens (short of the
+        // last index, where `generated_runs` would cut them): that run just gets longer. This is
+        // what `push_run` does for them, without its call and its checks for a new run.
+        let token = generated_token(request, first);
+        if let (Some(last), Some(end)) = (self.runs.last_mut(), self.ends.last_mut()) {
+            if continues(last.token, u64::from(last.len), token)
+                && (first & INDEX_MASK) + count as u64 <= INDEX_MASK + 1
+            {
+                last.len += u32::try_from(count).expect("a run's length fits u32");
+                *end += count;
+                return;
+            }
+        }
+        self.push_generated_runs(request, first, count);
+    }
+
+    /// [`TokenSeq::push_generated`] in general: kept out of line so that the common case
+    /// above stays small enough to be inlined into the decode loops.
+    #[inline(never)]
+    fn push_generated_runs(&mut self, request: u64, first: u64, count: usize) {
         generated_runs(request, first, count as u64, |token, len| {
             self.push_run(token, u32::try_from(len).expect("a run's length fits u32"));
         });
@@ -358,6 +379,29 @@ impl<'a> Blocks<'a> {
         self.seq.bases[self.seq.run_at(end - 1)]
     }
 
+    /// The base every block of the range shares when all of them end in the sequence's last
+    /// token run (as a decoding request's newly filled blocks do); `None` otherwise or when the
+    /// range is empty. Equal to `base(0)` then, found without searching the runs.
+    #[inline]
+    pub fn base_if_in_last_run(&self) -> Option<u64> {
+        if self.is_empty() {
+            return None;
+        }
+        let ends = &self.seq.ends;
+        let last_run_start = if ends.len() >= 2 {
+            ends[ends.len() - 2]
+        } else {
+            0
+        };
+        // The range's first block ends at or after the last run's first token, so every block
+        // of the range ends inside that run.
+        if (self.start + 1) * self.block_size > last_run_start {
+            self.seq.bases.last().copied()
+        } else {
+            None
+        }
+    }
+
     /// The [`block_key`] of the block at relative index `i`.
     pub fn key(&self, i: usize) -> u64 {
         block_key(self.base(i), self.start + i)
@@ -496,6 +540,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_blocks_ending_in_the_last_run_get_its_base_directly() {
+        let ones = seq(&[1, 1, 2, 2, 2]);
+        let blocks = ones.blocks(1);
+        assert_eq!(
+            blocks.range(2, 5).base_if_in_last_run(),
+            Some(blocks.base(2))
+        );
+        assert_eq!(
+            blocks.range(4, 5).base_if_in_last_run(),
+            Some(blocks.base(4))
+        );
+        // Block 1 ends in the run of 1s.
+        assert_eq!(blocks.range(1, 5).base_if_in_last_run(), None);
+        assert_eq!(blocks.range(5, 5).base_if_in_last_run(), None);
+        // Blocks of two tokens: block 1 (tokens 2 and 3) ends in the run of 2s, block 0 not.
+        let pairs = seq(&[1, 1, 2, 2, 2, 2]);
+        let blocks = pairs.blocks(2);
+        assert_eq!(
+            blocks.range(1, 3).base_if_in_last_run(),
+            Some(blocks.base(1))
+        );
+        assert_eq!(blocks.range(0, 3).base_if_in_last_run(), None);
+        // A one-run sequence: every block.
+        let single = seq(&[4, 4, 4]);
+        assert_eq!(
+            single.blocks(1).base_if_in_last_run(),
+            Some(single.blocks(1).base(0))
+        );
     }
 
     #[test]

@@ -755,8 +755,32 @@ impl SglangScheduler {
         request.cached = aligned;
     }
 
-    /// A finished request leaves its full pages in the cache (unlocked) and frees its partial
-    /// tail page.
+    /// [`SglangScheduler::cache_materialized_prefix`] after a decode step. The pages a step
+    /// fills end in the request's run of generated tokens and, but for its first step, extend
+    /// the tail leaf it alone holds: [`RadixCache::grow_own_leaf`] does that without the
+    /// general insertion's walk (once per running request and token at page size 1).
+    #[inline(always)]
+    fn publish_decoded(&mut self, request: &mut Request) {
+        let ps = self.page_size;
+        let aligned = request.materialized / ps * ps;
+        if aligned <= request.cached {
+            return;
+        }
+        if let Some(last) = request.last_node {
+            let pages = request.pages(ps).range(request.cached / ps, aligned / ps);
+            if let Some(base) = pages.base_if_in_last_run() {
+                if self
+                    .cache
+                    .grow_own_leaf(last, pages.start(), base, pages.len())
+                {
+                    request.cached = aligned;
+                    return;
+                }
+            }
+        }
+        self.cache_materialized_prefix(request);
+    }
+
     /// Between passes: request `id` leaves the rank (its client went away), waiting or
     /// running, and its pages go back as a finished request's do (its computed full pages
     /// into the radix tree). False when the rank does not hold it.
@@ -785,6 +809,8 @@ impl SglangScheduler {
         true
     }
 
+    /// A finished request leaves its full pages in the cache (unlocked) and frees its partial
+    /// tail page.
     fn finish(&mut self, request: &mut Request) {
         let ps = self.page_size;
         let Some(last) = request.last_node.take() else {
@@ -956,7 +982,7 @@ impl SglangScheduler {
             if request.remaining_output() == 0 {
                 events.push(PassEvent::Completed { id: request.id });
             } else {
-                self.cache_materialized_prefix(request);
+                self.publish_decoded(request);
             }
         }
         self.cache.free_pages(reserved_pages - used_pages);

@@ -39,7 +39,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::KvEvent;
-use crate::tokens::{BlockRun, Blocks};
+use crate::tokens::{BlockRun, BlockRunIter, Blocks};
 
 /// Index of a node inside a [`RadixCache`].
 pub type NodeId = u32;
@@ -85,6 +85,57 @@ pub struct ContentChange {
     pub depth: usize,
     pub base: u64,
     pub removed: bool,
+}
+
+/// A walk's position in the pages it looks up: the run of pages holding the next one (with
+/// the pages of it not yet matched) and the runs after it. A walk down the tree reads each run
+/// of the query once, in order, rather than finding the run holding each edge's first page
+/// anew (a path of a multi-turn conversation has about a hundred edges).
+struct QueryCursor<'a> {
+    current: Option<BlockRun>,
+    rest: BlockRunIter<'a>,
+}
+
+impl<'a> QueryCursor<'a> {
+    fn new(pages: Blocks<'a>) -> Self {
+        let mut rest = pages.runs();
+        Self {
+            current: rest.next(),
+            rest,
+        }
+    }
+
+    /// The base of the next page (`None` when every page has been matched).
+    #[inline]
+    fn next_base(&self) -> Option<u64> {
+        self.current.map(|run| run.base)
+    }
+
+    /// Moves past the pages the query has in common with `key` (an edge starting at the next
+    /// page) and returns how many: pages at one depth are equal exactly when their bases are.
+    #[inline]
+    fn advance_along(&mut self, key: &[BlockRun]) -> usize {
+        let mut common = 0;
+        for key_run in key {
+            let mut left = key_run.count;
+            while left > 0 {
+                let Some(query_run) = &mut self.current else {
+                    return common;
+                };
+                if query_run.base != key_run.base {
+                    return common;
+                }
+                let step = left.min(query_run.count);
+                common += step as usize;
+                left -= step;
+                query_run.count -= step;
+                if query_run.count == 0 {
+                    self.current = self.rest.next();
+                }
+            }
+        }
+        common
+    }
 }
 
 /// Page pool plus radix tree of one rank.
@@ -421,12 +472,13 @@ impl RadixCache {
         self.set_access(ROOT, now);
         let mut current = ROOT;
         let mut matched = 0;
-        while matched < pages.len() {
-            let Some(&child) = self.node(current).children.get(&pages.base(matched)) else {
+        let mut query = QueryCursor::new(pages);
+        while let Some(base) = query.next_base() {
+            let Some(&child) = self.node(current).children.get(&base) else {
                 break;
             };
             let child_len = self.node(child).key_len;
-            let common = Self::common_pages(&self.node(child).key, pages.skip(matched));
+            let common = query.advance_along(&self.node(child).key);
             if common < child_len {
                 if common > 0 {
                     current = self.split(child, common);
@@ -445,12 +497,13 @@ impl RadixCache {
     pub fn prefix_match_len(&self, pages: Blocks<'_>) -> usize {
         let mut current = ROOT;
         let mut matched = 0;
-        while matched < pages.len() {
-            let Some(&child) = self.node(current).children.get(&pages.base(matched)) else {
+        let mut query = QueryCursor::new(pages);
+        while let Some(base) = query.next_base() {
+            let Some(&child) = self.node(current).children.get(&base) else {
                 break;
             };
             let node = self.node(child);
-            let common = Self::common_pages(&node.key, pages.skip(matched));
+            let common = query.advance_along(&node.key);
             matched += common;
             if common < node.key_len {
                 break;
@@ -484,6 +537,37 @@ impl RadixCache {
             };
         }
         self.insert_below(start, pages, true)
+    }
+
+    /// The decode step's insertion: `count` pages from depth `first` on, all sharing `base`
+    /// (they end in one token run), follow the sequence ending at `id`, a leaf other than the
+    /// root that one request alone holds. They extend its edge, with the same tick, access
+    /// mark, change log, event and page counts as [`RadixCache::insert_from_node`] gives them.
+    /// False (nothing done) when `id` is not such a leaf; the general insertion applies then.
+    #[inline]
+    pub fn grow_own_leaf(&mut self, id: NodeId, first: usize, base: u64, count: usize) -> bool {
+        let node = self.node(id);
+        if id == ROOT || !node.children.is_empty() || node.lock_ref != 1 || count == 0 {
+            return false;
+        }
+        let now = self.tick();
+        self.log_change(first, base, false);
+        if let Some(events) = &mut self.events {
+            events.push(KvEvent::StoredRun { base, first, count });
+        }
+        let node = self.node_mut(id);
+        debug_assert_eq!(node.start + node.key_len, first);
+        // Locked, so not among the evictable leaves: marking its use is setting `used`.
+        debug_assert!(!node.evictable);
+        node.used = node.used.max(now);
+        let pages = u32::try_from(count).expect("run lengths fit u32");
+        match node.key.last_mut() {
+            Some(last) if last.base == base => last.count += pages,
+            _ => node.key.push(BlockRun { base, count: pages }),
+        }
+        node.key_len += count;
+        self.protected_pages += count;
+        true
     }
 
     /// Whether pages inserted at node `id` extend its edge in place rather than hang below it:
@@ -943,6 +1027,49 @@ mod tests {
         assert_eq!(matched(&mut cache, &[1, 2, 3, 5]), 0);
         assert_eq!(matched(&mut cache, &[1, 2, 3, 4, 5, 6, 7, 9]), 4);
         cache.check_invariants(0);
+    }
+
+    #[test]
+    fn growing_an_own_leaf_equals_the_general_insertion() {
+        // A request holds the path of its prompt, then decodes tokens one and three at a time.
+        let mut prompt = seq(&[1, 1, 2, 3]);
+        let mut general = RadixCache::new(100, 1);
+        general.record_events();
+        general.track_changes();
+        insert(&mut general, &[7, 7]);
+        assert!(general.allocate_pages(prompt.len()));
+        let tail = general.insert(prompt.blocks(1)).node;
+        general.inc_lock_ref(tail);
+        let mut fast = RadixCache::new(100, 1);
+        fast.record_events();
+        fast.track_changes();
+        insert(&mut fast, &[7, 7]);
+        assert!(fast.allocate_pages(prompt.len()));
+        assert_eq!(fast.insert(prompt.blocks(1)).node, tail);
+        fast.inc_lock_ref(tail);
+        let mut first_index = 0;
+        for count in [1, 3, 1] {
+            let before = prompt.len();
+            prompt.push_generated(9, first_index, count);
+            first_index += count as u64;
+            let pages = prompt.blocks(1).skip(before);
+            assert!(general.allocate_pages(count) && fast.allocate_pages(count));
+            let inserted = general.insert_from_node(tail, pages);
+            assert_eq!(inserted.node, tail);
+            let base = pages
+                .base_if_in_last_run()
+                .expect("generated pages end in one run");
+            assert!(fast.grow_own_leaf(tail, pages.start(), base, pages.len()));
+            // Every field alike: pages, runs, stamps, clock, change log and events.
+            assert_eq!(format!("{fast:?}"), format!("{general:?}"));
+        }
+        fast.check_invariants(0);
+        // A shared tail (two holders) or an inner node is refused and left as it was.
+        fast.inc_lock_ref(tail);
+        let unchanged = format!("{fast:?}");
+        assert!(!fast.grow_own_leaf(tail, prompt.len(), 5, 1));
+        assert!(!fast.grow_own_leaf(ROOT, 0, 5, 1));
+        assert_eq!(format!("{fast:?}"), unchanged);
     }
 
     #[test]
