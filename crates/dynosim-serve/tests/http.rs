@@ -256,7 +256,13 @@ async fn endpoints_answer_like_an_openai_server() {
     assert_eq!(data.len(), 3 + 1 + 1, "{body}");
     assert!(data.iter().all(|chunk| !chunk.contains("\"usage\"")));
 
-    let text = metrics(&server).await;
+    // The client can read a stream's end before the simulating thread has recorded the
+    // request as finished: the gauges settle right after.
+    let text = wait_for_metrics(&server, |text| {
+        metric(text, "vllm:num_requests_running") == 0.0
+            && metric(text, "dynosim:requests_finished_total") == 6.0
+    })
+    .await;
     assert!(
         text.contains("# TYPE vllm:time_to_first_token_seconds histogram"),
         "{text}"
