@@ -309,6 +309,13 @@ fn a_configuration_the_package_has_no_data_for_fails_again_without_the_builder()
     // Hopper has no FP4 tensor cores: the package has no flops for nvfp4 on an H200.
     let dir = tempfile::tempdir().expect("temp dir");
     let cache = dir.path().join("cache");
+    // A module in the working directory named like the package's own dependency must not
+    // shadow it: the builder does not import from where dynosim runs.
+    std::fs::write(
+        dir.path().join("yaml.py"),
+        "raise RuntimeError('the working directory was imported from')\n",
+    )
+    .expect("write");
     let run = || {
         Command::new(env!("CARGO_BIN_EXE_dynosim"))
             .current_dir(dir.path())

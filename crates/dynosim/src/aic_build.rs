@@ -122,6 +122,10 @@ fn run_builder_checked(
         .arg(BUILDER_SOURCE)
         .args(args)
         .env("HF_HUB_OFFLINE", "1")
+        // `python -c` puts the working directory first on the module path, where any file or
+        // directory named like a module the package imports would shadow it (Python 3.11+
+        // honours this; older ones ignore it).
+        .env("PYTHONSAFEPATH", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
