@@ -76,6 +76,14 @@ fn number(cell: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{cell:?} is a number"))
 }
 
+/// Asserts that a row was simulated and predicts exactly what was measured (a run dynosim
+/// itself wrote, rebuilt).
+fn assert_rebuilt_exactly(row: &std::collections::BTreeMap<String, String>) {
+    assert_eq!(row["status"], "ok", "{row:?}");
+    assert!(number(&row["ttft_error_pct"]).abs() < 1e-9, "{row:?}");
+    assert!(number(&row["tpot_error_pct"]).abs() < 1e-9, "{row:?}");
+}
+
 /// Rows that need no AIC: an unknown backend is listed as unmodelable before any table.
 fn unmodelable_rows() -> Vec<String> {
     vec![
@@ -431,16 +439,7 @@ fn an_aiperf_dir_dynosim_wrote_rebuilds_to_zero_error_and_perturbations_show_exa
             report["mean_tpot_ms"].as_f64().unwrap()
         ));
     }
-    assert!(
-        number(&rows[0]["ttft_error_pct"]).abs() < 1e-9,
-        "{:?}",
-        rows[0]
-    );
-    assert!(
-        number(&rows[0]["tpot_error_pct"]).abs() < 1e-9,
-        "{:?}",
-        rows[0]
-    );
+    assert_rebuilt_exactly(&rows[0]);
     // predicted / (1.25 measured) - 1 = -20%; predicted / (0.8 measured) - 1 = +25%.
     assert!(
         (number(&rows[1]["ttft_error_pct"]) + 20.0).abs() < 1e-9,
@@ -531,9 +530,7 @@ fn aiperf_dirs_of_runs_with_length_spreads_rebuild_to_zero_error() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     for row in read_rows(&tmp.path().join("v/rows.csv")) {
-        assert_eq!(row["status"], "ok", "{row:?}");
-        assert!(number(&row["ttft_error_pct"]).abs() < 1e-9, "{row:?}");
-        assert!(number(&row["tpot_error_pct"]).abs() < 1e-9, "{row:?}");
+        assert_rebuilt_exactly(&row);
     }
 }
 
@@ -590,17 +587,7 @@ fn an_aiperf_dir_of_a_kv_router_with_aic_prefill_load_rebuilds_to_zero_error() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let rows = read_rows(&tmp.path().join("v/rows.csv"));
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0]["status"], "ok", "{:?}", rows[0]);
-    assert!(
-        number(&rows[0]["ttft_error_pct"]).abs() < 1e-9,
-        "{:?}",
-        rows[0]
-    );
-    assert!(
-        number(&rows[0]["tpot_error_pct"]).abs() < 1e-9,
-        "{:?}",
-        rows[0]
-    );
+    assert_rebuilt_exactly(&rows[0]);
 }
 
 #[test]
