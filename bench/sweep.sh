@@ -5,7 +5,11 @@
 # B=16 disaggregated, KV router, credit 1 x 6 prefill-load scales, polynomial timing: 35
 # evaluations; the reference took 53.9 s wall, 76 s user, about 2.2 CPU-s per candidate).
 #
-# Then a grid of 36 candidates the same two ways, for the parallel speed-up.
+# Then a grid of 36 candidates the same two ways, for the parallel speed-up; then issue 33's
+# grid of 12 candidates (2000/200 tokens, 8000 requests, concurrency 48; 1/2/4 workers x
+# round_robin/kv_router x max_num_seqs 16/64) as a sweep with --jobs 1 and --jobs 2 against the
+# same candidates run one after another as separate `dynosim` processes (the sum of their wall
+# times; the two kv_router candidates over one worker are refused by both at once).
 #
 #   bench/sweep.sh [RUNS]     (default 1 run of each; runs alternate serial and parallel)
 set -euo pipefail
@@ -54,4 +58,41 @@ measure() {
 printf '%-8s %5s %8s %8s %10s %12s\n' spec jobs wall_s cpu_s candidates cpu_s/cand
 measure example "$tmp/example.yaml" evaluated.csv
 measure grid "$tmp/grid.yaml" results.csv
+
 grep -A1 "best_feasible" "$tmp/stdout-example" | head -2
+
+cat >"$tmp/grid12.yaml" <<'SPEC'
+base: {input_tokens: 2000, output_tokens: 200, request_count: 8000, replay_concurrency: 48}
+grid:
+  num_workers: [1, 2, 4]
+  router_mode: [round_robin, kv_router]
+  extra_engine_args.max_num_seqs: [16, 64]
+SPEC
+# The grid's candidates as separate processes, one after another: the summed wall time and
+# how many ran (10: kv_router over one worker is refused).
+separately() {
+  local start end ran=0
+  start=$(date +%s.%N)
+  for workers in 1 2 4; do
+    for router in round_robin kv_router; do
+      for seqs in 16 64; do
+        "$ours" --input-tokens 2000 --output-tokens 200 --request-count 8000 \
+          --replay-concurrency 48 --num-workers "$workers" --router-mode "$router" \
+          --extra-engine-args "{\"max_num_seqs\":$seqs}" >/dev/null 2>&1 && ran=$((ran + 1))
+      done
+    done
+  done
+  end=$(date +%s.%N)
+  awk -v s="$start" -v e="$end" -v n="$ran" 'BEGIN { printf "%.2f %d\n", e - s, n }'
+}
+printf '\n%-8s %8s %4s %8s %8s %10s %10s\n' grid12 separate ran jobs_1 jobs_2 "j1/sep" "sep/j2"
+for run in $(seq "$runs"); do
+  read -r separate ran < <(separately)
+  walls=()
+  for jobs in 1 2; do
+    /usr/bin/time -f "%e" -o "$tmp/time" "$ours" sweep "$tmp/grid12.yaml" --out "$tmp/grid12-$jobs-$run" --jobs "$jobs" >/dev/null
+    walls+=("$(cat "$tmp/time")")
+  done
+  awk -v s="$separate" -v n="$ran" -v a="${walls[0]}" -v b="${walls[1]}" \
+    'BEGIN { printf "%-8s %8.2f %4d %8.2f %8.2f %10.2f %10.2f\n", "run", s, n, a, b, a / s, s / b }'
+done
