@@ -12,8 +12,8 @@ use std::process::Command;
 
 use dynosim::aic::AicConfig;
 use dynosim::aic::BlockEstimate;
-use dynosim::aic_build::{self as build, TableExtent};
 use dynosim::config::EngineArgs;
+use dynosim_aic_tables::{self as build, TableExtent};
 use serde_json::{json, Value};
 
 mod common;

@@ -6,8 +6,8 @@
 //! tokens, contexts to 32768), so both share the cached tables. Skips, saying so, without a
 //! Python that has aiconfigurator-core (see `tests/aic.rs`).
 
-use dynosim::aic_build::{self as build, TableExtent};
 use dynosim::config::EngineArgs;
+use dynosim_aic_tables::{self as build, TableExtent};
 use serde_json::json;
 
 mod common;
