@@ -264,12 +264,13 @@ fn is_binary_root(src: &Path, file: &Path) -> bool {
     file == src.join("main.rs") || file.starts_with(src.join("bin"))
 }
 
-fn read_modules(src: &Path) -> BTreeMap<ModulePath, Module> {
+/// The library's production files under `src` (a binary's root and test-only `tests` files
+/// left out), each with its module path and the paths its production code names.
+fn production_files(src: &Path) -> Vec<(PathBuf, ModulePath, PathCollector)> {
     let mut files = Vec::new();
     source_files(src, &mut files);
     files.retain(|file| !is_binary_root(src, file));
-    let names: BTreeSet<ModulePath> = files.iter().map(|file| module_path(src, file)).collect();
-    let mut modules = BTreeMap::new();
+    let mut read = Vec::new();
     for file in files {
         let here = module_path(src, &file);
         // Test-only files (`#[cfg(test)] mod tests;`) are left out with the modules they are.
@@ -284,6 +285,18 @@ fn read_modules(src: &Path) -> BTreeMap<ModulePath, Module> {
             uses: Vec::new(),
         };
         collector.visit_file(&parsed);
+        read.push((file, here, collector));
+    }
+    read
+}
+
+fn read_modules(src: &Path) -> BTreeMap<ModulePath, Module> {
+    let mut files = Vec::new();
+    source_files(src, &mut files);
+    files.retain(|file| !is_binary_root(src, file));
+    let names: BTreeSet<ModulePath> = files.iter().map(|file| module_path(src, file)).collect();
+    let mut modules = BTreeMap::new();
+    for (file, here, collector) in production_files(src) {
         let is_facade = matches!(
             file.file_stem().and_then(|stem| stem.to_str()),
             Some("mod" | "lib")
@@ -588,25 +601,8 @@ const IMPURE_PATHS: &[&[&str]] = &[
 /// as `file: a::b::c`. A path is read as written, with a name a `use` brought in replaced by
 /// what it names (`use std::fs; fs::write(..)` is `std::fs::write`).
 fn impure_paths(src: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    source_files(src, &mut files);
-    files.retain(|file| !is_binary_root(src, file));
     let mut found = Vec::new();
-    for file in files {
-        if module_path(src, &file)
-            .last()
-            .is_some_and(|name| name == "tests")
-        {
-            continue;
-        }
-        let text = std::fs::read_to_string(&file).expect("a readable source file");
-        let parsed =
-            syn::parse_file(&text).unwrap_or_else(|error| panic!("{}: {error}", file.display()));
-        let mut collector = PathCollector {
-            written: Vec::new(),
-            uses: Vec::new(),
-        };
-        collector.visit_file(&parsed);
+    for (file, _, collector) in production_files(src) {
         let bound: BTreeMap<&str, &Vec<String>> = collector
             .uses
             .iter()
