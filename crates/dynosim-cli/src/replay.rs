@@ -238,7 +238,7 @@ fn simulate_timed(
     let began = Instant::now();
     // Timing tables (AIC) are built before the workload is read and the clock starts; a
     // build (not a cache hit) takes long enough to say so first, on stderr, for both fronts.
-    let prepared = dynosim::prepare_announcing(spec, &mut |sentence| {
+    let prepared = dynosim_aic_tables::prepare_announcing(spec, &mut |sentence| {
         let _ = writeln!(std::io::stderr(), "dynosim: note: {sentence}");
     })?;
     let spec = prepared.as_ref();

@@ -215,7 +215,7 @@ pub fn run(cli: &ServeCli, invocation: &str) -> Result<Served> {
         .map(|path| PreparedOutput::prepare("recorded trace", path))
         .transpose()?
         .map(|output| Arc::new(Mutex::new(output)));
-    let prepared = dynosim::prepare(&spec)?;
+    let prepared = dynosim_aic_tables::prepare(&spec)?;
     let spec = prepared.as_ref();
     let config = ServeConfig {
         host: cli.host.clone(),

@@ -135,7 +135,7 @@ impl MeasuredRunsArgs {
         let csv = match &self.csv {
             Some(path) => Some(path.clone()),
             None if self.aiperf_dirs.is_empty() => Some(dynosim_validate::silicon::packaged_csv(
-                &dynosim::aic_build::python(),
+                &dynosim_aic_tables::python(),
             )?),
             None => None,
         };

@@ -12,25 +12,18 @@ use std::process::Command;
 
 use dynosim::aic::AicConfig;
 use dynosim::aic::BlockEstimate;
-use dynosim::aic_build::{self as build, TableExtent};
 use dynosim::config::EngineArgs;
+use dynosim_aic_tables::{self as build, TableExtent};
 use serde_json::{json, Value};
 
 mod common;
-use common::{aic_python as python, ONE_REQUEST};
+use common::{AIC_ROUTER_FLAGS, ONE_REQUEST};
 
 macro_rules! python_or_skip {
     ($test:expr) => {
-        match python() {
+        match common::aic_python_or_skip($test) {
             Some(python) => python,
-            None => {
-                eprintln!(
-                    "SKIPPED {}: no Python with aiconfigurator-core (set DYNOSIM_PYTHON or \
-                     pip install 'dynosim[aic]')",
-                    $test
-                );
-                return;
-            }
+            None => return,
         }
     };
 }
@@ -57,6 +50,29 @@ fn estimated_blocks(python: &str, args: &EngineArgs) -> Option<usize> {
 
 fn aic_config(json: &Value) -> AicConfig {
     engine_args(json).aic.expect("aic configured")
+}
+
+/// One synthetic request ([`ONE_REQUEST`]) with `engine` as its engine args, timed by AIC with
+/// `python` (and, when given, `cache` as the table cache): the exit code and stderr.
+fn one_aic_request(
+    python: &str,
+    engine: &str,
+    cache: Option<&std::path::Path>,
+) -> (Option<i32>, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dynosim"));
+    command.env("DYNOSIM_PYTHON", python);
+    if let Some(cache) = cache {
+        command.env("DYNOSIM_CACHE_DIR", cache);
+    }
+    let out = command
+        .args(ONE_REQUEST)
+        .args(["--extra-engine-args", engine])
+        .output()
+        .expect("run dynosim");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// Runs a synthetic replay; returns the report JSON.
@@ -257,14 +273,8 @@ fn unknown_names_are_usage_errors_listing_what_the_package_has() {
              aiconfigurator-core nor a local directory holding config.json",
         ),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
-            .env("DYNOSIM_PYTHON", &python)
-            .args(ONE_REQUEST)
-            .args(["--extra-engine-args", &engine.to_string()])
-            .output()
-            .expect("run dynosim");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let (code, stderr) = one_aic_request(&python, &engine.to_string(), None);
+        assert_eq!(code, Some(2), "{stderr}");
         assert!(
             stderr.contains(&format!("error: --extra-engine-args: {expected}")),
             "{stderr}"
@@ -283,16 +293,12 @@ fn a_missing_package_is_one_line_saying_how_to_install_it() {
         if python.is_empty() {
             continue;
         }
-        let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
-            .env("DYNOSIM_PYTHON", &python)
-            .env("DYNOSIM_CACHE_DIR", dir.path())
-            .args(ONE_REQUEST)
-            .arg("--extra-engine-args")
-            .arg(r#"{"aic_backend":"vllm","aic_model_path":"Qwen/Qwen3-32B","num_gpu_blocks":9}"#)
-            .output()
-            .expect("run dynosim");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{python}: {stderr}");
+        let (code, stderr) = one_aic_request(
+            &python,
+            r#"{"aic_backend":"vllm","aic_model_path":"Qwen/Qwen3-32B","num_gpu_blocks":9}"#,
+            Some(dir.path()),
+        );
+        assert_eq!(code, Some(1), "{python}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{python}: {stderr}");
         assert!(
             stderr.contains("pip install 'dynosim[aic]'"),
@@ -415,16 +421,7 @@ fn the_kv_router_takes_its_prefill_load_estimate_from_the_package() {
         );
         serde_json::from_str(&std::fs::read_to_string(path).expect("report")).expect("json")
     };
-    let aic_flags = [
-        "--router-config",
-        r#"{"router_prefill_load_model":"aic"}"#,
-        "--aic-backend",
-        "vllm",
-        "--aic-system",
-        "h200_sxm",
-        "--aic-model-path",
-        "Qwen/Qwen3-32B",
-    ];
+    let aic_flags = AIC_ROUTER_FLAGS;
     let with_aic = run(&aic_flags, "aic.json");
     let again = run(&aic_flags, "aic-again.json");
     let without = run(&[], "none.json");
@@ -490,15 +487,9 @@ fn deepseek_r1_context_attention_falls_back_to_bf16_as_aiconfigurators_cli_does(
         assert_eq!(timed(&inferred), timed(&bf16), "{backend}");
     }
     // Asking for fp8 attention where there is no data is a usage error naming the setting.
-    let out = Command::new(env!("CARGO_BIN_EXE_dynosim"))
-        .env("DYNOSIM_PYTHON", &python)
-        .args(ONE_REQUEST)
-        .arg("--extra-engine-args")
-        .arg(deepseek("sglang", Some("fp8")).to_string())
-        .output()
-        .expect("run dynosim");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, stderr) =
+        one_aic_request(&python, &deepseek("sglang", Some("fp8")).to_string(), None);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(
             "error: --extra-engine-args: aic_fmha_dtype 'fp8': aiconfigurator-core has no fp8 \

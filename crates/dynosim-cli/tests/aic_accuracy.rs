@@ -6,12 +6,11 @@
 //! tokens, contexts to 32768), so both share the cached tables. Skips, saying so, without a
 //! Python that has aiconfigurator-core (see `tests/aic.rs`).
 
-use dynosim::aic_build::{self as build, TableExtent};
 use dynosim::config::EngineArgs;
+use dynosim_aic_tables::{self as build, TableExtent};
 use serde_json::json;
 
 mod common;
-use common::aic_python as python;
 
 const POINTS: usize = 10_000;
 
@@ -24,10 +23,7 @@ fn summary(mut errors: Vec<f64>) -> (f64, f64, f64) {
 
 #[test]
 fn tables_stay_within_the_error_targets() {
-    let Some(python) = python() else {
-        eprintln!(
-            "SKIPPED tables_stay_within_the_error_targets: no Python with aiconfigurator-core"
-        );
+    let Some(python) = common::aic_python_or_skip("tables_stay_within_the_error_targets") else {
         return;
     };
     let configurations = [

@@ -5,7 +5,7 @@
 //! $HOME/.cache); without it they say they are skipped and pass.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
@@ -250,20 +250,9 @@ fn compare_bad_inputs_are_usage_errors_naming_file_and_field() {
     }
 }
 
-/// The Python with the `aiperf` package, or `None` after saying the test is skipped.
-fn aiperf_python(test: &str) -> Option<PathBuf> {
-    match std::env::var_os("DYNOSIM_AIPERF_PYTHON") {
-        Some(python) => Some(PathBuf::from(python)),
-        None => {
-            eprintln!("SKIPPED {test}: set DYNOSIM_AIPERF_PYTHON to a Python with aiperf 0.13");
-            None
-        }
-    }
-}
-
 #[test]
 fn aiperf_loader_reads_the_directory_with_the_reports_metrics() {
-    let Some(python) = aiperf_python("aiperf_loader_reads_the_directory") else {
+    let Some(python) = common::aiperf_python_or_skip("aiperf_loader_reads_the_directory") else {
         return;
     };
     let tmp = TempDir::new().unwrap();
@@ -331,7 +320,7 @@ print(json.dumps(out))
 
 #[test]
 fn aiperf_plot_draws_the_directory() {
-    let Some(python) = aiperf_python("aiperf_plot_draws_the_directory") else {
+    let Some(python) = common::aiperf_python_or_skip("aiperf_plot_draws_the_directory") else {
         return;
     };
     let tmp = TempDir::new().unwrap();

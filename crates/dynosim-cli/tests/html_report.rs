@@ -174,11 +174,17 @@ fn chromium(binary: &Path, profile: &Path, args: &[&str]) -> Option<Printed> {
     })
 }
 
-fn chromium_binary() -> Option<PathBuf> {
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+/// The installed Chromium, or `None` after a `SKIPPED <test>: …` line (the CI script counts
+/// the test as skipped).
+fn chromium_or_skip(test: &str) -> Option<PathBuf> {
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
         .iter()
         .map(PathBuf::from)
-        .find(|path| path.is_file())
+        .find(|path| path.is_file());
+    if found.is_none() {
+        eprintln!("SKIPPED {test}: Chromium is not installed (Debian package `chromium`)");
+    }
+    found
 }
 
 /// The DOM of the page at `url` once headless Chromium has loaded it, after checking that the
@@ -212,11 +218,9 @@ fn page_dom_with_every_plot_drawn(
 
 #[test]
 fn conversation_trace_report_opens_in_headless_chromium_with_every_plot_drawn() {
-    let Some(browser) = chromium_binary() else {
-        eprintln!(
-            "SKIPPED conversation_trace_report_opens_in_headless_chromium_with_every_plot_drawn: \
-             Chromium is not installed (Debian package `chromium`)"
-        );
+    let Some(browser) = chromium_or_skip(
+        "conversation_trace_report_opens_in_headless_chromium_with_every_plot_drawn",
+    ) else {
         return;
     };
     let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -284,14 +288,19 @@ fn planner_trace() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/parity/traces/planner_burst.jsonl")
 }
 
-#[test]
-fn a_planner_run_puts_its_scaling_events_in_the_html_report() {
-    let dir = TempDir::new().unwrap();
+/// Replays the planner trace ([`PLANNER_RUN`]) in `dir` with `--html-report run.html`.
+fn run_planner_with_html_report(dir: &Path) {
     let trace = planner_trace();
     let mut args = vec![trace.to_str().unwrap(), "--html-report", "run.html"];
     args.extend(PLANNER_RUN);
-    let out = dynosim(dir.path(), &args);
+    let out = dynosim(dir, &args);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+}
+
+#[test]
+fn a_planner_run_puts_its_scaling_events_in_the_html_report() {
+    let dir = TempDir::new().unwrap();
+    run_planner_with_html_report(dir.path());
     let page = fs::read_to_string(dir.path().join("run.html")).unwrap();
     assert_self_contained(&page);
     assert!(page.contains(r#"<canvas id="plot-workers">"#));
@@ -311,6 +320,7 @@ fn a_planner_run_puts_its_scaling_events_in_the_html_report() {
     assert_eq!(events[8]["reason"], "scale_down");
     assert_eq!(events[8]["to"], 6);
     // Without a planner: no scaling section.
+    let trace = planner_trace();
     let plain = dynosim(
         dir.path(),
         &[
@@ -333,19 +343,13 @@ fn a_planner_run_puts_its_scaling_events_in_the_html_report() {
 
 #[test]
 fn a_planner_report_opens_in_headless_chromium_with_its_scaling_drawn() {
-    let Some(browser) = chromium_binary() else {
-        eprintln!(
-            "SKIPPED a_planner_report_opens_in_headless_chromium_with_its_scaling_drawn: \
-             Chromium is not installed (Debian package `chromium`)"
-        );
+    let Some(browser) =
+        chromium_or_skip("a_planner_report_opens_in_headless_chromium_with_its_scaling_drawn")
+    else {
         return;
     };
     let dir = TempDir::new().unwrap();
-    let trace = planner_trace();
-    let mut args = vec![trace.to_str().unwrap(), "--html-report", "run.html"];
-    args.extend(PLANNER_RUN);
-    let out = dynosim(dir.path(), &args);
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    run_planner_with_html_report(dir.path());
     let page_path = dir.path().join("run.html");
     let url = format!("file://{}", page_path.display());
     let profile = dir.path().join("chromium-profile");

@@ -287,17 +287,6 @@ fn histogram_mean_ms(metrics: &str, name: &str) -> f64 {
     value("sum") / value("count") * 1000.0
 }
 
-/// A Python with aiperf 0.13, or `None` after saying the test is skipped.
-fn aiperf_python(test: &str) -> Option<String> {
-    match std::env::var("DYNOSIM_AIPERF_PYTHON") {
-        Ok(python) => Some(python),
-        Err(_) => {
-            eprintln!("SKIPPED {test}: set DYNOSIM_AIPERF_PYTHON to a Python with aiperf 0.13");
-            None
-        }
-    }
-}
-
 /// One mean of AIPerf's summary JSON.
 fn aiperf_avg(summary: &serde_json::Value, metric: &str) -> f64 {
     summary[metric]["avg"]
@@ -308,7 +297,7 @@ fn aiperf_avg(summary: &serde_json::Value, metric: &str) -> f64 {
 #[test]
 fn aiperf_profiles_the_server_with_its_own_tokenizer_and_counts_what_the_replay_counts() {
     let test = "aiperf_profiles_the_server";
-    let Some(python) = aiperf_python(test) else {
+    let Some(python) = common::aiperf_python_or_skip(test) else {
         return;
     };
     let dir = TempDir::new().unwrap();

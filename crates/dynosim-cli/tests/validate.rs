@@ -10,7 +10,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 mod common;
-use common::{aic_python, dynosim, text};
+use common::{aic_python_or_skip, aiperf_python_or_skip, dynosim, text, AIC_ROUTER_FLAGS};
 
 const COLUMNS: &str = "id,silicon_data_source,backend,backend_version,model_path,system,precision,\
 mode,isl,osl,gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,\
@@ -536,44 +536,37 @@ fn aiperf_dirs_of_runs_with_length_spreads_rebuild_to_zero_error() {
 
 #[test]
 fn an_aiperf_dir_of_a_kv_router_with_aic_prefill_load_rebuilds_to_zero_error() {
-    let Some(python) = aic_python() else {
-        eprintln!(
-            "SKIPPED an_aiperf_dir_of_a_kv_router_with_aic_prefill_load_rebuilds_to_zero_error: \
-             no Python with aiconfigurator-core (set DYNOSIM_PYTHON or pip install 'dynosim[aic]')"
-        );
+    let Some(python) = aic_python_or_skip(
+        "an_aiperf_dir_of_a_kv_router_with_aic_prefill_load_rebuilds_to_zero_error",
+    ) else {
         return;
     };
     // The router asks AIC for its prefill-load estimate: tables the engines' configuration
     // does not cover, which validate must prepare for the row.
     let tmp = TempDir::new().unwrap();
+    let workload = [
+        "--input-tokens",
+        "600",
+        "--output-tokens",
+        "20",
+        "--request-count",
+        "40",
+        "--replay-concurrency",
+        "8",
+        "--num-workers",
+        "2",
+        "--router-mode",
+        "kv_router",
+    ];
+    let rest = [
+        "--extra-engine-args",
+        r#"{"num_gpu_blocks": 2000}"#,
+        "--aiperf-dir",
+        "run",
+    ];
     let out = common::command(
         tmp.path(),
-        &[
-            "--input-tokens",
-            "600",
-            "--output-tokens",
-            "20",
-            "--request-count",
-            "40",
-            "--replay-concurrency",
-            "8",
-            "--num-workers",
-            "2",
-            "--router-mode",
-            "kv_router",
-            "--router-config",
-            r#"{"router_prefill_load_model":"aic"}"#,
-            "--aic-backend",
-            "vllm",
-            "--aic-system",
-            "h200_sxm",
-            "--aic-model-path",
-            "Qwen/Qwen3-32B",
-            "--extra-engine-args",
-            r#"{"num_gpu_blocks": 2000}"#,
-            "--aiperf-dir",
-            "run",
-        ],
+        &[&workload[..], &AIC_ROUTER_FLAGS, &rest].concat(),
     )
     .env("DYNOSIM_PYTHON", &python)
     .output()
@@ -629,11 +622,8 @@ fn an_aiperf_dir_without_its_deployment_needs_engine_args() {
 
 #[test]
 fn aiperf_accepts_the_input_config_dynosim_records() {
-    let Some(python) = std::env::var_os("DYNOSIM_AIPERF_PYTHON") else {
-        eprintln!(
-            "SKIPPED aiperf_accepts_the_input_config_dynosim_records: set DYNOSIM_AIPERF_PYTHON \
-             to a Python with aiperf 0.13"
-        );
+    let Some(python) = aiperf_python_or_skip("aiperf_accepts_the_input_config_dynosim_records")
+    else {
         return;
     };
     let tmp = TempDir::new().unwrap();
@@ -662,11 +652,9 @@ print(json.dumps({"type": str(phase.type.value), "concurrency": phase.concurrenc
 
 #[test]
 fn silicon_rows_run_with_aic_timing_and_resume_from_the_journal() {
-    let Some(python) = aic_python() else {
-        eprintln!(
-            "SKIPPED silicon_rows_run_with_aic_timing_and_resume_from_the_journal: no Python \
-             with aiconfigurator-core (set DYNOSIM_PYTHON or pip install 'dynosim[aic]')"
-        );
+    let Some(python) =
+        aic_python_or_skip("silicon_rows_run_with_aic_timing_and_resume_from_the_journal")
+    else {
         return;
     };
     let tmp = TempDir::new().unwrap();
@@ -818,11 +806,8 @@ fn silicon_rows_run_with_aic_timing_and_resume_from_the_journal() {
 /// error where the uncorrected simulator is far off, and a TEST row never enters the fit.
 #[test]
 fn calibrate_fits_back_known_corrections_from_train_rows() {
-    let Some(python) = aic_python() else {
-        eprintln!(
-            "SKIPPED calibrate_fits_back_known_corrections_from_train_rows: no Python with \
-             aiconfigurator-core (set DYNOSIM_PYTHON or pip install 'dynosim[aic]')"
-        );
+    let Some(python) = aic_python_or_skip("calibrate_fits_back_known_corrections_from_train_rows")
+    else {
         return;
     };
     let tmp = TempDir::new().unwrap();

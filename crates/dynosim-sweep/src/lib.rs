@@ -285,7 +285,7 @@ fn simulate_one(
     collector_thread: CollectorThread,
 ) -> std::result::Result<Map<String, Value>, String> {
     let ran = catch_unwind(AssertUnwindSafe(|| -> Result<Report> {
-        let prepared = dynosim::prepare(spec)?;
+        let prepared = dynosim_aic_tables::prepare(spec)?;
         let started = Instant::now();
         let simulated = dynosim::Simulation::new(prepared.as_ref(), workload.clone())
             .cancel(cancel)

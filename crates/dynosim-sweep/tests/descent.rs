@@ -117,6 +117,16 @@ fn engine_args() -> Value {
     json!({"num_gpu_blocks": 160, "block_size": 64, "max_num_seqs": 24})
 }
 
+/// Runs `spec` on `jobs` threads with its store and tables in `dir`; the search's result.
+fn run_optimize(spec: &OptimizeSpec, dir: &std::path::Path, jobs: usize) -> Value {
+    let options = RunOptions {
+        jobs: Some(jobs),
+        progress: false,
+        cancel: None,
+    };
+    optimize::run(spec, dir, &options).unwrap()
+}
+
 fn number(record: &Value, key: &str) -> f64 {
     record[key]
         .as_f64()
@@ -132,12 +142,7 @@ fn simulated_agg_runs_visit_the_recorded_states_and_pick_the_recorded_best() {
         json!({"mode": "both", "overlapCredits": [0, 1], "prefillLoadScales": [1]}),
     );
     let dir = tempfile::tempdir().unwrap();
-    let options = RunOptions {
-        jobs: Some(2),
-        progress: false,
-        cancel: None,
-    };
-    let result = optimize::run(&spec, dir.path(), &options).unwrap();
+    let result = run_optimize(&spec, dir.path(), 2);
     assert_eq!(result["evaluations"], 11);
     let mut table = csv::Reader::from_path(dir.path().join("evaluated.csv")).unwrap();
     let header: Vec<String> = table.headers().unwrap().iter().map(String::from).collect();
@@ -242,12 +247,7 @@ fn simulated_disagg_round_robin_takes_the_recorded_15_evaluations_to_the_recorde
         json!({"mode": "round_robin"}),
     );
     let dir = tempfile::tempdir().unwrap();
-    let options = RunOptions {
-        jobs: Some(2),
-        progress: false,
-        cancel: None,
-    };
-    let result = optimize::run(&spec, dir.path(), &options).unwrap();
+    let result = run_optimize(&spec, dir.path(), 2);
     assert_eq!(result["evaluations"], 15);
     let best = &result["best_feasible"];
     let shape: Vec<u64> = [
@@ -263,7 +263,7 @@ fn simulated_disagg_round_robin_takes_the_recorded_15_evaluations_to_the_recorde
     // Recorded: 1138.5 tok/s (our run equals the reference's replay of this call).
     assert!((number(best, "output_throughput_tok_s") / 1138.5 - 1.0).abs() < 0.01);
     // A rerun finds every state in the store and gives the same result.
-    let again = optimize::run(&spec, dir.path(), &options).unwrap();
+    let again = run_optimize(&spec, dir.path(), 2);
     assert_eq!(again["best_feasible"]["candidate"], best["candidate"]);
 }
 
@@ -397,12 +397,7 @@ fn the_search_table_does_not_depend_on_the_thread_count() {
     );
     let table = |jobs: usize| {
         let dir = tempfile::tempdir().unwrap();
-        let options = RunOptions {
-            jobs: Some(jobs),
-            progress: false,
-            cancel: None,
-        };
-        let result = optimize::run(&spec, dir.path(), &options).unwrap();
+        let result = run_optimize(&spec, dir.path(), jobs);
         let mut reader = csv::Reader::from_path(dir.path().join("evaluated.csv")).unwrap();
         let header: Vec<String> = reader.headers().unwrap().iter().map(String::from).collect();
         let rows: Vec<Vec<String>> = reader

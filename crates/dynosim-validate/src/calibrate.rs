@@ -612,7 +612,7 @@ fn prepare_rows(
         .par_iter()
         .with_max_len(1)
         .map(|spec| {
-            dynosim::prepare(spec)
+            dynosim_aic_tables::prepare(spec)
                 .ok()
                 .map(|ready| Arc::new(ready.into_owned()))
         })

@@ -2,7 +2,7 @@
 //! the simulator's errors against the measurements.
 //!
 //! Lives above the pure core, like the sweep: it reads files, runs Python once per engine
-//! configuration (through `dynosim::prepare`), simulates rows on a thread pool (rayon) and
+//! configuration (through `dynosim_aic_tables::prepare`), simulates rows on a thread pool (rayon) and
 //! keeps a journal to resume from. The CLI (`dynosim validate`) writes the outputs.
 //!
 //! INTERFACE
@@ -363,8 +363,8 @@ pub fn run(
     // package's version and dynosim's, so a rerun does not run the builder again to see it.
     let package = representatives
         .iter()
-        .any(dynosim::aic_build::needs_prepare)
-        .then(|| dynosim::aic_build::package_version(&dynosim::aic_build::python()).ok())
+        .any(dynosim::config::needs_prepare)
+        .then(|| dynosim_aic_tables::package_version(&dynosim_aic_tables::python()).ok())
         .flatten();
     let failure_key = |configuration: &str| {
         package.as_ref().map(|package| {
@@ -385,11 +385,12 @@ pub fn run(
                     bar.inc(1);
                     return Err(entry.reason.clone());
                 }
-                let prepared = match catch_unwind(AssertUnwindSafe(|| dynosim::prepare(spec))) {
-                    Ok(Ok(prepared)) => Ok(Arc::new(prepared.into_owned())),
-                    Ok(Err(err)) => Err(python_message(&err)),
-                    Err(_) => Err("internal error while preparing the AIC tables".to_owned()),
-                };
+                let prepared =
+                    match catch_unwind(AssertUnwindSafe(|| dynosim_aic_tables::prepare(spec))) {
+                        Ok(Ok(prepared)) => Ok(Arc::new(prepared.into_owned())),
+                        Ok(Err(err)) => Err(python_message(&err)),
+                        Err(_) => Err("internal error while preparing the AIC tables".to_owned()),
+                    };
                 if let (Err(reason), Some(key)) = (&prepared, &memo) {
                     // Losing the memo only costs a rebuild later.
                     let _ = journal.append(&Entry::unmodelable(reason.clone()).line(key));
@@ -446,8 +447,8 @@ pub(crate) fn simulate(spec: &ReplaySpec, prepared: &ReplaySpec) -> Entry {
     // The engine configuration's tables are shared; what else the row asks AIC for (the KV
     // router's prefill-load model, whose settings are not part of the configuration) is
     // prepared for the row itself, from the cache after the first time.
-    let spec = if dynosim::aic_build::needs_prepare(&spec) {
-        match dynosim::prepare(&spec) {
+    let spec = if dynosim::config::needs_prepare(&spec) {
+        match dynosim_aic_tables::prepare(&spec) {
             Ok(ready) => ready.into_owned(),
             Err(err) => return Entry::unmodelable(format!("AIC tables: {}", python_message(&err))),
         }

@@ -137,7 +137,7 @@ pub fn packaged_csv(python: &str) -> Result<std::path::PathBuf> {
         return Err(Error::runtime(format!(
             "{python} cannot import aiconfigurator_core, which holds the measured runs \
              (systems/silicon_sample.csv); {}, set DYNOSIM_PYTHON, or give --csv FILE",
-            dynosim::aic_build::INSTALL_HINT
+            dynosim_aic_tables::INSTALL_HINT
         )));
     }
     let path = std::path::PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());

@@ -6,7 +6,6 @@
 //! See `docs/ARCHITECTURE.md` for the code map and invariants.
 
 pub mod aic;
-pub mod aic_build;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -48,25 +47,4 @@ pub use workload::Workload;
 /// because the report's `wall_time_ms` measures the simulation only, not trace loading.
 pub fn load_workload(spec: &ReplaySpec) -> Result<Workload> {
     workload::load(spec)
-}
-
-/// Builds what the spec's timing models need before the run (AIC tables, from the cache or by
-/// running the Python builder once per engine configuration). This is I/O and may take seconds
-/// on a first run; [`Simulation::run`] refuses a spec that needed it and did not get it.
-pub fn prepare(spec: &ReplaySpec) -> Result<std::borrow::Cow<'_, ReplaySpec>> {
-    prepare_announcing(spec, &mut |_| {})
-}
-
-/// [`prepare`], telling `announce` (one sentence) before each table build that the cache
-/// does not answer, so that a front can say why the run has not started yet.
-pub fn prepare_announcing<'s>(
-    spec: &'s ReplaySpec,
-    announce: &mut dyn FnMut(&str),
-) -> Result<std::borrow::Cow<'s, ReplaySpec>> {
-    if !aic_build::needs_prepare(spec) {
-        return Ok(std::borrow::Cow::Borrowed(spec));
-    }
-    let mut prepared = spec.clone();
-    aic_build::prepare(&mut prepared, announce)?;
-    Ok(std::borrow::Cow::Owned(prepared))
 }

@@ -6,7 +6,8 @@
 //! tests of `sim::collector_front` cross them with small batches); the synthetic workloads
 //! always run.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -92,17 +93,7 @@ fn check_both_ways(spec: ReplaySpec) {
 }
 
 fn synthetic(workers: i64) -> ReplayOptions {
-    ReplayOptions {
-        input_tokens: Some(600),
-        output_tokens: Some(40),
-        request_count: Some(400),
-        request_rate: Some(40.0),
-        turns_per_session: 2,
-        shared_prefix_ratio: 0.5,
-        num_prefix_groups: 4,
-        num_workers: workers,
-        ..ReplayOptions::default()
-    }
+    common::synthetic(workers, 400)
 }
 
 fn disaggregated(router_mode: &str) -> ReplayOptions {
@@ -166,12 +157,9 @@ fn disaggregated_kv_router_is_the_same_on_either_thread() {
 
 #[test]
 fn conversation_trace_is_the_same_on_either_thread() {
-    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/conversation_trace.jsonl");
-    if !trace.exists() {
-        eprintln!("SKIPPED {}: {} is absent", module_path!(), trace.display());
+    let Some(trace) = common::conversation_trace(module_path!()) else {
         return;
-    }
+    };
     for options in [
         ReplayOptions {
             num_workers: 2,

@@ -15,6 +15,9 @@
 //! `report` and `planner`, those over `engine` and `workload`, those over `config`, that over
 //! the foundation (`error`, `tokens`, `aic`). A module may import its own layer or any below it.
 //!
+//! The core's production code must also stay pure ([`IMPURE_PATHS`]): no process started, no
+//! environment read, no file written (`dynosim-aic-tables` does that for AIC timing).
+//!
 //! Run it with `cargo test -p dynosim --test module_graph`; a failure lists each circle and the
 //! names that tie it, or each arrow that runs up a layer.
 
@@ -261,12 +264,13 @@ fn is_binary_root(src: &Path, file: &Path) -> bool {
     file == src.join("main.rs") || file.starts_with(src.join("bin"))
 }
 
-fn read_modules(src: &Path) -> BTreeMap<ModulePath, Module> {
+/// The library's production files under `src` (a binary's root and test-only `tests` files
+/// left out), each with its module path and the paths its production code names.
+fn production_files(src: &Path) -> Vec<(PathBuf, ModulePath, PathCollector)> {
     let mut files = Vec::new();
     source_files(src, &mut files);
     files.retain(|file| !is_binary_root(src, file));
-    let names: BTreeSet<ModulePath> = files.iter().map(|file| module_path(src, file)).collect();
-    let mut modules = BTreeMap::new();
+    let mut read = Vec::new();
     for file in files {
         let here = module_path(src, &file);
         // Test-only files (`#[cfg(test)] mod tests;`) are left out with the modules they are.
@@ -281,6 +285,18 @@ fn read_modules(src: &Path) -> BTreeMap<ModulePath, Module> {
             uses: Vec::new(),
         };
         collector.visit_file(&parsed);
+        read.push((file, here, collector));
+    }
+    read
+}
+
+fn read_modules(src: &Path) -> BTreeMap<ModulePath, Module> {
+    let mut files = Vec::new();
+    source_files(src, &mut files);
+    files.retain(|file| !is_binary_root(src, file));
+    let names: BTreeSet<ModulePath> = files.iter().map(|file| module_path(src, file)).collect();
+    let mut modules = BTreeMap::new();
+    for (file, here, collector) in production_files(src) {
         let is_facade = matches!(
             file.file_stem().and_then(|stem| stem.to_str()),
             Some("mod" | "lib")
@@ -446,7 +462,7 @@ fn every_crate_imports_without_circles() {
 const LAYERS: &[&[&str]] = &[
     &["error", "tokens", "aic"],
     &["config"],
-    &["engine", "workload", "aic_build"],
+    &["engine", "workload"],
     &["router", "report", "planner"],
     &["sim"],
 ];
@@ -558,4 +574,110 @@ fn a_ring_between_siblings_is_found() {
     assert!(found.contains("b.rs -> "), "{found}");
     assert!(!found.contains("c.rs"), "{found}");
     assert!(!found.contains("main.rs"), "{found}");
+}
+
+/// What the pure core's production code must not name: starting a process, reading the
+/// environment, and the `std::fs` calls that write, create or remove files. (Reading the files
+/// a spec names is the core's job; everything else of that kind belongs to the crates above
+/// it, such as `dynosim-aic-tables`.)
+const IMPURE_PATHS: &[&[&str]] = &[
+    &["std", "process"],
+    &["std", "env"],
+    &["std", "fs", "write"],
+    &["std", "fs", "create_dir"],
+    &["std", "fs", "create_dir_all"],
+    &["std", "fs", "rename"],
+    &["std", "fs", "copy"],
+    &["std", "fs", "hard_link"],
+    &["std", "fs", "remove_file"],
+    &["std", "fs", "remove_dir"],
+    &["std", "fs", "remove_dir_all"],
+    &["std", "fs", "OpenOptions"],
+    &["std", "fs", "File", "create"],
+    &["std", "fs", "File", "create_new"],
+];
+
+/// Each production path of the files under `src` that starts with one of [`IMPURE_PATHS`],
+/// as `file: a::b::c`. A path is read as written, with a name a `use` brought in replaced by
+/// what it names (`use std::fs; fs::write(..)` is `std::fs::write`).
+fn impure_paths(src: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for (file, _, collector) in production_files(src) {
+        let bound: BTreeMap<&str, &Vec<String>> = collector
+            .uses
+            .iter()
+            .map(|(path, name, _)| (name.as_str(), path))
+            .collect();
+        let expanded =
+            collector
+                .written
+                .iter()
+                .map(|written| match bound.get(written[0].as_str()) {
+                    Some(path) => path.iter().chain(&written[1..]).cloned().collect(),
+                    None => written.clone(),
+                });
+        let paths: BTreeSet<Vec<String>> = collector
+            .uses
+            .iter()
+            .map(|(path, _, _)| path.clone())
+            .chain(expanded)
+            .collect();
+        for path in paths {
+            let impure = |prefix: &&[&str]| {
+                path.len() >= prefix.len() && prefix.iter().zip(&path).all(|(a, b)| a == b)
+            };
+            if IMPURE_PATHS.iter().any(impure) {
+                found.push(format!("{}: {}", file.display(), path.join("::")));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_core_starts_no_process_reads_no_environment_and_writes_no_file() {
+    let found = impure_paths(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(
+        found.is_empty(),
+        "the pure core's production code names process, environment or file-writing calls \
+         (they belong above it, e.g. in dynosim-aic-tables):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The purity check sees each way of writing such a call, and leaves test code and reading
+/// alone.
+#[test]
+fn the_purity_check_finds_impure_calls() {
+    let src = std::env::temp_dir().join(format!("dynosim-purity-{}", std::process::id()));
+    std::fs::create_dir_all(&src).expect("a temporary folder");
+    let write = |name: &str, text: &str| {
+        std::fs::write(src.join(name), text).expect("a temporary source file");
+    };
+    write("lib.rs", "mod a;\nmod b;\nmod c;\nmod d;\n");
+    write(
+        "a.rs",
+        "use std::process::{Command, Stdio};\npub fn a() { let _ = Command::new(\"x\"); }\n",
+    );
+    write(
+        "b.rs",
+        "use std::fs;\npub fn b() { fs::write(\"x\", \"y\").ok(); let _ = std::env::var(\"X\"); }\n",
+    );
+    write(
+        "c.rs",
+        "pub fn c() -> String { std::fs::read_to_string(\"x\").unwrap_or_default() }\n",
+    );
+    write(
+        "d.rs",
+        "#[cfg(test)]\nmod tests {\n    fn t() { std::fs::write(\"x\", \"y\").unwrap(); }\n}\n",
+    );
+    let found = impure_paths(&src);
+    std::fs::remove_dir_all(&src).expect("the temporary folder removed");
+    let text = found.join("\n");
+    assert!(text.contains("a.rs: std::process::Command"), "{text}");
+    assert!(text.contains("a.rs: std::process::Stdio"), "{text}");
+    assert!(text.contains("b.rs: std::fs::write"), "{text}");
+    assert!(text.contains("b.rs: std::env::var"), "{text}");
+    assert!(!text.contains("c.rs"), "{text}");
+    assert!(!text.contains("d.rs"), "{text}");
 }

@@ -163,30 +163,41 @@ fn int(report: &Report, key: &str) -> i64 {
     }
 }
 
+/// Runs `spec` over `workload` and checks what every run here must show, whatever its
+/// topology: every request arrives and ends once (in the report and the records), every one
+/// completes (no time cap, no `max_model_len` and pools larger than any request), the report's
+/// token totals are the completed records' sums, and a second run gives the same outputs.
+fn run_to_completion(
+    spec: &ReplaySpec,
+    workload: Workload,
+) -> Result<(Report, Vec<RequestRecord>), TestCaseError> {
+    let turns: usize = workload.sessions.iter().map(|s| s.turns.len()).sum();
+    let (report, records) = run(spec, workload.clone());
+    prop_assert_eq!(int(&report, "num_requests") as usize, turns);
+    prop_assert_eq!(records.len(), turns);
+    let completed: Vec<_> = records
+        .iter()
+        .filter(|r| r.terminal_status == TerminalStatus::Completed)
+        .collect();
+    prop_assert_eq!(completed.len(), turns, "every request completes");
+    prop_assert_eq!(int(&report, "completed_requests") as usize, turns);
+    let out: usize = completed.iter().map(|r| r.output_length).sum();
+    let inp: usize = completed.iter().map(|r| r.input_length).sum();
+    prop_assert_eq!(int(&report, "total_output_tokens") as usize, out);
+    prop_assert_eq!(int(&report, "total_input_tokens") as usize, inp);
+    // Same inputs, same outputs.
+    let (again, again_records) = run(spec, workload);
+    prop_assert_eq!(&report, &again);
+    prop_assert_eq!(&records, &again_records);
+    Ok((report, records))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn every_run_satisfies_the_invariants(spec in arb_spec(), workload in arb_workload()) {
-        let turns: usize = workload.sessions.iter().map(|s| s.turns.len()).sum();
-        let (report, records) = run(&spec, workload.clone());
-
-        // Every request arrives and ends.
-        prop_assert_eq!(int(&report, "num_requests") as usize, turns);
-        prop_assert_eq!(records.len(), turns);
-
-        let completed: Vec<_> =
-            records.iter().filter(|r| r.terminal_status == TerminalStatus::Completed).collect();
-        prop_assert_eq!(int(&report, "completed_requests") as usize, completed.len());
-        // Tokens are conserved between the records and the report.
-        let out: usize = completed.iter().map(|r| r.output_length).sum();
-        let inp: usize = completed.iter().map(|r| r.input_length).sum();
-        prop_assert_eq!(int(&report, "total_output_tokens") as usize, out);
-        prop_assert_eq!(int(&report, "total_input_tokens") as usize, inp);
-
-        // No time cap, no max_model_len and pools larger than any request: everything completes.
-        prop_assert_eq!(completed.len(), turns, "every request completes");
-
+        let (_, records) = run_to_completion(&spec, workload)?;
         let mut last_arrival = 0.0;
         for r in &records {
             prop_assert!(r.arrival_time_ms >= 0.0);
@@ -206,16 +217,9 @@ proptest! {
             if let Some(ttst) = r.ttst_ms {
                 prop_assert!(ttst >= 0.0);
             }
-            if r.terminal_status == TerminalStatus::Completed {
-                // No max_model_len and pools larger than any request: outputs are never cut.
-                prop_assert_eq!(r.output_length, r.requested_output_length);
-            }
+            // No max_model_len and pools larger than any request: outputs are never cut.
+            prop_assert_eq!(r.output_length, r.requested_output_length);
         }
-
-        // Same inputs, same outputs.
-        let (again, again_records) = run(&spec, workload);
-        prop_assert_eq!(report, again);
-        prop_assert_eq!(records, again_records);
     }
 }
 
@@ -315,16 +319,7 @@ proptest! {
         spec in arb_disaggregated_spec(),
         workload in arb_workload(),
     ) {
-        let turns: usize = workload.sessions.iter().map(|s| s.turns.len()).sum();
-        let (report, records) = run(&spec, workload.clone());
-        prop_assert_eq!(int(&report, "num_requests") as usize, turns);
-        prop_assert_eq!(records.len(), turns);
-        let completed: Vec<_> =
-            records.iter().filter(|r| r.terminal_status == TerminalStatus::Completed).collect();
-        prop_assert_eq!(completed.len(), turns, "pools fit every request");
-        prop_assert_eq!(int(&report, "completed_requests") as usize, turns);
-        let out: usize = completed.iter().map(|r| r.output_length).sum();
-        prop_assert_eq!(int(&report, "total_output_tokens") as usize, out);
+        let (_, records) = run_to_completion(&spec, workload)?;
         let Deployment::Disaggregated { prefill, decode } = &spec.deployment else {
             panic!("disaggregated")
         };
@@ -369,9 +364,6 @@ proptest! {
             }
             prop_assert_eq!(r.decode_reused_input_tokens, Some(0));
         }
-        let (again, again_records) = run(&spec, workload);
-        prop_assert_eq!(report, again);
-        prop_assert_eq!(records, again_records);
     }
 }
 

@@ -3,7 +3,8 @@
 //! histogram counts) in both topologies. The conversation trace is read from `../shared`
 //! where present; the synthetic workloads always run.
 
-use std::path::PathBuf;
+mod common;
+
 use std::sync::Arc;
 
 use dynosim::config::ReplayOptions;
@@ -115,17 +116,7 @@ fn check(spec: &ReplaySpec, pools: &[&str], workers: usize) {
 }
 
 fn synthetic(workers: i64) -> ReplayOptions {
-    ReplayOptions {
-        input_tokens: Some(600),
-        output_tokens: Some(40),
-        request_count: Some(300),
-        request_rate: Some(40.0),
-        turns_per_session: 2,
-        shared_prefix_ratio: 0.5,
-        num_prefix_groups: 4,
-        num_workers: workers,
-        ..ReplayOptions::default()
-    }
+    common::synthetic(workers, 300)
 }
 
 #[test]
@@ -162,12 +153,9 @@ fn disaggregated_series_count_decode_tokens_only() {
 
 #[test]
 fn conversation_trace_on_four_workers_adds_up_to_the_report() {
-    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/traces/conversation_trace.jsonl");
-    if !trace.exists() {
-        eprintln!("SKIPPED {}: {} is absent", module_path!(), trace.display());
+    let Some(trace) = common::conversation_trace(module_path!()) else {
         return;
-    }
+    };
     let spec = ReplayOptions {
         trace_files: vec![trace],
         num_workers: 4,

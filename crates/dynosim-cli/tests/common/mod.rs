@@ -40,6 +40,19 @@ pub const ONE_REQUEST: [&str; 8] = [
     "1",
 ];
 
+/// The KV router's AIC prefill-load model for Qwen3-32B served by vLLM on an H200 (the
+/// `--router-config` and `--aic-*` flags of the tests that run it).
+pub const AIC_ROUTER_FLAGS: [&str; 8] = [
+    "--router-config",
+    r#"{"router_prefill_load_model":"aic"}"#,
+    "--aic-backend",
+    "vllm",
+    "--aic-system",
+    "h200_sxm",
+    "--aic-model-path",
+    "Qwen/Qwen3-32B",
+];
+
 /// Runs the binary in `dir` and collects its exit status and output (a run still going after
 /// [`RUN_DEADLINE`] is killed and fails the test).
 pub fn dynosim(dir: &Path, args: &[&str]) -> Output {
@@ -133,6 +146,29 @@ pub fn read_json_object(path: &Path) -> Map<String, Value> {
         Ok(other) => panic!("{} is not a JSON object: {other}", path.display()),
         Err(error) => panic!("{} is not JSON: {error}", path.display()),
     }
+}
+
+/// [`aic_python`], or `None` after a `SKIPPED <test>: …` line on stderr (the CI script counts
+/// a test that prints it as skipped).
+pub fn aic_python_or_skip(test: &str) -> Option<String> {
+    let python = aic_python();
+    if python.is_none() {
+        eprintln!(
+            "SKIPPED {test}: no Python with aiconfigurator-core (set DYNOSIM_PYTHON or pip \
+             install 'dynosim[aic]')"
+        );
+    }
+    python
+}
+
+/// `DYNOSIM_AIPERF_PYTHON`, a Python with aiperf 0.13 (`.ci/run` installs one), or `None`
+/// after a `SKIPPED <test>: …` line on stderr.
+pub fn aiperf_python_or_skip(test: &str) -> Option<String> {
+    let python = std::env::var("DYNOSIM_AIPERF_PYTHON").ok();
+    if python.is_none() {
+        eprintln!("SKIPPED {test}: set DYNOSIM_AIPERF_PYTHON to a Python with aiperf 0.13");
+    }
+    python
 }
 
 /// An interpreter that can import aiconfigurator-core: `DYNOSIM_PYTHON`, then the venv `.ci/run`

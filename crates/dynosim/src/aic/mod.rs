@@ -3,7 +3,7 @@
 //!
 //! INTERFACE
 //! - [`AicConfig`]: the validated `aic_*` settings of one engine configuration (or of the
-//!   router's `--aic-*` flags), plus, once [`prepare`](crate::aic_build::prepare) has run, its
+//!   router's `--aic-*` flags), plus, once `dynosim_aic_tables::prepare` has run, its
 //!   [`AicTables`].
 //! - [`AicTables::prefill_ms`] / [`AicTables::decode_ms`]: the package's
 //!   `predict_prefill_latency(n, e + p, p)` and `predict_decode_latency(b, c, 2)`, in raw ms,
@@ -12,8 +12,9 @@
 //! - [`calibration`]: corrections fitted against measured runs (`aic_calibration`).
 //!
 //! This module is data and lookups only, below `config`. Building the tables (running the
-//! Python builder, caching its output) is I/O over a whole spec and lives above `config`, in
-//! [`crate::aic_build`]; it runs before the simulation, never inside it.
+//! Python builder, caching its output) is I/O, so it lives outside this crate, in the crate
+//! `dynosim-aic-tables`; it runs before the simulation, never inside it. What stays here is the
+//! check that a spec still needs it ([`crate::config::needs_prepare`]).
 //!
 //! How the tables are laid out and why is explained in `docs/timing.md` (AIC section) and in the
 //! builder, `crates/dynosim-py/python/dynosim/aic_tables.py`.
@@ -55,7 +56,7 @@ pub struct AicConfig {
     /// Corrections fitted against measured runs (`aic_calibration`); `None` = the package's
     /// estimates as they are. Not part of what the tables depend on.
     pub calibration: Option<AicCalibration>,
-    /// Built by [`crate::aic_build::prepare`] before the simulation starts.
+    /// Loaded by `dynosim_aic_tables::prepare` before the simulation starts.
     pub tables: Option<Arc<AicTables>>,
 }
 

@@ -36,7 +36,7 @@
 //! TRT-LLM-only.
 //!
 //! With `aic_backend` set, the `aic_*` keys become an [`AicConfig`] (AIC timing; its tables are
-//! built later, by `aic_build::prepare`, before the simulation) and, when `num_gpu_blocks` is
+//! built later, by `dynosim_aic_tables::prepare`, before the simulation) and, when `num_gpu_blocks` is
 //! absent, a [`BlockEstimate`] asking the package for the KV capacity.
 
 use std::path::PathBuf;

@@ -65,6 +65,22 @@ pub struct ReplaySpec {
     pub planner: Option<planner::PlannerSpec>,
 }
 
+/// Whether a spec names AIC timing (an engine's or the KV router's) whose tables are not loaded
+/// yet. Loading them is I/O (a Python builder and a cache on disk), so it happens outside this
+/// crate (`dynosim_aic_tables::prepare`); a run refuses a spec for which this is still true.
+pub fn needs_prepare(spec: &ReplaySpec) -> bool {
+    let unprepared =
+        |aic: Option<&crate::aic::AicConfig>| aic.is_some_and(|aic| aic.tables.is_none());
+    spec.deployment
+        .pools()
+        .into_iter()
+        .any(|(_, pool)| unprepared(pool.engine.aic.as_ref()))
+        || spec
+            .router_config
+            .as_ref()
+            .is_some_and(|config| unprepared(config.aic.as_ref()))
+}
+
 /// One pool of workers at its start: `workers` copies of one engine configuration (engine
 /// arguments with their defaults materialised, validated).
 #[derive(Clone, Debug)]

@@ -525,33 +525,28 @@ impl ScalingPolicy for NativePlanner {
             let target_p = num_p.unwrap_or(current_p);
             let target_d = num_d.unwrap_or(current_d);
             if target_p != current_p || target_d != current_d {
+                let event = |component, from, to| ScalingEvent {
+                    at_s: now_s,
+                    component,
+                    from,
+                    to,
+                };
                 if disagg {
                     if num_p.is_some() && target_p != current_p {
                         self.target_prefill = Some(target_p);
-                        self.outcome.events.push(ScalingEvent {
-                            at_s: now_s,
-                            component: "prefill",
-                            from: current_p,
-                            to: target_p,
-                        });
+                        self.outcome
+                            .events
+                            .push(event("prefill", current_p, target_p));
                     }
                     if num_d.is_some() && target_d != current_d {
                         self.target_decode = Some(target_d);
-                        self.outcome.events.push(ScalingEvent {
-                            at_s: now_s,
-                            component: "decode",
-                            from: current_d,
-                            to: target_d,
-                        });
+                        self.outcome
+                            .events
+                            .push(event("decode", current_d, target_d));
                     }
                 } else {
                     self.target_decode = Some(target_d);
-                    self.outcome.events.push(ScalingEvent {
-                        at_s: now_s,
-                        component: "agg",
-                        from: current_d,
-                        to: target_d,
-                    });
+                    self.outcome.events.push(event("agg", current_d, target_d));
                 }
                 decision.target_prefill = Some(target_p);
                 decision.target_decode = Some(target_d);

@@ -37,8 +37,7 @@ mod scaling;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use crate::aic_build;
-use crate::config::{Deployment, ReplaySpec};
+use crate::config::{needs_prepare, Deployment, ReplaySpec};
 use crate::error::{Error, Result};
 use crate::planner::{self, PlannerOutcome, ScalingPolicy};
 use crate::report::timeseries::TimeSeries;
@@ -80,7 +79,7 @@ pub struct Simulation<'a> {
 
 impl<'a> Simulation<'a> {
     /// A run of `spec` (validated, and prepared when its timing needs AIC tables: see
-    /// `dynosim::prepare`) over `workload` (what `dynosim::load_workload` reads for it).
+    /// `dynosim_aic_tables::prepare`) over `workload` (what `dynosim::load_workload` reads for it).
     pub fn new(spec: &'a ReplaySpec, workload: Workload) -> Self {
         Self {
             spec,
@@ -197,9 +196,9 @@ fn collector_for(
 /// The check every run makes before it starts (a replay here, a served run in
 /// [`external::serve`]): a spec whose AIC tables were not built is a runtime error.
 fn refuse_unprepared(spec: &ReplaySpec) -> Result<()> {
-    if aic_build::needs_prepare(spec) {
+    if needs_prepare(spec) {
         return Err(Error::runtime(
-            "AIC timing tables are not built: call dynosim::prepare on the spec first",
+            "AIC timing tables are not built: call dynosim_aic_tables::prepare on the spec first",
         ));
     }
     Ok(())
@@ -350,7 +349,7 @@ mod tests {
         assert_eq!(report.get("completed_requests").unwrap().as_f64(), 4.0);
 
         let spec = spec(true);
-        assert!(aic_build::needs_prepare(&spec));
+        assert!(needs_prepare(&spec));
         let workload = || crate::workload::load(&spec).unwrap();
         assert_refused(Simulation::new(&spec, workload()).run());
         let cancel = AtomicBool::new(false);

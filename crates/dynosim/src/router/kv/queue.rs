@@ -419,22 +419,19 @@ mod tests {
         b.name = "b".into();
         b.quantum = 12288;
         profile.classes.push(b);
-        let mut queue: PolicyQueue<u32> = PolicyQueue::new(&profile);
-        for (id, class) in [
-            (2, 0),
-            (3, 0),
-            (4, 0),
-            (5, 0),
-            (6, 1),
-            (7, 1),
-            (8, 1),
-            (9, 1),
-        ] {
-            let t = f64::from(id);
+        // Requests 2-5 in class a, 6-9 in class b, each arriving at its id in seconds.
+        let filled = || {
+            let mut queue: PolicyQueue<u32> = PolicyQueue::new(&profile);
+            for id in 2..10 {
+                let class = usize::from(id >= 6);
+                let t = f64::from(id);
+                queue
+                    .enqueue(class, 1, QueueSnapshot::new(4608, 0), rank(t, 0, 0), id)
+                    .unwrap();
+            }
             queue
-                .enqueue(class, 1, QueueSnapshot::new(4608, 0), rank(t, 0, 0), id)
-                .unwrap();
-        }
+        };
+        let mut queue = filled();
         let mut order = Vec::new();
         while let Some(id) = queue.pop_next(|_| true) {
             order.push(id);
@@ -442,27 +439,6 @@ mod tests {
         }
         assert_eq!(order, [2, 6, 3, 7, 4, 8, 5, 9]);
         // Without the failing pops, the carry gives quantum-sized bursts.
-        let mut queue: PolicyQueue<u32> = PolicyQueue::new(&profile);
-        for (id, class) in [
-            (2, 0),
-            (3, 0),
-            (4, 0),
-            (5, 0),
-            (6, 1),
-            (7, 1),
-            (8, 1),
-            (9, 1),
-        ] {
-            queue
-                .enqueue(
-                    class,
-                    1,
-                    QueueSnapshot::new(4608, 0),
-                    rank(f64::from(id), 0, 0),
-                    id,
-                )
-                .unwrap();
-        }
-        assert_eq!(drain(&mut queue), [2, 6, 7, 3, 8, 9, 4, 5]);
+        assert_eq!(drain(&mut filled()), [2, 6, 7, 3, 8, 9, 4, 5]);
     }
 }

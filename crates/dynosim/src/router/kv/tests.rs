@@ -134,29 +134,30 @@ fn load_imbalance_sends_work_to_the_idle_worker_and_releases_in_two_steps() {
     }
 }
 
+/// Two workers whose router queues at a threshold of 0.5, both made busy by two 8192-token
+/// requests (ids 0 and 1; 8192 > 0.5 x 8192), so that the next arrival waits.
 fn queueing(policy: RouterQueuePolicy) -> KvRouter {
-    router(
+    let mut kv = router(
         RouterConfig {
             router_queue_threshold: Some(0.5),
             router_queue_policy: policy,
             ..RouterConfig::default()
         },
         2,
-    )
+    );
+    for (id, first) in [(0, 0), (1, 1000)] {
+        assert!(matches!(
+            kv.on_arrival(request(id, hashes(first, 128), 0.0)),
+            Arrival::Placed(_)
+        ));
+    }
+    kv
 }
 
-/// Two 8192-token requests make both workers busy (8192 > 0.5 x 8192); later arrivals wait
-/// and come out in the policy's order, one per released worker.
+/// With both workers busy ([`queueing`]), later arrivals wait and come out in the policy's
+/// order, one per released worker.
 fn queue_order(policy: RouterQueuePolicy, arrivals: &[(usize, u64, i32, u32)]) -> Vec<usize> {
     let mut kv = queueing(policy);
-    assert!(matches!(
-        kv.on_arrival(request(0, hashes(0, 128), 0.0)),
-        Arrival::Placed(_)
-    ));
-    assert!(matches!(
-        kv.on_arrival(request(1, hashes(1000, 128), 0.0)),
-        Arrival::Placed(_)
-    ));
     for (i, &(id, blocks, priority, strict)) in arrivals.iter().enumerate() {
         let mut r = request(
             id,
@@ -198,14 +199,6 @@ fn the_queue_orders_by_each_policy_and_priority() {
 #[test]
 fn a_backlog_is_not_overtaken_and_limits_reject() {
     let mut kv = queueing(RouterQueuePolicy::Fcfs);
-    assert!(matches!(
-        kv.on_arrival(request(0, hashes(0, 128), 0.0)),
-        Arrival::Placed(_)
-    ));
-    assert!(matches!(
-        kv.on_arrival(request(1, hashes(1000, 128), 0.0)),
-        Arrival::Placed(_)
-    ));
     assert_eq!(
         kv.on_arrival(request(2, hashes(2000, 8), 1.0)),
         Arrival::Queued

@@ -1,19 +1,34 @@
-//! Building AIC tables: runs the Python builder once per engine configuration and caches what
-//! it prints.
+//! dynosim-aic-tables: the I/O step of AIC timing. Runs aiconfigurator-core's table builder (a
+//! Python program) once per engine configuration, caches what it prints, and loads the tables
+//! into a spec before the simulation. The core crate `dynosim` only reads the tables (and
+//! refuses a spec that needs them and has none, [`dynosim::config::needs_prepare`]); everything
+//! here that starts a process, reads the environment or writes a file is kept out of it.
 //!
 //! The interpreter is `DYNOSIM_PYTHON`, else `python3` on `PATH`. The builder's source is
-//! compiled into dynosim (it is also shipped as `dynosim.aic_tables`), so the interpreter only
-//! needs aiconfigurator-core, not dynosim. Tables are cached under
-//! `$DYNOSIM_CACHE_DIR/aic/` (default `$HOME/.cache/dynosim/aic/`) in a file named by the SHA-256
-//! of everything they depend on: the builder's source, the package version, the request (model,
-//! system, backend, version, parallel shape, dtypes, nextn, table extents, the KV-capacity
-//! inputs) and, for a local model directory, its `config.json`. A cached run starts one short
-//! interpreter to read the package version and nothing else. A configuration the package has
-//! no data for is cached too (`<key>.unsupported`, its one-line error), so it fails again at
-//! once with the same message.
+//! compiled in (it is also shipped as `dynosim.aic_tables`), so the interpreter only needs
+//! aiconfigurator-core, not dynosim. Tables are cached under `$DYNOSIM_CACHE_DIR/aic/` (default
+//! `$HOME/.cache/dynosim/aic/`) in a file named by the SHA-256 of everything they depend on: the
+//! builder's source, the package version, the request (model, system, backend, version,
+//! parallel shape, dtypes, nextn, table extents, the KV-capacity inputs) and, for a local model
+//! directory, its `config.json`. A cached run starts one short interpreter to read the package
+//! version and nothing else. A configuration the package has no data for is cached too
+//! (`<key>.unsupported`, its one-line error), so it fails again at once with the same message.
 //!
-//! This is the only I/O of AIC timing; [`prepare`] runs it before the simulation.
+//! INTERFACE
+//! - [`prepare`] / [`prepare_announcing`]: a validated spec with every AIC table it needs
+//!   loaded (borrowed unchanged when it needs none). Run it after validation and before
+//!   `dynosim::Simulation`; `announce` hears one sentence before each build the cache does not
+//!   answer.
+//! - [`prepare_engine`]: the same for one engine's arguments (`flag` names them in errors).
+//! - [`tables`], [`sample`], [`package_version`], [`python`]: the builder itself, for tests,
+//!   accuracy measurements and the fidelity runs; [`TableExtent`] is what a table covers.
+//! - [`INSTALL_HINT`]: how to install what AIC timing needs, for other messages.
+//!
+//! Errors are `dynosim::Error`s: usage (exit 2) for a request the builder refuses (named by
+//! its flag), runtime (exit 1) for a missing interpreter or package, a failed build or
+//! unreadable tables.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,9 +37,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::aic::{AicConfig, AicTables, BlockEstimate};
-use crate::config::{EngineArgs, LengthSpread, ReplaySpec, WorkloadSpec};
-use crate::error::{Error, Result};
+use dynosim::aic::{AicConfig, AicTables, BlockEstimate};
+use dynosim::config::{needs_prepare, EngineArgs, LengthSpread, ReplaySpec, WorkloadSpec};
+use dynosim::error::{Error, ErrorKind, Result};
 
 /// The builder, as shipped in the Python package.
 pub const BUILDER_SOURCE: &str = include_str!("../../dynosim-py/python/dynosim/aic_tables.py");
@@ -346,8 +361,8 @@ pub fn prepare_engine(
         announce,
     )
     .map_err(|error| match error.kind() {
-        crate::error::ErrorKind::Usage => Error::usage(format!("{flag}: {}", error.message())),
-        crate::error::ErrorKind::Runtime => error,
+        ErrorKind::Usage => Error::usage(format!("{flag}: {}", error.message())),
+        ErrorKind::Runtime => error,
     })?;
     if args.aic_block_estimate.is_some() {
         match tables.num_gpu_blocks {
@@ -391,23 +406,29 @@ fn as_flag(message: &str) -> String {
     }
 }
 
-/// Whether a spec still needs [`prepare`].
-pub fn needs_prepare(spec: &ReplaySpec) -> bool {
-    let unprepared = |aic: Option<&AicConfig>| aic.is_some_and(|aic| aic.tables.is_none());
-    spec.deployment
-        .pools()
-        .into_iter()
-        .any(|(_, pool)| unprepared(pool.engine.aic.as_ref()))
-        || spec
-            .router_config
-            .as_ref()
-            .is_some_and(|config| unprepared(config.aic.as_ref()))
+/// The spec with every AIC table it needs built or loaded (borrowed unchanged when it needs
+/// none). This is I/O and may take seconds on a first run; `dynosim::Simulation` refuses a spec
+/// that needed it and did not get it.
+pub fn prepare(spec: &ReplaySpec) -> Result<Cow<'_, ReplaySpec>> {
+    prepare_announcing(spec, &mut |_| {})
 }
 
-/// Builds every AIC table a spec needs. Run it after validation and before the simulation.
-/// `announce` hears a sentence before each table build that is not answered from the cache
-/// (the caller decides whether to show it).
-pub fn prepare(spec: &mut ReplaySpec, announce: &mut dyn FnMut(&str)) -> Result<()> {
+/// [`prepare`], telling `announce` (one sentence) before each table build that the cache
+/// does not answer, so that a front can say why the run has not started yet.
+pub fn prepare_announcing<'s>(
+    spec: &'s ReplaySpec,
+    announce: &mut dyn FnMut(&str),
+) -> Result<Cow<'s, ReplaySpec>> {
+    if !needs_prepare(spec) {
+        return Ok(Cow::Borrowed(spec));
+    }
+    let mut prepared = spec.clone();
+    load_tables(&mut prepared, announce)?;
+    Ok(Cow::Owned(prepared))
+}
+
+/// Builds every AIC table a spec needs, in place.
+fn load_tables(spec: &mut ReplaySpec, announce: &mut dyn FnMut(&str)) -> Result<()> {
     for (role, pool) in spec.deployment.pools_mut() {
         prepare_engine(&mut pool.engine, role.engine_args_flag(), announce)?;
     }
@@ -420,8 +441,8 @@ pub fn prepare(spec: &mut ReplaySpec, announce: &mut dyn FnMut(&str)) -> Result<
         let (built, _) =
             tables(&python(), aic, ROUTER_EXTENT, None, announce).map_err(|error| {
                 match error.kind() {
-                    crate::error::ErrorKind::Usage => Error::usage(as_flag(error.message())),
-                    crate::error::ErrorKind::Runtime => error,
+                    ErrorKind::Usage => Error::usage(as_flag(error.message())),
+                    ErrorKind::Runtime => error,
                 }
             })?;
         aic.tables = Some(Arc::new(built));
@@ -476,7 +497,7 @@ pub fn sample(python: &str, config: &AicConfig, points: Value) -> Result<Value> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ReplayOptions;
+    use dynosim::config::ReplayOptions;
 
     #[test]
     fn drawn_prompts_are_bounded_by_the_kv_cache_the_run_gets() {
@@ -501,18 +522,18 @@ mod tests {
         };
         assert_eq!(max_input(&spec), 16384 * 64);
         // As when the package's estimate replaced the default capacity (no AIC here, so
-        // `prepare` runs no Python).
-        fn entry(spec: &mut ReplaySpec) -> &mut crate::config::EngineArgs {
+        // `load_tables` runs no Python).
+        fn entry(spec: &mut ReplaySpec) -> &mut dynosim::config::EngineArgs {
             match &mut spec.deployment {
-                crate::config::Deployment::Aggregated(pool) => &mut pool.engine,
+                dynosim::config::Deployment::Aggregated(pool) => &mut pool.engine,
                 other => panic!("{other:?}"),
             }
         }
         entry(&mut spec).num_gpu_blocks = 3;
-        prepare(&mut spec, &mut |_| {}).unwrap();
+        load_tables(&mut spec, &mut |_| {}).unwrap();
         assert_eq!(max_input(&spec), 3 * 64);
         entry(&mut spec).num_gpu_blocks = 1;
-        prepare(&mut spec, &mut |_| {}).unwrap();
+        load_tables(&mut spec, &mut |_| {}).unwrap();
         assert_eq!(
             max_input(&spec),
             3 * 64,
