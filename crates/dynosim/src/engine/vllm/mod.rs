@@ -191,10 +191,16 @@ impl VllmScheduler {
             }
         }
         let (hashes, chain) = if self.pool.caching() {
-            (
-                request.prompt.block_keys(self.block_size),
-                request.prompt.tail(),
-            )
+            // Room for the keys of the blocks its generation will fill too, within the bound
+            // `Request::hash_blocks_through` would grow them to: growing them there copied
+            // every prompt key once more.
+            let prompt_blocks = prompt_len / self.block_size;
+            let planned = prompt_len.saturating_add(max_output) / self.block_size;
+            let mut hashes = Vec::with_capacity(planned.min(2 * prompt_blocks + 64));
+            request
+                .prompt
+                .extend_block_hashes(self.block_size, &mut hashes);
+            (hashes, request.prompt.tail())
         } else {
             (Vec::new(), ChainTail::default())
         };
@@ -289,6 +295,16 @@ impl VllmScheduler {
             // Every request left has exactly its new token to compute: it decodes plainly.
             debug_assert!(self.running.iter().all(Request::decodes_plainly));
             self.all_decoding = true;
+            return time;
+        }
+        if self.decode_pass_before_queue_applies() {
+            let (time, decoded_only) = self.run_decode_pass_before_queue(events);
+            if decoded_only {
+                debug_assert!(self.running.iter().all(Request::decodes_plainly));
+                self.all_decoding = true;
+                return time;
+            }
+            self.all_decoding = self.running.iter().rev().all(Request::decodes_plainly);
             return time;
         }
         let time = self.run_full_pass(events);
