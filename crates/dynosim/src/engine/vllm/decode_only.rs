@@ -241,9 +241,15 @@ impl VllmScheduler {
         ends: &mut Vec<f64>,
     ) {
         let ready = self.running.len();
+        // A timer that reads only the KV levels gives every one of these passes the same
+        // time: it is asked once.
+        let same_time = self.timing.decode_reads_only_kv();
+        let mut time = self.decode_only_time(ready, context_tokens);
         let mut ran = 0;
         while ran < passes {
-            let time = self.decode_only_time(ready, context_tokens + ran * ready);
+            if ran > 0 && !same_time {
+                time = self.decode_only_time(ready, context_tokens + ran * ready);
+            }
             let end_ms = time.end_ms(*start_ms);
             if !ends_ahead(end_ms) {
                 break;
