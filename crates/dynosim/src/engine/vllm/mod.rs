@@ -30,7 +30,8 @@
 //! INTERFACE
 //! - [`VllmScheduler::new`] from the engine args of one rank; [`VllmScheduler::enqueue`],
 //!   [`VllmScheduler::abort`] between passes.
-//! - [`VllmScheduler::run_pass_timed`] runs one pass, appending its [`PassEvent`]s;
+//! - [`VllmScheduler::run_pass_timed`] runs one pass, appending its [`PassEvent`]s
+//!   ([`VllmScheduler::last_pass_may_admit`]: false when they hold no admission);
 //!   [`VllmScheduler::next_pass_decodes_only`] and [`VllmScheduler::run_decode_passes`] let the
 //!   simulation loop run decode-only passes in a batch.
 //! - Disaggregated roles: [`VllmScheduler::release_source`],
@@ -115,6 +116,9 @@ pub struct VllmScheduler {
     decode_takes_time: bool,
     /// TRT-LLM's batch waiting, where it can hold a pass.
     batch_waiting: Option<BatchWaiting>,
+    /// The last pass reached the admission step of the full pass, the only one that admits:
+    /// otherwise its events hold no admission.
+    admission_step_ran: bool,
 }
 
 impl VllmScheduler {
@@ -161,6 +165,7 @@ impl VllmScheduler {
             all_decoding: false,
             decode_only_path: true,
             batch_waiting: BatchWaiting::for_rank(args, policy),
+            admission_step_ran: false,
         }
     }
 
@@ -288,8 +293,15 @@ impl VllmScheduler {
         self.run_pass_timed(events).total_ms()
     }
 
+    /// Whether the last pass's events may hold admissions (false: they hold none, and a
+    /// caller need not look for them).
+    pub fn last_pass_may_admit(&self) -> bool {
+        self.admission_step_ran
+    }
+
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
+        self.admission_step_ran = false;
         if self.decode_only_pass_applies() {
             let time = self.run_decode_only_pass(events);
             // Every request left has exactly its new token to compute: it decodes plainly.

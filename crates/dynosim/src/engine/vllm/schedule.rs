@@ -116,6 +116,7 @@ impl VllmScheduler {
         mut head: Option<HeadAdmission>,
         events: &mut Vec<PassEvent>,
     ) -> PassTime {
+        self.admission_step_ran = true;
         // (b) Admissions from the head of the waiting queue.
         while !hold_context && !batch.preempted_any && self.running.len() < self.max_num_seqs {
             match head.take().unwrap_or_else(|| self.head_admission()) {

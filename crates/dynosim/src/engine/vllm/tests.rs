@@ -570,6 +570,14 @@ fn compare_decode_only_with_full_pass(
         let full_time = full.run_pass_timed(&mut full_events);
         decode_only += usize::from(took_decode_only);
         before_queue += usize::from(took_before_queue);
+        if !fast.last_pass_may_admit() {
+            assert!(
+                !fast_events
+                    .iter()
+                    .any(|event| matches!(event, PassEvent::Admitted { .. })),
+                "pass {pass} admitted though it said it may not"
+            );
+        }
         assert_eq!(fast_events, full_events, "pass {pass}");
         assert_eq!(
             fast_time.prefill_ms.to_bits(),
