@@ -339,41 +339,34 @@ impl Threaded {
 
     /// The leading events of `events` that are one token each (of requests within `u32`), all
     /// at `at_ms`, as [`Threaded::push_one_token`] would take them one by one; returns how many
-    /// it took. One check of the group and of the batch's room per stretch of such events
-    /// instead of per token, and one pass over the events (each read once, its id written as
-    /// it is read).
+    /// it took. One check of the group and of the batch's room per run instead of per token.
     fn push_single_tokens(&mut self, events: &[PassEvent], at_ms: f64) -> usize {
-        let single_id = |event: &PassEvent| match *event {
-            PassEvent::Tokens { id, count: 1 } if id <= u32::MAX as RequestId => Some(id as u32),
-            _ => None,
-        };
+        let single = |event: &PassEvent| matches!(*event, PassEvent::Tokens { id, count: 1 } if id <= u32::MAX as RequestId);
+        let len = events
+            .iter()
+            .position(|e| !single(e))
+            .unwrap_or(events.len());
         let bits = at_ms.to_bits();
         let mut taken = 0;
-        while events
-            .get(taken)
-            .is_some_and(|event| single_id(event).is_some())
-        {
+        while taken < len {
             if !matches!(self.group, Some((open, _)) if open == bits) {
                 self.open_group(bits);
             }
             // A batch is sent as soon as its ids reach `batch_ids`, so there is room.
             let room = self.batch_ids.saturating_sub(self.batch.ids.len()).max(1);
-            let stretch = &events[taken..events.len().min(taken + room)];
-            let before = self.batch.ids.len();
+            let end = len.min(taken + room);
             self.batch
                 .ids
-                .extend(stretch.iter().map_while(|event| single_id(event)));
-            let pushed = self.batch.ids.len() - before;
-            taken += pushed;
+                .extend(events[taken..end].iter().map(|event| match *event {
+                    PassEvent::Tokens { id, .. } => id as u32,
+                    _ => unreachable!("a run of token events"),
+                }));
+            taken = end;
             if self.batch.ids.len() >= self.batch_ids {
                 self.send();
             }
-            if pushed < stretch.len() {
-                // Stopped at an event that is not a single token.
-                break;
-            }
         }
-        taken
+        len
     }
 
     /// Passes that ended at `ends_ms`, each a token for each request of `ids` (all within
