@@ -259,6 +259,15 @@ impl RankScheduler {
         }
     }
 
+    /// Whether the events of the last [`RankScheduler::run_pass_timed`] may hold
+    /// [`PassEvent::Admitted`] (false: they hold none; SGLang always answers true).
+    pub fn last_pass_may_admit(&self) -> bool {
+        match self {
+            RankScheduler::Vllm(s) => s.last_pass_may_admit(),
+            RankScheduler::Sglang(_) => true,
+        }
+    }
+
     /// Prefill role: releases the KV held for the handoff of `id` (false: nothing was held).
     pub fn release_source(&mut self, id: RequestId) -> bool {
         match self {

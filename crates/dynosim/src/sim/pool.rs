@@ -647,7 +647,8 @@ impl Pool {
             }
             start.end_ms = start.end_ms.max(end_ms);
             start.scheduled_work |= time.scheduled_requests > 0 || state.pending.len() > before;
-            if may_admit {
+            // (A vLLM decode pass admits nothing: its many token events are not searched.)
+            if may_admit && rank_scheduler.last_pass_may_admit() {
                 take_admissions(&mut state.pending, before, |id, reused_tokens| {
                     on_admit(id, reused_tokens, scheduler)
                 });

@@ -488,14 +488,34 @@ impl BlockPool {
     }
 
     /// Releases `copies` tail first (as [`BlockPool::release`] on each, last copy first),
-    /// prefetching their slots a few ahead.
+    /// prefetching their slots a few ahead. The LRU's room for an entry per copy is made
+    /// once, and its stale entries are counted once, after the run: appending current entries
+    /// only lowers their share, so no compaction is due in between.
     pub fn release_all(&mut self, copies: &[CopyId]) {
+        if self.lru.capacity() - self.lru.len() < copies.len() {
+            self.make_lru_room(copies.len());
+        }
         for (i, &id) in copies.iter().enumerate().rev() {
             // Near the head this prefetches the first copy again, which costs nothing.
             let ahead = copies[i.saturating_sub(PREFETCH_AHEAD)];
             prefetch(self.slots.as_ptr().wrapping_add(ahead as usize));
-            self.release(id);
+            let slot = &mut self.slots[id as usize];
+            match slot.kind() {
+                Kind::Private | Kind::Pending => self.free_slot(id),
+                Kind::Cached => {
+                    debug_assert!(
+                        slot.refs() > 0,
+                        "cached copy released more often than referenced"
+                    );
+                    slot.state -= ONE_REF;
+                    if slot.is_inactive() {
+                        self.append_lru(id);
+                    }
+                }
+                Kind::Free => unreachable!("releasing a free slot"),
+            }
         }
+        self.compact_lru_if_stale();
     }
 
     #[inline(always)]
@@ -594,8 +614,17 @@ impl BlockPool {
     #[inline(always)]
     fn push_lru(&mut self, id: CopyId) {
         if self.lru.len() == self.lru.capacity() {
-            self.make_lru_room();
+            self.make_lru_room(1);
         }
+        self.append_lru(id);
+        self.compact_lru_if_stale();
+    }
+
+    /// Appends the entry of copy `id`, which just became inactive, to the LRU (which has
+    /// room for it).
+    #[inline(always)]
+    fn append_lru(&mut self, id: CopyId) {
+        debug_assert!(self.lru.len() < self.lru.capacity());
         let slot = &mut self.slots[id as usize];
         slot.lru_seq = self.lru_base.wrapping_add(self.lru.len() as u32);
         self.lru.push(LruEntry {
@@ -603,24 +632,30 @@ impl BlockPool {
             tag: (slot.hash >> 32) as u32,
         });
         self.inactive += 1;
+    }
+
+    /// Compacts the LRU once its stale entries outnumber its current ones (and the slack).
+    #[inline(always)]
+    fn compact_lru_if_stale(&mut self) {
         if self.lru.len() - self.lru_front > 2 * self.inactive + LRU_SLACK {
             self.compact_lru();
         }
     }
 
-    /// Makes room for one more LRU entry in a full vector: drops the spent entries when they
-    /// are at least half of it (so that each move of a queued entry pays for as many
-    /// evictions), grows it otherwise.
+    /// Makes room for `count` more LRU entries: drops the spent entries when they are at
+    /// least half of the vector (so that each move of a queued entry pays for as many
+    /// evictions), and grows it if that is not enough.
     #[cold]
     #[inline(never)]
-    fn make_lru_room(&mut self) {
+    fn make_lru_room(&mut self, count: usize) {
         let front = self.lru_front;
         if front > 0 && 2 * front >= self.lru.len() {
             self.lru.drain(..front);
             self.lru_front = 0;
             self.lru_base = self.lru_base.wrapping_add(front as u32);
-        } else {
-            self.lru.reserve(self.lru.len().max(64));
+        }
+        if self.lru.capacity() - self.lru.len() < count {
+            self.lru.reserve(count.max(self.lru.len().max(64)));
         }
     }
 

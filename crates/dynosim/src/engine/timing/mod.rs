@@ -386,6 +386,13 @@ impl TimingModel {
         scaled_clock_ms(self.timer.prefill_ms(batch), self.prefill_ratio)
     }
 
+    /// Whether the decode duration depends on the KV tokens in use and the capacity alone (not
+    /// on the batch or its context): then passes that allocate and free nothing all take the
+    /// same time.
+    pub fn decode_reads_only_kv(&self) -> bool {
+        self.decode_inputs == DecodeInputs::KvUtilisation
+    }
+
     /// Every decode step with a ready request takes time: the timer's floor survives the
     /// nanosecond rounding and the speed-up ratio (both are monotone in the raw duration).
     pub fn decode_always_takes_time(&self) -> bool {

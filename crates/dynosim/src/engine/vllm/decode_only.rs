@@ -6,8 +6,8 @@
 
 use super::super::timing::{DecodeBatch, PassTime};
 use super::super::{PassEvent, RequestId};
-use super::schedule::{Batch, Outcome, Slot};
-use super::VllmScheduler;
+use super::schedule::{Batch, HeadAdmission, Outcome, Scheduled, Slot};
+use super::{Request, VllmScheduler};
 use crate::config::WorkerType;
 
 impl VllmScheduler {
@@ -23,19 +23,125 @@ impl VllmScheduler {
     /// request (forward-pass metrics): [`VllmScheduler::run_decode_only_pass`] then gives the
     /// full pass's outcome.
     pub(super) fn decode_only_pass_applies(&self) -> bool {
+        self.running_decode_only()
+            // The admission step would not look at the queue.
+            && (self.waiting.is_empty() || self.running.len() >= self.max_num_seqs)
+    }
+
+    /// Whether the pass's first step schedules every running request one token, with no
+    /// prefill, preemption or speculative burst possible, and nothing recorded per scheduled
+    /// request: what admissions may follow aside, the pass only decodes.
+    fn running_decode_only(&self) -> bool {
         let running = self.running.len();
         self.decode_only_path
             && self.all_decoding
             && running > 0
             && self.speculative.is_none()
             && self.fpm.is_none()
-            // The admission step would not look at the queue.
-            && (self.waiting.is_empty() || running >= self.max_num_seqs)
             // The token budget covers one token each.
             && running <= self.max_batched_tokens
             // Each token needs at most one new block: room for all of them means no
             // allocation can fail, so nothing is preempted.
             && self.num_blocks.saturating_sub(self.pool.num_active()) >= running
+    }
+
+    /// Whether this pass's running requests decode as in a decode-only pass while its
+    /// admission step will look at the waiting queue (and no batch waiting may hold the pass
+    /// back): [`VllmScheduler::run_decode_pass_before_queue`] then gives the full pass's
+    /// outcome. An overloaded worker spends most of its passes so: its queue's head waits
+    /// for KV that the running requests hold.
+    pub(super) fn decode_pass_before_queue_applies(&self) -> bool {
+        self.running_decode_only()
+            && !self.waiting.is_empty()
+            && self.running.len() < self.max_num_seqs
+            && self.batch_waiting.is_none()
+    }
+
+    /// A pass as [`VllmScheduler::decode_pass_before_queue_applies`] describes: schedules
+    /// every running request its token ([`VllmScheduler::schedule_decode_tokens`]), then asks
+    /// the admission step's first question. When nothing may be admitted, the pass is a
+    /// decode-only pass: its tokens, events and finished requests as there. Otherwise the
+    /// full pass goes on from its admission step, with the batch its first step would have
+    /// made (one [`Scheduled::decode_token`] per running request, in order), the requests
+    /// and the pool being as that step leaves them. Returns the pass's time and whether it
+    /// only decoded.
+    pub(super) fn run_decode_pass_before_queue(
+        &mut self,
+        events: &mut Vec<PassEvent>,
+    ) -> (PassTime, bool) {
+        let ready = self.running.len();
+        let context_tokens = self.schedule_decode_tokens();
+        // Admission reads the waiting requests and the pool, which the token emission below
+        // does not change (finished requests release their blocks after the pass's events).
+        let head = self.head_admission();
+        if let HeadAdmission::Blocked = head {
+            let any_finished = self.emit_decode_tokens();
+            let time = self.decode_only_time(ready, context_tokens);
+            self.close_decode_only_pass(any_finished, events);
+            return (time, true);
+        }
+        let mut batch = Batch {
+            scheduled: std::mem::take(&mut self.scheduled_scratch),
+            ..Batch::default()
+        };
+        batch.scheduled.clear();
+        let max_model_len = self.max_model_len;
+        batch.scheduled.extend(
+            self.running
+                .iter()
+                .map(|request| Scheduled::decode_token(request, max_model_len)),
+        );
+        let budget = self.max_batched_tokens - ready;
+        let time = self.admit_and_emit(false, budget, batch, Some(head), events);
+        (time, false)
+    }
+
+    /// Schedules every running request its one token, as the full pass's first step would
+    /// (which cannot fail here: see [`VllmScheduler::running_decode_only`]), without
+    /// emitting it. Returns the requests' context tokens.
+    fn schedule_decode_tokens(&mut self) -> usize {
+        let bs = self.block_size;
+        let caching = self.pool.caching();
+        let max_model_len = self.max_model_len;
+        let mut context_tokens = 0;
+        let mut batch = Batch {
+            scheduled: std::mem::take(&mut self.scheduled_scratch),
+            ..Batch::default()
+        };
+        for index in 0..self.running.len() {
+            let request = &mut self.running[index];
+            debug_assert!(request.decodes_plainly() && !request.finished);
+            context_tokens += request.len();
+            if !request.take_plain_token(bs, caching, max_model_len) {
+                // Its token needs a block or completes one: the general step.
+                batch.scheduled.clear();
+                let mut budget = 1;
+                let outcome = self.schedule(Slot::Running(index), None, &mut budget, &mut batch);
+                debug_assert!(matches!(outcome, Outcome::Scheduled { tokens: 1 }));
+            }
+        }
+        batch.scheduled.clear();
+        self.scheduled_scratch = batch.scheduled;
+        context_tokens
+    }
+
+    /// Gives every running request, scheduled by [`VllmScheduler::schedule_decode_tokens`],
+    /// its token, marking those that reach their length finished. Whether any did.
+    fn emit_decode_tokens(&mut self) -> bool {
+        let max_model_len = self.max_model_len;
+        let mut any_finished = false;
+        for request in &mut self.running {
+            request.generated += 1;
+            debug_assert_eq!(
+                request.generated >= request.generation_end,
+                request.remaining_generation(max_model_len) == 0
+            );
+            if request.generated >= request.generation_end {
+                request.finished = true;
+                any_finished = true;
+            }
+        }
+        any_finished
     }
 
     /// A pass in which every running request decodes one token (see
@@ -135,9 +241,15 @@ impl VllmScheduler {
         ends: &mut Vec<f64>,
     ) {
         let ready = self.running.len();
+        // A timer that reads only the KV levels gives every one of these passes the same
+        // time: it is asked once.
+        let same_time = self.timing.decode_reads_only_kv();
+        let mut time = self.decode_only_time(ready, context_tokens);
         let mut ran = 0;
         while ran < passes {
-            let time = self.decode_only_time(ready, context_tokens + ran * ready);
+            if ran > 0 && !same_time {
+                time = self.decode_only_time(ready, context_tokens + ran * ready);
+            }
             let end_ms = time.end_ms(*start_ms);
             if !ends_ahead(end_ms) {
                 break;
@@ -234,16 +346,21 @@ impl VllmScheduler {
         any_finished: bool,
         events: &mut Vec<PassEvent>,
     ) {
-        events.reserve(self.running.len());
-        for request in &self.running {
-            events.push(PassEvent::Tokens {
-                id: request.id,
-                count: 1,
-            });
-            if request.finished {
-                events.push(PassEvent::Completed { id: request.id });
+        let token = |request: &Request| PassEvent::Tokens {
+            id: request.id,
+            count: 1,
+        };
+        // The tokens go in stretches between completions, each stretch as one `extend` of a
+        // known length (no check of the vector's room per event).
+        let mut rest = &self.running[..];
+        if any_finished {
+            while let Some(at) = rest.iter().position(|request| request.finished) {
+                events.extend(rest[..=at].iter().map(token));
+                events.push(PassEvent::Completed { id: rest[at].id });
+                rest = &rest[at + 1..];
             }
         }
+        events.extend(rest.iter().map(token));
         if any_finished {
             self.finish_marked();
         }

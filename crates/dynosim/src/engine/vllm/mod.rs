@@ -30,7 +30,8 @@
 //! INTERFACE
 //! - [`VllmScheduler::new`] from the engine args of one rank; [`VllmScheduler::enqueue`],
 //!   [`VllmScheduler::abort`] between passes.
-//! - [`VllmScheduler::run_pass_timed`] runs one pass, appending its [`PassEvent`]s;
+//! - [`VllmScheduler::run_pass_timed`] runs one pass, appending its [`PassEvent`]s
+//!   ([`VllmScheduler::last_pass_may_admit`]: false when they hold no admission);
 //!   [`VllmScheduler::next_pass_decodes_only`] and [`VllmScheduler::run_decode_passes`] let the
 //!   simulation loop run decode-only passes in a batch.
 //! - Disaggregated roles: [`VllmScheduler::release_source`],
@@ -115,6 +116,9 @@ pub struct VllmScheduler {
     decode_takes_time: bool,
     /// TRT-LLM's batch waiting, where it can hold a pass.
     batch_waiting: Option<BatchWaiting>,
+    /// The last pass reached the admission step of the full pass, the only one that admits:
+    /// otherwise its events hold no admission.
+    admission_step_ran: bool,
 }
 
 impl VllmScheduler {
@@ -161,6 +165,7 @@ impl VllmScheduler {
             all_decoding: false,
             decode_only_path: true,
             batch_waiting: BatchWaiting::for_rank(args, policy),
+            admission_step_ran: false,
         }
     }
 
@@ -191,10 +196,16 @@ impl VllmScheduler {
             }
         }
         let (hashes, chain) = if self.pool.caching() {
-            (
-                request.prompt.block_keys(self.block_size),
-                request.prompt.tail(),
-            )
+            // Room for the keys of the blocks its generation will fill too, within the bound
+            // `Request::hash_blocks_through` would grow them to: growing them there copied
+            // every prompt key once more.
+            let prompt_blocks = prompt_len / self.block_size;
+            let planned = prompt_len.saturating_add(max_output) / self.block_size;
+            let mut hashes = Vec::with_capacity(planned.min(2 * prompt_blocks + 64));
+            request
+                .prompt
+                .extend_block_hashes(self.block_size, &mut hashes);
+            (hashes, request.prompt.tail())
         } else {
             (Vec::new(), ChainTail::default())
         };
@@ -282,13 +293,30 @@ impl VllmScheduler {
         self.run_pass_timed(events).total_ms()
     }
 
+    /// Whether the last pass's events may hold admissions (false: they hold none, and a
+    /// caller need not look for them).
+    pub fn last_pass_may_admit(&self) -> bool {
+        self.admission_step_ran
+    }
+
     /// Runs one pass; see [`super::RankScheduler::run_pass_timed`].
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
+        self.admission_step_ran = false;
         if self.decode_only_pass_applies() {
             let time = self.run_decode_only_pass(events);
             // Every request left has exactly its new token to compute: it decodes plainly.
             debug_assert!(self.running.iter().all(Request::decodes_plainly));
             self.all_decoding = true;
+            return time;
+        }
+        if self.decode_pass_before_queue_applies() {
+            let (time, decoded_only) = self.run_decode_pass_before_queue(events);
+            if decoded_only {
+                debug_assert!(self.running.iter().all(Request::decodes_plainly));
+                self.all_decoding = true;
+                return time;
+            }
+            self.all_decoding = self.running.iter().rev().all(Request::decodes_plainly);
             return time;
         }
         let time = self.run_full_pass(events);

@@ -58,9 +58,10 @@ impl Request {
     pub(super) fn hash_blocks_through(&mut self, blocks: usize, block_size: usize) {
         debug_assert!(blocks * block_size <= self.len());
         if self.hashes.capacity() < blocks {
-            // The prompt's keys were allocated at their size: make room once for the full
-            // blocks of the whole generation (at most twice as many as now, for a request
-            // that asks for a huge output), not at every doubling.
+            // The room made at the request's start (see `VllmScheduler::new_request`) ran
+            // out: make room once for the full blocks of the whole generation (at most twice
+            // as many as now, for a request that asks for a huge output), not at every
+            // doubling.
             let planned = (self.prompt_len + self.max_output) / block_size;
             let room = planned.min(2 * blocks + 64).max(blocks);
             self.hashes.reserve_exact(room - self.hashes.len());

@@ -54,6 +54,19 @@ pub(super) struct Batch {
     pub(super) preempted_any: bool,
 }
 
+/// What the admission step does next with the waiting queue.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum HeadAdmission {
+    /// Nothing: no request may be admitted now (the head does not fit, or no activated
+    /// destination waits while a handoff waits for KV). The step ends.
+    Blocked,
+    /// The request at this position can never be served: it is rejected.
+    Reject(usize),
+    /// The request at this position is admitted at this prefix-cache cost, if it can be
+    /// scheduled.
+    Admit(usize, PrefixCost),
+}
+
 impl VllmScheduler {
     /// Runs one pass by the general rules: schedule running requests, admit, emit tokens.
     pub(super) fn run_full_pass(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
@@ -66,11 +79,15 @@ impl VllmScheduler {
         batch.scheduled.clear();
         // TRT-LLM's batch waiting may keep this pass to decodes.
         let hold_context = self.holds_context();
+        self.schedule_running(hold_context, &mut budget, &mut batch);
+        self.admit_and_emit(hold_context, budget, batch, None, events)
+    }
 
-        // (a) Running requests first, in admission order.
+    /// The pass's first step: running requests, in admission order, while the budget lasts.
+    fn schedule_running(&mut self, hold_context: bool, budget: &mut usize, batch: &mut Batch) {
         let mut index = 0;
-        while index < self.running.len() && budget > 0 {
-            if self.schedule_plain_decode(index, &mut budget, &mut batch) {
+        while index < self.running.len() && *budget > 0 {
+            if self.schedule_plain_decode(index, budget, batch) {
                 index += 1;
                 continue;
             }
@@ -78,58 +95,57 @@ impl VllmScheduler {
                 index += 1;
                 continue;
             }
-            match self.schedule(Slot::Running(index), None, &mut budget, &mut batch) {
+            match self.schedule(Slot::Running(index), None, budget, batch) {
                 Outcome::Scheduled { .. } => index += 1,
                 Outcome::Blocked => break,
                 // The request left `running`; the next one slid into `index`.
                 Outcome::CurrentPreempted => {}
             }
         }
+    }
 
-        // (b) Admissions from the head of the waiting queue. While a handoff destination
-        // waits for KV on this worker, only activated destinations (whose KV is already in
-        // place) are admitted, in queue order.
-        let destination_pending = !self.pending_destinations.is_empty();
+    /// The rest of a pass whose running requests are scheduled (`budget` and `batch` as that
+    /// left them): admissions from the head of the waiting queue, then the token emission.
+    /// `head`, when given, is [`VllmScheduler::head_admission`] as of now (to spare asking it
+    /// twice).
+    pub(super) fn admit_and_emit(
+        &mut self,
+        hold_context: bool,
+        mut budget: usize,
+        mut batch: Batch,
+        mut head: Option<HeadAdmission>,
+        events: &mut Vec<PassEvent>,
+    ) -> PassTime {
+        self.admission_step_ran = true;
+        // (b) Admissions from the head of the waiting queue.
         while !hold_context && !batch.preempted_any && self.running.len() < self.max_num_seqs {
-            let position = if destination_pending {
-                self.waiting.iter().position(Request::prompt_is_prebuilt)
-            } else {
-                (!self.waiting.is_empty()).then_some(0)
-            };
-            let Some(position) = position else {
-                break;
-            };
-            let head = &self.waiting[position];
-            if self.rejects_outright(head) {
-                let id = head.id;
-                self.waiting.remove(position);
-                events.push(PassEvent::Rejected { id });
-                continue;
-            }
-            let cost = if head.prompt_is_prebuilt() {
-                // Admitted as is: its blocks are allocated and nothing is recomputed.
-                PrefixCost {
-                    cached_tokens: 0,
-                    active_cached_tokens: 0,
+            match head.take().unwrap_or_else(|| self.head_admission()) {
+                HeadAdmission::Blocked => break,
+                HeadAdmission::Reject(position) => {
+                    let id = self.waiting[position].id;
+                    self.waiting.remove(position);
+                    events.push(PassEvent::Rejected { id });
                 }
-            } else {
-                let Some(cost) = self.admission_cost(head) else {
-                    break;
-                };
-                cost
-            };
-            match self.schedule(Slot::Waiting(position), Some(cost), &mut budget, &mut batch) {
-                Outcome::Scheduled { tokens } => {
-                    let admitted = self.running.last().expect("admitted request runs");
-                    events.push(PassEvent::Admitted {
-                        id: admitted.id,
-                        reused_tokens: cost.cached_tokens,
-                    });
-                    if tokens == 0 && budget == 0 {
-                        break;
+                HeadAdmission::Admit(position, cost) => {
+                    match self.schedule(
+                        Slot::Waiting(position),
+                        Some(cost),
+                        &mut budget,
+                        &mut batch,
+                    ) {
+                        Outcome::Scheduled { tokens } => {
+                            let admitted = self.running.last().expect("admitted request runs");
+                            events.push(PassEvent::Admitted {
+                                id: admitted.id,
+                                reused_tokens: cost.cached_tokens,
+                            });
+                            if tokens == 0 && budget == 0 {
+                                break;
+                            }
+                        }
+                        Outcome::Blocked | Outcome::CurrentPreempted => break,
                     }
                 }
-                Outcome::Blocked | Outcome::CurrentPreempted => break,
             }
         }
 
@@ -152,6 +168,36 @@ impl VllmScheduler {
             prefill_ms,
             decode_ms,
             scheduled_requests,
+        }
+    }
+
+    /// What the admission step does next: while a handoff destination waits for KV on this
+    /// worker, only activated destinations (whose KV is already in place) are admitted, in
+    /// queue order; otherwise the head of the queue.
+    pub(super) fn head_admission(&self) -> HeadAdmission {
+        let position = if self.pending_destinations.is_empty() {
+            (!self.waiting.is_empty()).then_some(0)
+        } else {
+            self.waiting.iter().position(Request::prompt_is_prebuilt)
+        };
+        let Some(position) = position else {
+            return HeadAdmission::Blocked;
+        };
+        let head = &self.waiting[position];
+        if self.rejects_outright(head) {
+            return HeadAdmission::Reject(position);
+        }
+        if head.prompt_is_prebuilt() {
+            // Admitted as is: its blocks are allocated and nothing is recomputed.
+            let cost = PrefixCost {
+                cached_tokens: 0,
+                active_cached_tokens: 0,
+            };
+            return HeadAdmission::Admit(position, cost);
+        }
+        match self.admission_cost(head) {
+            Some(cost) => HeadAdmission::Admit(position, cost),
+            None => HeadAdmission::Blocked,
         }
     }
 
@@ -392,17 +438,28 @@ impl VllmScheduler {
         if !request.take_plain_token(bs, caching, max_model_len) {
             return false;
         }
-        let prompt_len = request.prompt_len;
-        batch.scheduled.push(Scheduled {
-            id: request.id,
-            tokens: 1,
-            prompt_before: prompt_len,
-            prompt_after: prompt_len,
-            terminal: request.nothing_left(max_model_len),
-            prompt_len,
-            sequence_len: request.len(),
-        });
+        batch
+            .scheduled
+            .push(Scheduled::decode_token(request, max_model_len));
         *budget -= 1;
         true
+    }
+}
+
+impl Scheduled {
+    /// What scheduling the last token of a request that [`Request::decodes_plainly`] adds to
+    /// the pass (by [`VllmScheduler::schedule_plain_decode`] or, when the token needs a block
+    /// or completes one, by [`VllmScheduler::schedule`], which gives the same), once it is
+    /// scheduled.
+    pub(super) fn decode_token(request: &Request, max_model_len: Option<usize>) -> Scheduled {
+        Scheduled {
+            id: request.id,
+            tokens: 1,
+            prompt_before: request.prompt_len,
+            prompt_after: request.prompt_len,
+            terminal: request.nothing_left(max_model_len),
+            prompt_len: request.prompt_len,
+            sequence_len: request.len(),
+        }
     }
 }

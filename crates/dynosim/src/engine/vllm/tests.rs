@@ -526,8 +526,13 @@ impl Lcg {
 /// Runs `passes` passes of two ranks built from `args`, one taking the decode-only path
 /// whenever it applies and one always taking the full pass, with the same requests enqueued
 /// at the same passes; asserts that every pass gives the same events, KV events and times.
-/// Returns how many passes took the decode-only path.
-fn compare_decode_only_with_full_pass(args: &EngineArgs, seed: u64, passes: usize) -> usize {
+/// Returns how many passes took the decode-only path, and how many the decode pass before a
+/// queue ([`VllmScheduler::run_decode_pass_before_queue`]).
+fn compare_decode_only_with_full_pass(
+    args: &EngineArgs,
+    seed: u64,
+    passes: usize,
+) -> (usize, usize) {
     let mut rng = Lcg(seed);
     let mut fast = VllmScheduler::new(args, 0);
     let mut full = VllmScheduler::new(args, 0);
@@ -538,6 +543,7 @@ fn compare_decode_only_with_full_pass(args: &EngineArgs, seed: u64, passes: usiz
     let (mut fast_kv, mut full_kv) = (Vec::new(), Vec::new());
     let mut next_id = 0;
     let mut decode_only = 0;
+    let mut before_queue = 0;
     for pass in 0..passes {
         // Bursts of arrivals now and then; prompts share prefixes of a few shapes.
         if rng.below(6) == 0 {
@@ -559,9 +565,19 @@ fn compare_decode_only_with_full_pass(args: &EngineArgs, seed: u64, passes: usiz
         fast_events.clear();
         full_events.clear();
         let took_decode_only = fast.decode_only_pass_applies();
+        let took_before_queue = fast.decode_pass_before_queue_applies();
         let fast_time = fast.run_pass_timed(&mut fast_events);
         let full_time = full.run_pass_timed(&mut full_events);
         decode_only += usize::from(took_decode_only);
+        before_queue += usize::from(took_before_queue);
+        if !fast.last_pass_may_admit() {
+            assert!(
+                !fast_events
+                    .iter()
+                    .any(|event| matches!(event, PassEvent::Admitted { .. })),
+                "pass {pass} admitted though it said it may not"
+            );
+        }
         assert_eq!(fast_events, full_events, "pass {pass}");
         assert_eq!(
             fast_time.prefill_ms.to_bits(),
@@ -574,7 +590,7 @@ fn compare_decode_only_with_full_pass(args: &EngineArgs, seed: u64, passes: usiz
         assert_eq!(fast_kv, full_kv, "pass {pass}");
         assert_eq!(fast.load(), full.load(), "pass {pass}");
     }
-    decode_only
+    (decode_only, before_queue)
 }
 
 #[test]
@@ -614,17 +630,32 @@ fn decode_only_passes_equal_full_passes() {
             });
         }
     }
+    let mut before_queue_cases = 0;
     for (i, args) in cases.iter().enumerate() {
-        let decode_only: usize = (0..4)
-            .map(|seed| compare_decode_only_with_full_pass(args, seed * 31 + i as u64, 400))
-            .sum();
-        eprintln!("case {i}: {decode_only} decode-only passes of 1600");
+        let (mut decode_only, mut before_queue) = (0, 0);
+        for seed in 0..4 {
+            let (only, before) =
+                compare_decode_only_with_full_pass(args, seed * 31 + i as u64, 400);
+            decode_only += only;
+            before_queue += before;
+        }
+        eprintln!(
+            "case {i}: {decode_only} decode-only passes of 1600, {before_queue} decode passes \
+             before a queue"
+        );
+        before_queue_cases += usize::from(before_queue >= 10);
         // Both paths are exercised in every configuration.
         assert!(
             (10..1500).contains(&decode_only),
             "case {i}: {decode_only} decode-only passes of 1600"
         );
     }
+    // The decode pass before a queue needs a waiting request that does not fit: the small
+    // pools give it.
+    assert!(
+        before_queue_cases >= 4,
+        "{before_queue_cases} configurations took the decode pass before a queue"
+    );
 }
 
 /// A TRT-LLM rank with batch waiting: a 1000-token budget, `iters` passes, `ratio`.
