@@ -11,8 +11,8 @@
 //! model shares (nothing to do costs nothing, the speed-up ratios, nanosecond rounding). The
 //! timers are the default [`Polynomial`], the measured [`ProfileTable`]
 //! (`planner_profile_data`, loaded and checked when the engine arguments are parsed) and the
-//! AIC tables ([`crate::aic::AicTables`], built by `dynosim::prepare` before the run; [`aic`]). One timer
-//! instance serves every rank built from one [`EngineArgs`]: the ranks share it through an
+//! AIC tables ([`crate::aic::AicTables`], built by `dynosim_aic_tables::prepare` before the
+//! run; [`aic`]). One timer instance serves every rank built from one [`EngineArgs`]: the ranks share it through an
 //! `Arc`, and a timer never changes after it is built, so nothing is read or built during a run.
 //!
 //! The reference keeps pass durations as `std::time::Duration` (nanosecond resolution): each
