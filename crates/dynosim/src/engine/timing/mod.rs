@@ -12,8 +12,9 @@
 //! timers are the default [`Polynomial`], the measured [`ProfileTable`]
 //! (`planner_profile_data`, loaded and checked when the engine arguments are parsed) and the
 //! AIC tables ([`crate::aic::AicTables`], built by `dynosim_aic_tables::prepare` before the
-//! run; [`aic`]). One timer instance serves every rank built from one [`EngineArgs`]: the ranks share it through an
-//! `Arc`, and a timer never changes after it is built, so nothing is read or built during a run.
+//! run; [`aic`]). One timer instance serves every rank built from one [`EngineArgs`]: the ranks
+//! share it through an `Arc`, and a timer never changes after it is built, so nothing is read
+//! or built during a run.
 //!
 //! The reference keeps pass durations as `std::time::Duration` (nanosecond resolution): each
 //! raw millisecond figure is converted to a `Duration`, divided by its speed-up ratio through
