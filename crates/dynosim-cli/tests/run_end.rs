@@ -223,8 +223,10 @@ fn ctrl_c_ends_an_offline_run_with_a_report_marked_interrupted() {
             "1000",
             "--output-tokens",
             "500",
+            // Five times what a quiet 2-core machine simulates before the first progress line
+            // (400,000 finished there, within the first 5 s, once decode passes got cheaper).
             "--request-count",
-            "400000",
+            "2000000",
             // Slow arrivals: small batches, so each request costs hundreds of passes and the
             // run cannot release every request before the progress line and the Ctrl-C.
             "--request-rate",
