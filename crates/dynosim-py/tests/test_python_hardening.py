@@ -16,7 +16,9 @@ from dynamo.replay import run_synthetic_trace_replay, run_trace_replay
 CLOCK_KEYS = {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}
 # Long enough (tens of seconds even on an idle machine) that an interrupted run cannot have
 # finished on its own by the time the test looks.
-LONG_RUN = ["--input-tokens", "4000", "--output-tokens", "1000", "--request-count", "150000",
+# About a minute of simulation uninterrupted (150,000 requests ended within the first progress
+# line's 5 s once decode passes got cheaper): the Ctrl-C test interrupts it at that line.
+LONG_RUN = ["--input-tokens", "4000", "--output-tokens", "1000", "--request-count", "1500000",
             "--replay-concurrency", "256"]
 SHORT_RUN = ["--input-tokens", "1000", "--output-tokens", "100", "--request-count", "50",
              "--replay-concurrency", "8"]
