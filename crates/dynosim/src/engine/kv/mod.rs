@@ -470,18 +470,29 @@ impl BlockPool {
     /// copies join the LRU tail when nothing references them any more.
     #[inline(always)]
     pub fn release(&mut self, id: CopyId) {
+        if self.drop_reference(id) {
+            self.push_lru(id);
+        }
+    }
+
+    /// Drops one request reference of copy `id`, freeing a private or pending copy. Whether a
+    /// cached copy became inactive (its LRU entry is then due: [`BlockPool::release`] makes
+    /// room for it, [`BlockPool::release_all`] has made it for the whole run).
+    #[inline(always)]
+    fn drop_reference(&mut self, id: CopyId) -> bool {
         let slot = &mut self.slots[id as usize];
         match slot.kind() {
-            Kind::Private | Kind::Pending => self.free_slot(id),
+            Kind::Private | Kind::Pending => {
+                self.free_slot(id);
+                false
+            }
             Kind::Cached => {
                 debug_assert!(
                     slot.refs() > 0,
                     "cached copy released more often than referenced"
                 );
                 slot.state -= ONE_REF;
-                if slot.is_inactive() {
-                    self.push_lru(id);
-                }
+                slot.is_inactive()
             }
             Kind::Free => unreachable!("releasing a free slot"),
         }
@@ -499,20 +510,8 @@ impl BlockPool {
             // Near the head this prefetches the first copy again, which costs nothing.
             let ahead = copies[i.saturating_sub(PREFETCH_AHEAD)];
             prefetch(self.slots.as_ptr().wrapping_add(ahead as usize));
-            let slot = &mut self.slots[id as usize];
-            match slot.kind() {
-                Kind::Private | Kind::Pending => self.free_slot(id),
-                Kind::Cached => {
-                    debug_assert!(
-                        slot.refs() > 0,
-                        "cached copy released more often than referenced"
-                    );
-                    slot.state -= ONE_REF;
-                    if slot.is_inactive() {
-                        self.append_lru(id);
-                    }
-                }
-                Kind::Free => unreachable!("releasing a free slot"),
+            if self.drop_reference(id) {
+                self.append_lru(id);
             }
         }
         self.compact_lru_if_stale();
