@@ -131,13 +131,7 @@ impl VllmScheduler {
         let max_model_len = self.max_model_len;
         let mut any_finished = false;
         for request in &mut self.running {
-            request.generated += 1;
-            debug_assert_eq!(
-                request.generated >= request.generation_end,
-                request.remaining_generation(max_model_len) == 0
-            );
-            if request.generated >= request.generation_end {
-                request.finished = true;
+            if request.emit_plain_token(max_model_len) {
                 any_finished = true;
             }
         }
@@ -324,13 +318,7 @@ impl VllmScheduler {
             }
             let request = &mut self.running[index];
             context_tokens += len;
-            request.generated += 1;
-            debug_assert_eq!(
-                request.generated >= request.generation_end,
-                request.remaining_generation(max_model_len) == 0
-            );
-            if request.generated >= request.generation_end {
-                request.finished = true;
+            if request.emit_plain_token(max_model_len) {
                 any_finished = true;
             }
         }

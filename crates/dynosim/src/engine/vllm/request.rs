@@ -127,6 +127,22 @@ impl Request {
         true
     }
 
+    /// Counts the token a plainly decoding request just emitted and marks the request finished
+    /// when that was its last. Whether it was.
+    #[inline(always)]
+    pub(super) fn emit_plain_token(&mut self, max_model_len: Option<usize>) -> bool {
+        self.generated += 1;
+        debug_assert_eq!(
+            self.generated >= self.generation_end,
+            self.remaining_generation(max_model_len) == 0
+        );
+        let last = self.generated >= self.generation_end;
+        if last {
+            self.finished = true;
+        }
+        last
+    }
+
     /// Sets `plain_until` and `generation_end` from the current state of a request that
     /// [`Request::decodes_plainly`]. A plain token leaves its blocks as they are and makes
     /// `allocated_tokens` its length, so every later token fits plainly while it stays within
