@@ -301,6 +301,28 @@ fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
         "{}",
         overridden[0]
     );
+    // A calibration's entries per engine version are picked by the row's version; rows
+    // without one are `unrecorded`; without a calibration the version is not passed.
+    assert!(scripts
+        .iter()
+        .all(|command| !command.contains("aic_engine_version")));
+    let mut rows = rows.to_vec();
+    rows[1] = rows[1].replacen(",sglang,1.0,", ",sglang,,", 1);
+    write_csv(tmp.path(), "rows.csv", &rows);
+    let calibrated = commands(
+        &["--extra-engine-args", r#"{"aic_calibration":"silicon"}"#],
+        "calibrated",
+    );
+    assert!(
+        calibrated[0].contains(r#""aic_engine_version":"1.0""#),
+        "{}",
+        calibrated[0]
+    );
+    assert!(
+        calibrated[1].contains(r#""aic_engine_version":"unrecorded""#),
+        "{}",
+        calibrated[1]
+    );
 }
 
 #[test]

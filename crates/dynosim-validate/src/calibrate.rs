@@ -9,8 +9,11 @@
 //!   serves the other models takes each parameter's median over them (a fit of all the
 //!   group's rows where no model has enough); each engine configuration of a fitted model
 //!   with enough rows is then refined from the model's corrections (decode scale and
-//!   per-request delay only) and gets its own entry where that lowers its rows' score;
-//!   returns the calibration file and what each fit saw.
+//!   per-request delay only) and gets its own entry where that lowers its rows' score, and
+//!   where a configuration's rows were measured by several engine versions, each version
+//!   with enough rows is refined the same way from the configuration's corrections (an
+//!   entry keyed by `engine_version`: releases of one engine differ in their serving front
+//!   and kernels); returns the calibration file and what each fit saw.
 //!
 //! The fit. A group's rows are simulated under corrections θ and scored by
 //! `mean min(|ln(predicted / measured)|, 1)` of mean TTFT plus that of mean TPOT (log errors
@@ -43,7 +46,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use crate::journal::Status;
-use crate::{configuration_of, simulate, split_of, Filters, MeasuredRun, Split};
+use crate::{configuration_of, engine_version_of, simulate, split_of, Filters, MeasuredRun, Split};
 
 /// A prediction off by more than a factor e (2.7x) scores as if off by e: such a row shows a
 /// gap the corrections cannot close (a configuration that behaves unlike its group), and
@@ -97,6 +100,9 @@ struct ReadyRow {
     /// Its engine configuration ([`configuration_key`]), which configuration entries are
     /// keyed by.
     configuration: String,
+    /// The engine version that measured it ([`engine_version_of`]), which engine-version
+    /// entries within a configuration are keyed by.
+    engine_version: String,
     /// Its load: ISL, OSL and the client's concurrency band (`⌊log₄ concurrency⌋`), the
     /// strata a group's sample is spread over.
     load: (u64, u64, u32),
@@ -127,6 +133,8 @@ pub struct GroupFit {
     pub model: Option<String>,
     /// `Some` for an engine configuration's entry within its model.
     pub configuration: Option<String>,
+    /// `Some` for an engine version's entry within its configuration.
+    pub engine_version: Option<String>,
     /// Rows in the group (TRAIN, modelable, both measurements), and how many the fit used.
     pub rows: usize,
     pub rows_used: usize,
@@ -152,6 +160,7 @@ impl GroupFit {
             system: system.to_owned(),
             model: model.map(str::to_owned),
             configuration: configuration.map(str::to_owned),
+            engine_version: None,
             rows,
             rows_used,
             evaluations: 0,
@@ -361,6 +370,7 @@ pub fn calibrate(
                 system: fit.system.clone(),
                 model: fit.model.clone(),
                 configuration: fit.configuration.clone(),
+                engine_version: fit.engine_version.clone(),
                 corrections,
                 fit: if !fit.median_of.is_empty() {
                     json!({"median_of_models": fit.median_of})
@@ -435,7 +445,9 @@ fn fit_group(
 
 /// Refines `start` (a model's corrections) for each engine configuration of the model with
 /// at least `min_rows` rows: only the decode scale and the per-request delay move. A
-/// configuration whose rows the refinement does not improve gets no entry.
+/// configuration whose rows the refinement does not improve gets no entry. Where the
+/// configuration's rows were measured by more than one engine version, each version with
+/// `min_rows` rows is then refined the same way from the configuration's corrections.
 fn fit_configurations(
     pool: &rayon::ThreadPool,
     rows: &[ReadyRow],
@@ -480,8 +492,54 @@ fn fit_configurations(
                 progress,
             )
         });
+        let configuration_start = fit.corrections.clone().unwrap_or_else(|| start.clone());
         if fit.corrections.as_ref() != Some(start) {
             fits.push(fit);
+        }
+        let in_configuration =
+            |row: &&ReadyRow| row.model == model && row.configuration == configuration;
+        let mut versions: BTreeMap<&str, usize> = BTreeMap::new();
+        for row in rows.iter().filter(in_configuration) {
+            *versions.entry(&row.engine_version).or_insert(0) += 1;
+        }
+        if versions.len() < 2 {
+            continue;
+        }
+        for (version, count) in versions {
+            if count < options.min_rows.max(1) {
+                continue;
+            }
+            progress(&format!(
+                "{backend} on {system}, {model}, {configuration}, engine version {version}: \
+                 {count} rows"
+            ));
+            let (cases, prepared) = cases_of(
+                rows,
+                |row| in_configuration(&row) && row.engine_version == version,
+                options.rows_per_group,
+            );
+            let mut fit = GroupFit {
+                engine_version: Some(version.to_owned()),
+                ..GroupFit::unfitted(
+                    (backend, system),
+                    Some(model),
+                    Some(configuration),
+                    (count, cases.len()),
+                )
+            };
+            pool.install(|| {
+                search(
+                    &cases,
+                    &prepared,
+                    &configuration_start,
+                    (&CONFIGURATION_AXES, options.configuration_evaluations),
+                    &mut fit,
+                    progress,
+                )
+            });
+            if fit.corrections.as_ref() != Some(&configuration_start) {
+                fits.push(fit);
+            }
         }
     }
     fits
@@ -638,6 +696,7 @@ fn prepare_rows(
             run.concurrency.unwrap_or(1).max(1).ilog2() / 2,
         );
         ready.push(ReadyRow {
+            engine_version: engine_version_of(&run).to_owned(),
             id: run.id,
             load,
             speculative: spec.deployment.entry().engine.speculative.is_some(),

@@ -244,6 +244,20 @@ struct Pending {
     configuration: usize,
 }
 
+/// The engine version that measured `run`, as calibration entries are keyed: the CSV's
+/// `backend_version`, or [`UNRECORDED_VERSION`] where the row has none.
+pub(crate) fn engine_version_of(run: &MeasuredRun) -> &str {
+    if run.backend_version.trim().is_empty() {
+        UNRECORDED_VERSION
+    } else {
+        run.backend_version.trim()
+    }
+}
+
+/// The engine version of a measured run whose version was not recorded (in aiconfigurator's
+/// silicon CSV, the runs of 2025-11): such runs are fitted and looked up as one version.
+pub const UNRECORDED_VERSION: &str = "unrecorded";
+
 /// The engine configuration of a spec: what its AIC tables depend on (the engine-args
 /// objects), as canonical text.
 pub(crate) fn configuration_of(settings: &Settings) -> String {

@@ -313,6 +313,8 @@ struct EngineBase<'a> {
     gemm_dtype: &'a str,
     moe_dtype: &'a str,
     concurrency: u64,
+    /// The engine version that measured the row ([`crate::engine_version_of`]).
+    engine_version: &'a str,
     /// The benchmark script's server settings ([`crate::inferencex`]), over the defaults.
     server: Map<String, Value>,
 }
@@ -355,6 +357,11 @@ fn engine_args(
     );
     for (key, value) in base.server.iter().chain(extra) {
         args.insert(key.clone(), value.clone());
+    }
+    // A calibration may hold entries per engine version: the row's version picks them
+    // (unless the user's keys name one).
+    if args.contains_key("aic_calibration") && !args.contains_key("aic_engine_version") {
+        args.insert("aic_engine_version".into(), json!(base.engine_version));
     }
     Value::Object(args)
 }
@@ -571,6 +578,7 @@ fn plan(
         gemm_dtype: cells.text("gemm_quant_mode"),
         moe_dtype: cells.text("moe_quant_mode"),
         concurrency,
+        engine_version: crate::engine_version_of(run),
         server,
     };
     let mut settings = Settings { values: Map::new() };

@@ -12,9 +12,10 @@
 //!   rates are scaled.
 //! - [`CalibrationFile`]: the file `dynosim calibrate` writes, one entry per (backend,
 //!   system) and optionally more specific ones per (backend, system, model) and per (backend,
-//!   system, model, engine configuration); [`CalibrationFile::parse`] checks it,
-//!   [`CalibrationFile::entry`] picks the most specific entry that applies: the model's
-//!   engine configuration's, else the model's, else the (backend, system) entry.
+//!   system, model, engine configuration[, engine version]); [`CalibrationFile::parse`]
+//!   checks it, [`CalibrationFile::entry`] picks the most specific entry that applies: the
+//!   model's engine configuration's for the run's engine version, else the configuration's,
+//!   else the model's, else the (backend, system) entry.
 //! - [`configuration_key`]: the engine configuration an entry names (parallel widths and
 //!   quantisation), as text.
 //! - [`resolve`]: the engine-args value `aic_calibration` (a shipped name or a file path) to
@@ -181,6 +182,10 @@ pub struct CalibrationEntry {
     /// `None`: every configuration of the model without an entry of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configuration: Option<String>,
+    /// The serving engine's version this configuration entry was fitted on
+    /// (`aic_engine_version`); `None`: every version without an entry of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_version: Option<String>,
     pub corrections: AicCalibration,
     /// What the fit saw (rows, errors before and after); informational, not read back.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
@@ -216,11 +221,19 @@ impl CalibrationFile {
                     entry.describe()
                 ));
             }
+            if entry.engine_version.is_some() && entry.configuration.is_none() {
+                return Err(format!(
+                    "entries[{index}] ({}): an entry for an engine version names its \
+                     configuration",
+                    entry.describe()
+                ));
+            }
             if file.entries[..index].iter().any(|other| {
                 other.backend == entry.backend
                     && other.system == entry.system
                     && other.model == entry.model
                     && other.configuration == entry.configuration
+                    && other.engine_version == entry.engine_version
             }) {
                 return Err(format!(
                     "entries[{index}]: a second entry for {}",
@@ -232,24 +245,30 @@ impl CalibrationFile {
     }
 
     /// The corrections of `model` in engine configuration `configuration` on `backend` and
-    /// `system`: that configuration's entry, else the model's own, else the (backend, system)
-    /// entry; or a message listing the entries there are.
+    /// `system`, run by engine version `engine_version` when known: that configuration's
+    /// entry for that version, else the configuration's own, else the model's, else the
+    /// (backend, system) entry; or a message listing the entries there are.
     pub fn entry(
         &self,
         backend: &str,
         system: &str,
         model: &str,
         configuration: &str,
+        engine_version: Option<&str>,
     ) -> Result<&AicCalibration, String> {
         let here = |entry: &&CalibrationEntry| entry.backend == backend && entry.system == system;
-        let find = |model: Option<&str>, configuration: Option<&str>| {
+        let find = |model: Option<&str>, configuration: Option<&str>, version: Option<&str>| {
             self.entries.iter().filter(here).find(|entry| {
-                entry.model.as_deref() == model && entry.configuration.as_deref() == configuration
+                entry.model.as_deref() == model
+                    && entry.configuration.as_deref() == configuration
+                    && entry.engine_version.as_deref() == version
             })
         };
-        find(Some(model), Some(configuration))
-            .or_else(|| find(Some(model), None))
-            .or_else(|| find(None, None))
+        engine_version
+            .and_then(|version| find(Some(model), Some(configuration), Some(version)))
+            .or_else(|| find(Some(model), Some(configuration), None))
+            .or_else(|| find(Some(model), None, None))
+            .or_else(|| find(None, None, None))
             .map(|entry| &entry.corrections)
             .ok_or_else(|| {
                 let have: Vec<String> = self
@@ -274,8 +293,13 @@ impl CalibrationEntry {
     pub fn describe(&self) -> String {
         match (&self.model, &self.configuration) {
             (Some(model), Some(configuration)) => format!(
-                "{} on {} for {model} ({configuration})",
-                self.backend, self.system
+                "{} on {} for {model} ({configuration}{})",
+                self.backend,
+                self.system,
+                self.engine_version
+                    .as_deref()
+                    .map(|version| format!(", engine version {version}"))
+                    .unwrap_or_default()
             ),
             (Some(model), None) => format!("{} on {} for {model}", self.backend, self.system),
             _ => format!("{} on {}", self.backend, self.system),
@@ -306,9 +330,14 @@ pub fn shipped_names() -> Vec<&'static str> {
 }
 
 /// The corrections `value` (a shipped calibration's name or a calibration file's path) gives
-/// the engine configuration `config`. Reads the file: call it while the engine arguments are
-/// parsed, before any simulation.
-pub fn resolve(value: &str, config: &AicConfig) -> Result<AicCalibration, String> {
+/// the engine configuration `config` run by `engine_version` (`aic_engine_version`, when
+/// given). Reads the file: call it while the engine arguments are parsed, before any
+/// simulation.
+pub fn resolve(
+    value: &str,
+    config: &AicConfig,
+    engine_version: Option<&str>,
+) -> Result<AicCalibration, String> {
     let (origin, text) = match SHIPPED.iter().find(|(name, _)| *name == value) {
         Some((name, text)) => (format!("shipped calibration '{name}'"), text.to_string()),
         None => {
@@ -330,6 +359,7 @@ pub fn resolve(value: &str, config: &AicConfig) -> Result<AicCalibration, String
         &config.system,
         &config.model_path,
         &configuration_key(config),
+        engine_version,
     )
     .cloned()
     .map_err(|message| format!("{origin}: {message}"))
@@ -372,7 +402,7 @@ mod tests {
     fn an_entry_is_picked_by_backend_and_system() {
         let parsed = CalibrationFile::parse(&file(VLLM_H200)).unwrap();
         let entry = parsed
-            .entry("vllm", "h200_sxm", "Qwen/Qwen3-32B", "tp1")
+            .entry("vllm", "h200_sxm", "Qwen/Qwen3-32B", "tp1", None)
             .unwrap();
         // A file written before the per-token cost existed reads as none.
         assert_eq!(entry.prefill_token_us, 0.0);
@@ -382,7 +412,7 @@ mod tests {
         assert_eq!(entry.kv_blocks(1000), 750);
         assert_eq!(entry.kv_blocks(1), 1);
         let missing = parsed
-            .entry("sglang", "h200_sxm", "Qwen/Qwen3-32B", "tp1")
+            .entry("sglang", "h200_sxm", "Qwen/Qwen3-32B", "tp1", None)
             .unwrap_err();
         assert!(
             missing.contains("'sglang'") && missing.contains("vllm on h200_sxm"),
@@ -398,7 +428,7 @@ mod tests {
         );
         let parsed = CalibrationFile::parse(&file(&with_tokens)).unwrap();
         let entry = parsed
-            .entry("vllm", "h200_sxm", "Qwen/Qwen3-32B", "tp1")
+            .entry("vllm", "h200_sxm", "Qwen/Qwen3-32B", "tp1", None)
             .unwrap();
         // 10 ms x 1.5 + 2 ms + 1000 tokens x 10 us.
         assert_eq!(entry.prefill_ms(10.0, 1000), 27.0);
@@ -423,21 +453,21 @@ mod tests {
         let parsed = CalibrationFile::parse(&file(&format!("{VLLM_H200},{for_model}"))).unwrap();
         assert_eq!(
             parsed
-                .entry("vllm", "h200_sxm", "m1", "tp1")
+                .entry("vllm", "h200_sxm", "m1", "tp1", None)
                 .unwrap()
                 .prefill_scale,
             3.0
         );
         assert_eq!(
             parsed
-                .entry("vllm", "h200_sxm", "m2", "tp1")
+                .entry("vllm", "h200_sxm", "m2", "tp1", None)
                 .unwrap()
                 .prefill_scale,
             1.5
         );
         let only_model = CalibrationFile::parse(&file(&for_model)).unwrap();
         let message = only_model
-            .entry("vllm", "h200_sxm", "m2", "tp1")
+            .entry("vllm", "h200_sxm", "m2", "tp1", None)
             .unwrap_err();
         assert!(message.contains("vllm on h200_sxm for m1"), "{message}");
         let twice = file(&format!("{for_model},{for_model}"));
@@ -468,7 +498,7 @@ mod tests {
         let parsed = CalibrationFile::parse(&text).unwrap();
         let scale = |model: &str, configuration: &str| {
             parsed
-                .entry("vllm", "h200_sxm", model, configuration)
+                .entry("vllm", "h200_sxm", model, configuration, None)
                 .unwrap()
                 .prefill_scale
         };
@@ -477,12 +507,43 @@ mod tests {
         assert_eq!(scale("m2", &key), 1.5);
         let path = std::env::temp_dir().join(format!("dynosim-cal-{}.json", std::process::id()));
         std::fs::write(&path, &text).unwrap();
-        let resolved = resolve(path.to_str().unwrap(), &config("vllm", "h200_sxm", "m1"));
+        let resolved = resolve(
+            path.to_str().unwrap(),
+            &config("vllm", "h200_sxm", "m1"),
+            None,
+        );
         std::fs::remove_file(&path).unwrap();
         assert_eq!(resolved.unwrap().prefill_scale, 4.0);
         let without_model = for_configuration.replace("\"model\":\"m1\",", "");
         let message = CalibrationFile::parse(&file(&without_model)).unwrap_err();
         assert!(message.contains("names its model"), "{message}");
+
+        // An engine version's entry serves that version only; other versions, and runs that
+        // do not say theirs, take the configuration's.
+        let for_version = for_configuration
+            .replace(
+                "\"model\":\"m1\",",
+                "\"model\":\"m1\",\"engine_version\":\"0.5.9\",",
+            )
+            .replace("\"prefill_scale\":4", "\"prefill_scale\":5");
+        let text = file(&format!("{for_model},{for_configuration},{for_version}"));
+        let parsed = CalibrationFile::parse(&text).unwrap();
+        let scale = |version: Option<&str>| {
+            parsed
+                .entry("vllm", "h200_sxm", "m1", &key, version)
+                .unwrap()
+                .prefill_scale
+        };
+        assert_eq!(scale(Some("0.5.9")), 5.0);
+        assert_eq!(scale(Some("0.6.0")), 4.0);
+        assert_eq!(scale(None), 4.0);
+        let without_configuration =
+            for_version.replace(&format!("\"configuration\":\"{key}\","), "");
+        let message = CalibrationFile::parse(&file(&without_configuration)).unwrap_err();
+        assert!(message.contains("names its configuration"), "{message}");
+        let twice = file(&format!("{for_version},{for_version}"));
+        let message = CalibrationFile::parse(&twice).unwrap_err();
+        assert!(message.contains("engine version 0.5.9"), "{message}");
     }
 
     #[test]
@@ -509,8 +570,12 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_named() {
-        let message =
-            resolve("/nonexistent/cal.json", &config("vllm", "h200_sxm", "m")).unwrap_err();
+        let message = resolve(
+            "/nonexistent/cal.json",
+            &config("vllm", "h200_sxm", "m"),
+            None,
+        )
+        .unwrap_err();
         assert!(message.contains("/nonexistent/cal.json"), "{message}");
     }
 
@@ -525,7 +590,7 @@ mod tests {
                 "{name}: no (backend, system) entry"
             );
         }
-        let vllm = resolve("silicon", &config("vllm", "h200_sxm", "any/model")).unwrap();
+        let vllm = resolve("silicon", &config("vllm", "h200_sxm", "any/model"), None).unwrap();
         assert_ne!(vllm, AicCalibration::IDENTITY);
     }
 

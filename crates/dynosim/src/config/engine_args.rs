@@ -331,6 +331,7 @@ engine_arg_keys! {
     aic_nextn_accept_rates: String,
     aic_mtp_seed: u64,
     aic_calibration: String,
+    aic_engine_version: String,
     gpu_memory_utilization: f64,
     mem_fraction_static: f64,
     free_gpu_memory_fraction: f64,
@@ -596,6 +597,9 @@ struct RawAic {
     dtypes: [(&'static str, Option<String>); 5],
     /// `aic_calibration`: a shipped calibration's name or a calibration file's path.
     calibration: Option<String>,
+    /// `aic_engine_version`: the serving engine's version, which picks a calibration's
+    /// entries fitted on runs of that version.
+    engine_version: Option<String>,
     num_gpu_blocks_given: bool,
 }
 
@@ -675,6 +679,12 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
                 .into(),
         );
     }
+    let engine_version = raw.aic_engine_version.value();
+    if engine_version.is_some() && calibration.is_none() {
+        return Err(
+            "aic_engine_version picks entries of a calibration and needs aic_calibration".into(),
+        );
+    }
     let aic = aic_backend.map(|backend| RawAic {
         backend,
         system: raw.aic_system.value(),
@@ -691,6 +701,7 @@ fn convert(raw: RawEngineArgs) -> Result<ParsedEngineArgs, String> {
             ("aic_comm_dtype", raw.aic_comm_dtype.value()),
         ],
         calibration,
+        engine_version,
         num_gpu_blocks_given,
     });
     let aic_nextn = raw.aic_nextn.value();
@@ -1102,7 +1113,7 @@ fn attach_aic(parsed: &mut ParsedEngineArgs) -> Result<(), String> {
     if let Some(value) = raw.calibration.filter(|value| !value.trim().is_empty()) {
         let config = args.aic.as_mut().expect("set above");
         config.calibration = Some(
-            crate::aic::calibration::resolve(&value, config)
+            crate::aic::calibration::resolve(&value, config, raw.engine_version.as_deref())
                 .map_err(|message| format!("aic_calibration: {message}"))?,
         );
     }
@@ -1326,8 +1337,8 @@ mod tests {
             message.ends_with("`sglang`, `trtllm`, `has_perf_model`"),
             "{message}"
         );
-        // The reference's 61 keys and dynosim's `aic_calibration`.
-        assert_eq!(ACCEPTED_KEYS.len(), 62);
+        // The reference's 61 keys and dynosim's `aic_calibration` and `aic_engine_version`.
+        assert_eq!(ACCEPTED_KEYS.len(), 63);
         // Keys of older mocker versions are rejected too.
         for key in ["watermark", "aic_systems_path", "eviction_backend"] {
             assert!(error(&format!(r#"{{"{key}":1}}"#)).contains(&format!("unknown field `{key}`")));
