@@ -50,8 +50,9 @@ pub struct CalibrateCli {
     #[arg(long)]
     pub no_per_model: bool,
     /// Refine each engine configuration (widths, quantisation) of a fitted model that has
-    /// --min-rows rows with at most this many evaluations, moving only the decode scale and
-    /// the per-request delay (0: no configuration entries)
+    /// --min-rows rows, and each engine version such a configuration was measured with, with
+    /// at most this many evaluations each, moving only the per-request delay and the prefill
+    /// and decode scales (0: no configuration or engine-version entries)
     #[arg(long, value_name = "N",
           default_value_t = CalibrateOptions::default().configuration_evaluations as u32)]
     pub configuration_evaluations: u32,

@@ -8,8 +8,8 @@
 //!   its own corrections, fitted by a coordinate search, and the (backend, system) entry that
 //!   serves the other models takes each parameter's median over them (a fit of all the
 //!   group's rows where no model has enough); each engine configuration of a fitted model
-//!   with enough rows is then refined from the model's corrections (decode scale and
-//!   per-request delay only) and gets its own entry where that lowers its rows' score, and
+//!   with enough rows is then refined from the model's corrections (per-request delay,
+//!   prefill and decode scales only) and gets its own entry where that lowers its rows' score, and
 //!   where a configuration's rows were measured by several engine versions, each version
 //!   with enough rows is refined the same way from the configuration's corrections (an
 //!   entry keyed by `engine_version`: releases of one engine differ in their serving front
@@ -241,8 +241,9 @@ const ALL_AXES: [usize; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
 /// The index in [`AXES`] of the drafts' acceptance.
 const ACCEPTANCE_AXIS: usize = 7;
 
-/// The axes a configuration's refinement moves: the per-request delay and the decode scale.
-const CONFIGURATION_AXES: [usize; 2] = [0, 3];
+/// The axes a configuration's (and an engine version's) refinement moves: the per-request
+/// delay, the prefill scale and the decode scale.
+const CONFIGURATION_AXES: [usize; 3] = [0, 1, 3];
 
 /// The search ends when every axis's step has shrunk below its first step over this (for the
 /// scales, e^(0.3/16), about 2%).
@@ -444,8 +445,8 @@ fn fit_group(
 }
 
 /// Refines `start` (a model's corrections) for each engine configuration of the model with
-/// at least `min_rows` rows: only the decode scale and the per-request delay move. A
-/// configuration whose rows the refinement does not improve gets no entry. Where the
+/// at least `min_rows` rows: only the per-request delay and the prefill and decode scales
+/// move. A configuration whose rows the refinement does not improve gets no entry. Where the
 /// configuration's rows were measured by more than one engine version, each version with
 /// `min_rows` rows is then refined the same way from the configuration's corrections.
 fn fit_configurations(
@@ -459,90 +460,121 @@ fn fit_configurations(
     if options.configuration_evaluations == 0 {
         return Vec::new();
     }
-    let mut configurations: BTreeMap<&str, usize> = BTreeMap::new();
-    for row in rows.iter().filter(|row| row.model == model) {
-        *configurations.entry(&row.configuration).or_insert(0) += 1;
-    }
+    let count_by = |key: fn(&ReadyRow) -> &str, select: &dyn Fn(&ReadyRow) -> bool| {
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for row in rows.iter().filter(|row| select(row)) {
+            *counts.entry(key(row)).or_insert(0) += 1;
+        }
+        counts
+    };
+    let refine = |subgroup: Subgroup<'_>, from: &AicCalibration, fits: &mut Vec<GroupFit>| {
+        let fit = refine_subgroup(
+            pool,
+            rows,
+            (backend, system, model),
+            subgroup,
+            from,
+            options,
+            progress,
+        );
+        let corrections = fit.corrections.clone().unwrap_or_else(|| from.clone());
+        if &corrections != from {
+            fits.push(fit);
+        }
+        corrections
+    };
     let mut fits = Vec::new();
+    let configurations = count_by(|row| &row.configuration, &|row| row.model == model);
     for (configuration, count) in configurations {
         if count < options.min_rows.max(1) {
             continue;
         }
-        progress(&format!(
-            "{backend} on {system}, {model}, {configuration}: {count} rows"
-        ));
-        let (cases, prepared) = cases_of(
-            rows,
-            |row| row.model == model && row.configuration == configuration,
-            options.rows_per_group,
-        );
-        let mut fit = GroupFit::unfitted(
-            (backend, system),
-            Some(model),
-            Some(configuration),
-            (count, cases.len()),
-        );
-        pool.install(|| {
-            search(
-                &cases,
-                &prepared,
-                start,
-                (&CONFIGURATION_AXES, options.configuration_evaluations),
-                &mut fit,
-                progress,
-            )
+        let subgroup = Subgroup {
+            configuration,
+            engine_version: None,
+            rows: count,
+        };
+        let configuration_corrections = refine(subgroup, start, &mut fits);
+        let versions = count_by(|row| &row.engine_version, &|row| {
+            row.model == model && row.configuration == configuration
         });
-        let configuration_start = fit.corrections.clone().unwrap_or_else(|| start.clone());
-        if fit.corrections.as_ref() != Some(start) {
-            fits.push(fit);
-        }
-        let in_configuration =
-            |row: &&ReadyRow| row.model == model && row.configuration == configuration;
-        let mut versions: BTreeMap<&str, usize> = BTreeMap::new();
-        for row in rows.iter().filter(in_configuration) {
-            *versions.entry(&row.engine_version).or_insert(0) += 1;
-        }
         if versions.len() < 2 {
             continue;
         }
         for (version, count) in versions {
-            if count < options.min_rows.max(1) {
-                continue;
-            }
-            progress(&format!(
-                "{backend} on {system}, {model}, {configuration}, engine version {version}: \
-                 {count} rows"
-            ));
-            let (cases, prepared) = cases_of(
-                rows,
-                |row| in_configuration(&row) && row.engine_version == version,
-                options.rows_per_group,
-            );
-            let mut fit = GroupFit {
-                engine_version: Some(version.to_owned()),
-                ..GroupFit::unfitted(
-                    (backend, system),
-                    Some(model),
-                    Some(configuration),
-                    (count, cases.len()),
-                )
-            };
-            pool.install(|| {
-                search(
-                    &cases,
-                    &prepared,
-                    &configuration_start,
-                    (&CONFIGURATION_AXES, options.configuration_evaluations),
-                    &mut fit,
-                    progress,
-                )
-            });
-            if fit.corrections.as_ref() != Some(&configuration_start) {
-                fits.push(fit);
+            if count >= options.min_rows.max(1) {
+                let subgroup = Subgroup {
+                    configuration,
+                    engine_version: Some(version),
+                    rows: count,
+                };
+                refine(subgroup, &configuration_corrections, &mut fits);
             }
         }
     }
     fits
+}
+
+/// The rows of one model that a refinement fits: one engine configuration, or one engine
+/// version's rows within it.
+#[derive(Clone, Copy)]
+struct Subgroup<'a> {
+    configuration: &'a str,
+    engine_version: Option<&'a str>,
+    /// How many of the model's rows it holds.
+    rows: usize,
+}
+
+/// Refines `start` on `subgroup`'s rows, moving only [`CONFIGURATION_AXES`].
+fn refine_subgroup(
+    pool: &rayon::ThreadPool,
+    rows: &[ReadyRow],
+    (backend, system, model): (&str, &str, &str),
+    subgroup: Subgroup<'_>,
+    start: &AicCalibration,
+    options: &CalibrateOptions,
+    progress: &(dyn Fn(&str) + Sync),
+) -> GroupFit {
+    let Subgroup {
+        configuration,
+        engine_version,
+        rows: count,
+    } = subgroup;
+    progress(&format!(
+        "{backend} on {system}, {model}, {configuration}{}: {count} rows",
+        engine_version
+            .map(|version| format!(", engine version {version}"))
+            .unwrap_or_default()
+    ));
+    let (cases, prepared) = cases_of(
+        rows,
+        |row| {
+            row.model == model
+                && row.configuration == configuration
+                && engine_version.is_none_or(|version| row.engine_version == version)
+        },
+        options.rows_per_group,
+    );
+    let mut fit = GroupFit {
+        engine_version: engine_version.map(str::to_owned),
+        ..GroupFit::unfitted(
+            (backend, system),
+            Some(model),
+            Some(configuration),
+            (count, cases.len()),
+        )
+    };
+    pool.install(|| {
+        search(
+            &cases,
+            &prepared,
+            start,
+            (&CONFIGURATION_AXES, options.configuration_evaluations),
+            &mut fit,
+            progress,
+        )
+    });
+    fit
 }
 
 /// `to` moved again by the move from `from` to `to`: a factor for the scales, an amount for
