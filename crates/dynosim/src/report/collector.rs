@@ -486,11 +486,18 @@ impl Collector {
     /// `on_tokens(id, at_ms, 1)` for each would do.
     pub fn on_one_token_each(&mut self, at_ms: f64, ids: &[u32]) {
         for &id in ids {
-            if let Some(index) = self.live_index(id as RequestId) {
-                self.tokens_of_state(index, at_ms, 1);
-                if let Some(Observer(observer)) = &mut self.observer {
-                    observer.on_tokens(id as RequestId, at_ms, 1);
-                }
+            self.on_one_token(id as RequestId, at_ms);
+        }
+    }
+
+    /// One token of request `id` at `at_ms`: what `on_tokens(id, at_ms, 1)` does, for callers
+    /// that walk a pass's tokens themselves (the count known, the call inlined into the walk).
+    #[inline(always)]
+    pub fn on_one_token(&mut self, id: RequestId, at_ms: f64) {
+        if let Some(index) = self.live_index(id) {
+            self.tokens_of_state(index, at_ms, 1);
+            if let Some(Observer(observer)) = &mut self.observer {
+                observer.on_tokens(id, at_ms, 1);
             }
         }
     }
