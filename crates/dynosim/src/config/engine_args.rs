@@ -1816,6 +1816,10 @@ mod tests {
                 r#"{"aic_backend":"vllm","aic_model_path":"m","aic_tp_size":"2"}"#,
                 "aic_tp_size: invalid type: string \"2\", expected usize",
             ),
+            (
+                r#"{"aic_backend":"vllm","aic_model_path":"m","aic_engine_version":"0.5.9"}"#,
+                "aic_engine_version picks entries of a calibration and needs aic_calibration",
+            ),
         ] {
             let message = error(json);
             assert!(
@@ -1823,6 +1827,43 @@ mod tests {
                 "{json}: {message}"
             );
         }
+    }
+
+    #[test]
+    fn aic_engine_version_picks_a_calibration_entry_of_that_version() {
+        let key = "tp1 dp1 moe_tp- ep- gemm=- moe=- kv=-";
+        let entry = |extra: &str, scale: f64| {
+            format!(
+                r#"{{"backend":"vllm","system":"h200_sxm","model":"m"{extra},"corrections":
+                {{"prefill_scale":{scale},"decode_scale":1,"prefill_pass_ms":0,
+                "decode_pass_ms":0,"kv_capacity_scale":1}}}}"#
+            )
+        };
+        let text = format!(
+            r#"{{"format":"dynosim-aic-calibration/1","entries":[{},{}]}}"#,
+            entry(&format!(r#","configuration":"{key}""#), 2.0),
+            entry(
+                &format!(r#","configuration":"{key}","engine_version":"0.5.9""#),
+                3.0
+            ),
+        );
+        let path = std::env::temp_dir().join(format!("dynosim-ev-{}.json", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let scale = |version: &str| {
+            let json = format!(
+                r#"{{"aic_backend":"vllm","aic_model_path":"m","num_gpu_blocks":100,
+                "aic_calibration":{:?}{version}}}"#,
+                path.to_str().unwrap()
+            );
+            parse(&json).aic.unwrap().calibration.unwrap().prefill_scale
+        };
+        let picked = [
+            scale(r#","aic_engine_version":"0.5.9""#),
+            scale(r#","aic_engine_version":"0.6.0""#),
+            scale(""),
+        ];
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(picked, [3.0, 2.0, 2.0]);
     }
 
     proptest! {
