@@ -12,8 +12,8 @@ use dynosim_validate::calibrate::{CalibrateOptions, GroupFit};
 use dynosim_validate::Split;
 use serde_json::json;
 
-use crate::output::{commit, PreparedOutput};
 use crate::validate::MeasuredRunsArgs;
+use dynosim_run::output::{commit, PreparedOutput};
 
 /// Fits AIC timing corrections per (backend, system), and per model where a model has enough
 /// rows, on the TRAIN rows of measured runs (never a TEST row: `int(sha256(id)[:8], 16) % 4 ==

@@ -2,17 +2,13 @@
 //!
 //! Flow: flags -> [`ReplayOptions`] -> validated spec -> [`replay`] (outputs checked, workload
 //! loaded, timed simulation, every output written and published together) -> the table and
-//! `Saved full report to: <path>` on stdout. The Python front calls the same [`replay`].
+//! `Saved full report to: <path>` on stdout. The run and its files are `dynosim-run`'s
+//! [`replay`], which the Python front calls too.
 
-pub mod aiperf;
 pub mod args;
 pub mod calibrate;
 pub mod compare;
-pub mod interrupt;
-pub mod live;
-pub mod output;
 pub mod progress;
-pub mod replay;
 pub mod serve;
 pub mod sweep;
 pub mod validate;
@@ -25,13 +21,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use clap::{CommandFactory, FromArgMatches};
-use dynosim::config::{ReplayOptions, ReplaySpec};
+use dynosim::config::ReplayOptions;
 use dynosim::planner::PlannerOutcome;
 use dynosim::report::accounting::Shortfall;
-use dynosim::report::timeseries::TimeSeries;
 use dynosim::sim::Progress;
-use dynosim::Report;
-use interrupt::InterruptGuard;
+use dynosim_run::interrupt::InterruptGuard;
+use dynosim_run::{output, replay};
+use serde_json::{Map, Value};
 
 pub use args::Cli;
 
@@ -39,47 +35,6 @@ pub use args::Cli;
 const USAGE_EXIT_CODE: i32 = 2;
 /// Exit code of a run ended by Ctrl-C (after its report was written), as shells use.
 const INTERRUPTED_EXIT_CODE: i32 = 130;
-
-/// The HTML report of a run: `invocation` is the command as the user typed it (shown first
-/// in the page's configuration table); a planner's scaling events and worker counts join the
-/// page when the run had one.
-pub fn render_html_report(
-    invocation: &str,
-    spec: &ReplaySpec,
-    report: &Report,
-    series: &TimeSeries,
-    planner: Option<&PlannerOutcome>,
-) -> String {
-    use dynosim::report::html::{render_run_report, scaling_json, ScalingMark};
-    let mut configuration = vec![("command".to_string(), invocation.to_string())];
-    configuration.extend(dynosim::report::html::spec_configuration(spec));
-    let scaling = planner.map(|outcome| {
-        let initial: Vec<(&str, usize)> = spec
-            .deployment
-            .pools()
-            .into_iter()
-            .map(|(role, pool)| (role.component(), pool.workers))
-            .collect();
-        let marks: Vec<ScalingMark<'_>> = outcome
-            .events
-            .iter()
-            .map(|e| ScalingMark {
-                at_s: e.at_s,
-                component: e.component,
-                from: e.from,
-                to: e.to,
-            })
-            .collect();
-        scaling_json(&initial, &marks, outcome.ticks)
-    });
-    render_run_report(
-        "dynosim run report",
-        &configuration,
-        report,
-        series,
-        scaling.as_ref(),
-    )
-}
 
 /// Runs the command: `args` are the arguments after the program name, `prog` is the name
 /// shown in usage and error lines (`dynosim`, `python -m dynamo.replay`). Returns the exit
@@ -360,7 +315,7 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
     let settings = cli
         .aiperf_dir
         .is_some()
-        .then(|| aiperf::recorded_settings(&options));
+        .then(|| recorded_settings(&options));
     let mut spec = options.into_spec()?;
     let report_path = output::resolve_report_path(cli.report_json.as_deref())?;
     let outputs = replay::Outputs::prepare(
@@ -416,6 +371,20 @@ fn run_parsed(cli: &Cli, invocation: &str) -> dynosim::Result<Finished> {
         shortfall: Shortfall::of(&report),
         closing,
     })
+}
+
+/// The settings of a run as the AIPerf directory records them: every option that differs
+/// from its default, trace paths made absolute (the directory may be read from elsewhere).
+fn recorded_settings(options: &ReplayOptions) -> Map<String, Value> {
+    let mut options = options.clone();
+    options.trace_files = options
+        .trace_files
+        .iter()
+        .map(|path| std::path::absolute(path).unwrap_or_else(|_| path.clone()))
+        .collect();
+    // Where the run's own files went is not part of the run.
+    options.report_jsonl = None;
+    dynosim_sweep::Settings::from_options(&options).values
 }
 
 /// The command line as typed, for the HTML report: arguments that need it are quoted.

@@ -1,7 +1,7 @@
 //! `dynosim`: see the library crate for the flow; this only binds it to the process.
 
 fn main() {
-    dynosim_cli::output::install_interrupt_cleanup();
+    dynosim_run::output::install_interrupt_cleanup();
     let stdout = std::io::stdout();
     // Not locked for the whole run: the progress bar's thread writes to stderr meanwhile.
     let code = dynosim_cli::run(

@@ -25,8 +25,8 @@ use dynosim::{Error, Result};
 use dynosim_serve::{ServeConfig, ServeHooks};
 
 use crate::args::Cli;
-use crate::output::{self, PreparedOutput};
-use crate::replay;
+use dynosim_run::output::{self, PreparedOutput};
+use dynosim_run::replay;
 
 /// Serves an OpenAI-compatible API (/v1/completions, /v1/chat/completions, /v1/models,
 /// /health, /metrics) whose answers stream at the simulated deployment's speed. The

@@ -12,7 +12,7 @@ use dynosim::{Error, Result};
 use dynosim_validate::{Family, Filters, MeasuredRun, Mode, Split};
 use serde_json::{json, Map, Value};
 
-use crate::output::{commit, PreparedOutput};
+use dynosim_run::output::{commit, PreparedOutput};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SplitArg {

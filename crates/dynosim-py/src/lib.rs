@@ -40,7 +40,7 @@ use dynosim::error::ErrorKind;
 use dynosim::report::accounting::Shortfall;
 use dynosim::report::Value;
 use dynosim::Report;
-use dynosim_cli::replay;
+use dynosim_run::replay;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};

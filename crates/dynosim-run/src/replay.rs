@@ -27,10 +27,11 @@ use dynosim::planner::{PlannerOutcome, ScalingPolicy};
 use dynosim::sim::{Clock, CollectorThread, Observers, Progress, Simulated, Simulation};
 use dynosim::{Error, Report, Result};
 
+use crate::aiperf;
+use crate::html::render_html_report;
 use crate::interrupt::{InterruptibleVirtualClock, Simulating};
 use crate::live::WallClock;
 use crate::output::{self, PreparedOutput, RecordStream};
-use crate::{aiperf, render_html_report};
 
 /// The files and directory a run writes besides its result; `None` leaves one out.
 #[derive(Clone, Copy, Debug, Default)]

@@ -6,14 +6,15 @@
 //! profiling phase), when the load is one AIPerf can express (a single-turn synthetic load
 //! without shared prefixes, or one mooncake trace; closed loop, Poisson, constant rate or the
 //! trace's timestamps; fixed lengths or AIPerf's normal spread); and, under `dynosim.settings`,
-//! the run's own settings, named like the Python API's arguments. `dynosim validate
+//! the run's own settings, named like the Python API's arguments (given by the front: the
+//! command line records every option that differs from its default). `dynosim validate
 //! --aiperf-dir` rebuilds the load from the first and the deployment from the second, or the
 //! whole run from the second when AIPerf's config cannot express the load.
 
 use std::path::Path;
 
 use dynosim::config::{
-    ArrivalMode, ArrivalProcess, LengthSpread, ReplayOptions, ReplaySpec, TraceFormat, WorkloadSpec,
+    ArrivalMode, ArrivalProcess, LengthSpread, ReplaySpec, TraceFormat, WorkloadSpec,
 };
 use dynosim::report::aiperf::{
     AiperfExport, RECORDS_JSONL_FILE, SUMMARY_CSV_FILE, SUMMARY_JSON_FILE,
@@ -36,20 +37,6 @@ pub fn check_dir(flag: &str, dir: &Path) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// The settings of a run as the AIPerf directory records them: every option that differs
-/// from its default, trace paths made absolute (the directory may be read from elsewhere).
-pub fn recorded_settings(options: &ReplayOptions) -> Map<String, Value> {
-    let mut options = options.clone();
-    options.trace_files = options
-        .trace_files
-        .iter()
-        .map(|path| std::path::absolute(path).unwrap_or_else(|_| path.clone()))
-        .collect();
-    // Where the run's own files went is not part of the run.
-    options.report_jsonl = None;
-    dynosim_sweep::Settings::from_options(&options).values
 }
 
 /// AIPerf's `input_config` for the run's load, when AIPerf can express it.
