@@ -132,7 +132,10 @@ fn fit_table(groups: &[GroupFit]) -> String {
     );
     for group in groups {
         let model = match (&group.model, &group.configuration) {
-            (_, Some(configuration)) => format!("  {configuration}"),
+            (_, Some(configuration)) => match &group.engine_version {
+                Some(version) => format!("    {configuration}, engine version {version}"),
+                None => format!("  {configuration}"),
+            },
             (Some(model), None) => model.clone(),
             (None, None) => "(all)".to_owned(),
         };
