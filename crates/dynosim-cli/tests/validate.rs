@@ -952,3 +952,135 @@ fn calibrate_fits_back_known_corrections_from_train_rows() {
     assert!(before_ttft > 20.0 && before_tpot > 20.0, "{before:?}");
     assert!(after_ttft < 5.0 && after_tpot < 5.0, "{after:?}");
 }
+
+#[test]
+fn calibrate_fits_an_entry_per_engine_version_where_versions_differ() {
+    let Some(python) =
+        aic_python_or_skip("calibrate_fits_an_entry_per_engine_version_where_versions_differ")
+    else {
+        return;
+    };
+    let tmp = TempDir::new().unwrap();
+    let qwen = "Qwen/Qwen3-32B";
+    // Eight TRAIN rows of one configuration (sha256 of the ids), half of them measured by
+    // engine version 0.20.0, whose serving front is 300 ms slower per request.
+    let shapes = [
+        ("ver-0", (256, 16, 2)),
+        ("ver-1", (512, 24, 4)),
+        ("ver-3", (1024, 16, 4)),
+        ("ver-4", (256, 32, 8)),
+        ("ver-5", (768, 24, 2)),
+        ("ver-6", (512, 16, 8)),
+        ("ver-7", (256, 24, 4)),
+        ("ver-8", (1024, 32, 2)),
+    ];
+    let slow = |id: &str| ["ver-1", "ver-4", "ver-6", "ver-8"].contains(&id);
+    let line = |id: &str, shape, measured| {
+        let line = row(id, "x", "vllm", qwen, shape, (1, 1), measured);
+        if slow(id) {
+            line.replacen(",vllm,0.19.0,", ",vllm,0.20.0,", 1)
+        } else {
+            line
+        }
+    };
+    let placeholder: Vec<String> = shapes
+        .iter()
+        .map(|(id, shape)| line(id, *shape, (1.0, 1.0)))
+        .collect();
+    write_csv(tmp.path(), "shapes.csv", &placeholder);
+    let predicted = |overhead_ms: f64| -> Vec<(f64, f64)> {
+        let truth = serde_json::json!({
+            "format": "dynosim-aic-calibration/1",
+            "entries": [{"backend": "vllm", "system": "h200_sxm", "corrections": {
+                "prefill_scale": 1.0, "decode_scale": 1.0, "prefill_pass_ms": 0.0,
+                "decode_pass_ms": 0.0, "kv_capacity_scale": 1.0,
+                "request_overhead_ms": overhead_ms}}],
+        });
+        let name = format!("truth-{overhead_ms}");
+        fs::write(tmp.path().join(format!("{name}.json")), truth.to_string()).unwrap();
+        let engine = format!(r#"{{"aic_calibration": "{name}.json"}}"#);
+        let out = validate(
+            tmp.path(),
+            &[
+                "--csv",
+                "shapes.csv",
+                "--out",
+                &name,
+                "--extra-engine-args",
+                &engine,
+            ],
+            Some(&python),
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        read_rows(&tmp.path().join(&name).join("rows.csv"))
+            .iter()
+            .map(|row| {
+                (
+                    number(&row["predicted_ttft_ms"]),
+                    number(&row["predicted_tpot_ms"]),
+                )
+            })
+            .collect()
+    };
+    let (fast_runs, slow_runs) = (predicted(0.0), predicted(300.0));
+    let measured: Vec<String> = shapes
+        .iter()
+        .enumerate()
+        .map(|(index, (id, shape))| {
+            let runs = if slow(id) { &slow_runs } else { &fast_runs };
+            line(id, *shape, runs[index])
+        })
+        .collect();
+    write_csv(tmp.path(), "measured.csv", &measured);
+
+    let out = common::command(
+        tmp.path(),
+        &["calibrate", "--csv", "measured.csv", "--out", "fitted.json"],
+    )
+    .env("DYNOSIM_PYTHON", &python)
+    .output()
+    .expect("dynosim runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(printed.contains("engine version 0.20.0"), "{printed}");
+    let fitted: Value =
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("fitted.json")).unwrap()).unwrap();
+    let overhead_of = |version: &str| {
+        fitted["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|entry| entry["engine_version"] == version)
+            .map(|entry| {
+                entry["corrections"]["request_overhead_ms"]
+                    .as_f64()
+                    .unwrap()
+            })
+    };
+    let slow_overhead = overhead_of("0.20.0").expect("an entry for 0.20.0");
+    // The slower version's entry carries most of its 300 ms; the other version's (if it has
+    // one) far less.
+    assert!(slow_overhead > 200.0, "{fitted}");
+    if let Some(fast_overhead) = overhead_of("0.19.0") {
+        assert!(fast_overhead < slow_overhead - 150.0, "{fitted}");
+    }
+    // validate passes each row's version: every row is then within 10% of its measured TTFT.
+    let out = validate(
+        tmp.path(),
+        &[
+            "--csv",
+            "measured.csv",
+            "--out",
+            "after",
+            "--extra-engine-args",
+            r#"{"aic_calibration": "fitted.json"}"#,
+        ],
+        Some(&python),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let worst = read_rows(&tmp.path().join("after/rows.csv"))
+        .iter()
+        .map(|row| number(&row["ttft_error_pct"]).abs())
+        .fold(0.0f64, f64::max);
+    assert!(worst < 10.0, "worst TTFT error {worst}%");
+}
