@@ -76,6 +76,50 @@ fn number(cell: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{cell:?} is a number"))
 }
 
+/// What dynosim predicts (mean TTFT, mean TPOT) for each row of `csv` under `calibration`,
+/// written as `NAME.json` and validated into `NAME/`: measurements made under known
+/// corrections.
+fn predicted_under(
+    dir: &Path,
+    csv: &str,
+    calibration: &Value,
+    name: &str,
+    python: &str,
+) -> Vec<(f64, f64)> {
+    fs::write(dir.join(format!("{name}.json")), calibration.to_string()).unwrap();
+    let engine = format!(r#"{{"aic_calibration": "{name}.json"}}"#);
+    let out = validate(
+        dir,
+        &["--csv", csv, "--out", name, "--extra-engine-args", &engine],
+        Some(python),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    read_rows(&dir.join(name).join("rows.csv"))
+        .iter()
+        .map(|row| {
+            (
+                number(&row["predicted_ttft_ms"]),
+                number(&row["predicted_tpot_ms"]),
+            )
+        })
+        .collect()
+}
+
+/// Runs `dynosim calibrate ARGS --out fitted.json` (AIC timing through `python`): what it
+/// printed and the calibration file it wrote.
+fn calibrate_into_fitted(dir: &Path, args: &[&str], python: &str) -> (String, Value) {
+    let out = common::command(
+        dir,
+        &[&["calibrate"][..], args, &["--out", "fitted.json"]].concat(),
+    )
+    .env("DYNOSIM_PYTHON", python)
+    .output()
+    .expect("dynosim runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let fitted = fs::read_to_string(dir.join("fitted.json")).unwrap();
+    (text(&out.stdout), serde_json::from_str(&fitted).unwrap())
+}
+
 /// Asserts that a row was simulated and predicts exactly what was measured (a run dynosim
 /// itself wrote, rebuilt).
 fn assert_rebuilt_exactly(row: &std::collections::BTreeMap<String, String>) {
@@ -856,60 +900,29 @@ fn calibrate_fits_back_known_corrections_from_train_rows() {
             "prefill_token_us": 20.0, "decode_pass_ms": 0.0, "kv_capacity_scale": 1.0,
             "request_overhead_ms": 60.0}}],
     });
-    fs::write(tmp.path().join("truth.json"), truth.to_string()).unwrap();
     let with = |file: &str| format!(r#"{{"aic_calibration": "{file}"}}"#);
-    let out = validate(
-        tmp.path(),
-        &[
-            "--csv",
-            "shapes.csv",
-            "--out",
-            "truth",
-            "--extra-engine-args",
-            &with("truth.json"),
-        ],
-        Some(&python),
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
     // The "measured" runs: what dynosim predicts under the known corrections; the TEST row
     // gets an absurd measurement that would pull any fit it entered.
-    let measured: Vec<String> = read_rows(&tmp.path().join("truth/rows.csv"))
-        .iter()
+    let measured: Vec<String> = predicted_under(tmp.path(), "shapes.csv", &truth, "truth", &python)
+        .into_iter()
         .zip(&shapes)
-        .map(|(result, (id, shape))| {
-            let (ttft, tpot) = if *id == "cal-6" {
+        .map(|(predicted, (id, shape))| {
+            let measured = if *id == "cal-6" {
                 (100_000.0, 1_000.0)
             } else {
-                (
-                    number(&result["predicted_ttft_ms"]),
-                    number(&result["predicted_tpot_ms"]),
-                )
+                predicted
             };
-            row(id, "x", "vllm", qwen, *shape, (1, 1), (ttft, tpot))
+            row(id, "x", "vllm", qwen, *shape, (1, 1), measured)
         })
         .collect();
     write_csv(tmp.path(), "measured.csv", &measured);
 
-    let out = common::command(
+    let (printed, fitted) = calibrate_into_fitted(
         tmp.path(),
-        &[
-            "calibrate",
-            "--csv",
-            "measured.csv",
-            "--out",
-            "fitted.json",
-            "--max-evaluations",
-            "100",
-        ],
-    )
-    .env("DYNOSIM_PYTHON", &python)
-    .output()
-    .expect("dynosim runs");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let printed = text(&out.stdout);
+        &["--csv", "measured.csv", "--max-evaluations", "100"],
+        &python,
+    );
     assert!(printed.contains("Wrote fitted.json"), "{printed}");
-    let fitted: Value =
-        serde_json::from_str(&fs::read_to_string(tmp.path().join("fitted.json")).unwrap()).unwrap();
     let entries = fitted["entries"].as_array().unwrap();
     assert!(!entries.is_empty(), "{fitted}");
     assert_eq!(fitted["fitted_on"]["filters"]["split"], "train");
@@ -988,7 +1001,7 @@ fn calibrate_fits_an_entry_per_engine_version_where_versions_differ() {
         .map(|(id, shape)| line(id, *shape, (1.0, 1.0)))
         .collect();
     write_csv(tmp.path(), "shapes.csv", &placeholder);
-    let predicted = |overhead_ms: f64| -> Vec<(f64, f64)> {
+    let predicted = |overhead_ms: f64| {
         let truth = serde_json::json!({
             "format": "dynosim-aic-calibration/1",
             "entries": [{"backend": "vllm", "system": "h200_sxm", "corrections": {
@@ -997,30 +1010,7 @@ fn calibrate_fits_an_entry_per_engine_version_where_versions_differ() {
                 "request_overhead_ms": overhead_ms}}],
         });
         let name = format!("truth-{overhead_ms}");
-        fs::write(tmp.path().join(format!("{name}.json")), truth.to_string()).unwrap();
-        let engine = format!(r#"{{"aic_calibration": "{name}.json"}}"#);
-        let out = validate(
-            tmp.path(),
-            &[
-                "--csv",
-                "shapes.csv",
-                "--out",
-                &name,
-                "--extra-engine-args",
-                &engine,
-            ],
-            Some(&python),
-        );
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        read_rows(&tmp.path().join(&name).join("rows.csv"))
-            .iter()
-            .map(|row| {
-                (
-                    number(&row["predicted_ttft_ms"]),
-                    number(&row["predicted_tpot_ms"]),
-                )
-            })
-            .collect()
+        predicted_under(tmp.path(), "shapes.csv", &truth, &name, &python)
     };
     let (fast_runs, slow_runs) = (predicted(0.0), predicted(300.0));
     let measured: Vec<String> = shapes
@@ -1033,18 +1023,8 @@ fn calibrate_fits_an_entry_per_engine_version_where_versions_differ() {
         .collect();
     write_csv(tmp.path(), "measured.csv", &measured);
 
-    let out = common::command(
-        tmp.path(),
-        &["calibrate", "--csv", "measured.csv", "--out", "fitted.json"],
-    )
-    .env("DYNOSIM_PYTHON", &python)
-    .output()
-    .expect("dynosim runs");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let printed = text(&out.stdout);
+    let (printed, fitted) = calibrate_into_fitted(tmp.path(), &["--csv", "measured.csv"], &python);
     assert!(printed.contains("engine version 0.20.0"), "{printed}");
-    let fitted: Value =
-        serde_json::from_str(&fs::read_to_string(tmp.path().join("fitted.json")).unwrap()).unwrap();
     let overhead_of = |version: &str| {
         fitted["entries"]
             .as_array()
