@@ -369,6 +369,51 @@ fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
     );
 }
 
+
+#[test]
+fn a_disaggregated_row_runs_its_recorded_workers_and_one_without_them_is_not_modelled() {
+    let tmp = TempDir::new().unwrap();
+    // Prefill TP8 and decode TP8 with EP8; the worker counts (2 and 3) after each batch size.
+    let disagg = |id: &str, prefill_workers: &str, decode_workers: &str| {
+        format!(
+            "{id},db-dump; silicon_concurrency=64; measured=2026-02-07T00:00:00.000Z,sglang,\
+             0.5.8.post1,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,disagg,1024,1024,fp8,fp8_block,,,,,,,\
+             8,{prefill_workers},8,1,1,8,1,8,{decode_workers},8,1,1,1,8,500.0,20.0"
+        )
+    };
+    write_csv(
+        tmp.path(),
+        "rows.csv",
+        &[disagg("known", "2", "3"), disagg("unknown", "", "")],
+    );
+    // No table is built (the interpreter does not exist): a row that can be rebuilt is listed
+    // with its command, one that cannot with the reason.
+    let out = validate(
+        tmp.path(),
+        &["--csv", "rows.csv", "--out", "out"],
+        Some("/nonexistent/python"),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows = read_rows(&tmp.path().join("out/rows.csv"));
+    assert_eq!(
+        rows[0]["widths"],
+        "prefill 2x[tp8 moe_tp8 ep1] decode 3x[tp8 moe_tp1 ep8]"
+    );
+    for flag in ["--num-prefill-workers 2", "--num-decode-workers 3"] {
+        assert!(rows[0]["command"].contains(flag), "{flag}: {:?}", rows[0]);
+    }
+    assert_eq!(rows[1]["status"], "unmodelable");
+    assert!(
+        rows[1]["reason"].contains("does not record its pools' worker counts"),
+        "{:?}",
+        rows[1]
+    );
+    assert_eq!(rows[1]["command"], "");
+    assert_eq!(
+        rows[1]["widths"],
+        "prefill ?x[tp8 moe_tp8 ep1] decode ?x[tp8 moe_tp1 ep8]"
+    );
+}
 #[test]
 fn bad_csv_input_is_a_usage_error_naming_file_line_and_column() {
     let tmp = TempDir::new().unwrap();

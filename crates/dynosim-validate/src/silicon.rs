@@ -209,7 +209,9 @@ struct Shape {
     attention_dp: u64,
     moe_tp: Option<u64>,
     moe_ep: Option<u64>,
-    workers: u64,
+    /// `None`: a disaggregated pool whose worker count the row leaves empty (an aggregated
+    /// row's one deployment counts as one worker).
+    workers: Option<u64>,
 }
 
 impl Shape {
@@ -231,9 +233,11 @@ impl Shape {
                 .count(&column("moe_ep_size"))?
                 .filter(|size| *size > 0),
             workers: if prefix.is_empty() {
-                1
+                Some(1)
             } else {
-                cells.count(&column("num_workers"))?.unwrap_or(1).max(1)
+                cells
+                    .count(&column("num_workers"))?
+                    .map(|count| count.max(1))
             },
         })
     }
@@ -285,6 +289,12 @@ impl Shape {
         self.attention_dp = widths.attention_dp;
         self.moe_tp = widths.moe_tp;
         self.moe_ep = widths.moe_ep;
+    }
+
+    /// The worker count as the widths column shows it (`?` where the row leaves it empty).
+    fn describe_workers(&self) -> String {
+        self.workers
+            .map_or_else(|| "?".to_owned(), |count| count.to_string())
     }
 
     fn describe(&self) -> String {
@@ -473,9 +483,9 @@ fn read_row(
     let widths = match mode {
         Some(Mode::Disagg) => format!(
             "prefill {}x[{}] decode {}x[{}]",
-            prefill_shape.workers,
+            prefill_shape.describe_workers(),
             prefill_shape.describe(),
-            decode_shape.workers,
+            decode_shape.describe_workers(),
             decode_shape.describe()
         ),
         _ => agg_shape.describe(),
@@ -598,6 +608,15 @@ fn plan(
             settings.set("extra_engine_args", engine_args(&base, agg, None, extra));
         }
         Mode::Disagg => {
+            // Most InferenceX disaggregated rows leave both counts empty while their benchmark
+            // ran 1-2 prefill and 1-9 decode workers (docs/fidelity.md): one worker each would
+            // be another deployment, not this run.
+            let (Some(prefill_workers), Some(decode_workers)) = (prefill.workers, decode.workers)
+            else {
+                return Err("the row does not record its pools' worker counts \
+                            (prefill_num_workers, decode_num_workers)"
+                    .into());
+            };
             settings.set(
                 "prefill_engine_args",
                 engine_args(&base, prefill, Some("prefill"), extra),
@@ -606,8 +625,8 @@ fn plan(
                 "decode_engine_args",
                 engine_args(&base, decode, Some("decode"), extra),
             );
-            settings.set("num_prefill_workers", json!(prefill.workers));
-            settings.set("num_decode_workers", json!(decode.workers));
+            settings.set("num_prefill_workers", json!(prefill_workers));
+            settings.set("num_decode_workers", json!(decode_workers));
         }
     }
     Ok(settings)
@@ -624,7 +643,7 @@ mod tests {
             attention_dp,
             moe_tp,
             moe_ep,
-            workers: 1,
+            workers: Some(1),
         }
     }
 
