@@ -14,11 +14,13 @@
 //! - [`closing_line`]: the line a display that showed something ends with, once the run is
 //!   reported: the simulated duration, and the wall time split into setup, simulation and
 //!   writing (the table's `Wall Time` is the simulation alone, as in the reference).
+//! - [`SweepBar`]: a sweep's candidates as a bar on stderr when it is a terminal (nothing
+//!   otherwise), drawn from what the sweep reports ([`dynosim_sweep::SweepProgress`]).
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -300,6 +302,48 @@ fn model_time(ms: f64) -> String {
         (0, 0) => format!("{rest:.1}s"),
         (0, m) => format!("{m}m {rest:04.1}s"),
         (h, m) => format!("{h}h {m:02}m {rest:04.1}s"),
+    }
+}
+
+/// A sweep's bar: one per batch of candidates the sweep simulates, erased when the batch ends.
+#[derive(Default)]
+pub struct SweepBar {
+    /// The current batch's bar (`None` between batches, or when stderr is not a terminal).
+    bar: Mutex<Option<indicatif::ProgressBar>>,
+}
+
+impl SweepBar {
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<indicatif::ProgressBar>> {
+        self.bar
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl dynosim_sweep::SweepProgress for SweepBar {
+    fn batch_started(&self, candidates: usize) {
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
+        let bar = indicatif::ProgressBar::new(candidates as u64);
+        if let Ok(style) = ProgressStyle::with_template(
+            "sweep {bar:40} {pos}/{len} candidates, {elapsed} elapsed, eta {eta}",
+        ) {
+            bar.set_style(style);
+        }
+        *self.current() = Some(bar);
+    }
+
+    fn candidate_finished(&self) {
+        if let Some(bar) = self.current().as_ref() {
+            bar.inc(1);
+        }
+    }
+
+    fn batch_finished(&self) {
+        if let Some(bar) = self.current().take() {
+            bar.finish_and_clear();
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Parser;
 use dynosim::Result;
@@ -87,7 +88,7 @@ pub fn run_on_ray(cli: &SweepCli, address: &str) -> Result<i32> {
 pub fn run(cli: &SweepCli) -> Result<String> {
     let options = RunOptions {
         jobs: cli.jobs.map(usize::from),
-        progress: true,
+        progress: Some(Arc::new(crate::progress::SweepBar::default())),
         cancel: None,
     };
     match AnySpec::from_file(&cli.spec)? {

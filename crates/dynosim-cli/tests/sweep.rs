@@ -283,14 +283,22 @@ fn every_command_line_flag_exists() {
     }
 }
 
+/// `dynosim sweep --ray local` of a one-candidate spec in `dir`, with `python` as the Python
+/// that runs Ray.
+fn ray_sweep(dir: &Path, python: &Path) -> Command {
+    write_spec(dir, "base: {}\ngrid: {num_workers: [1]}\n");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dynosim"));
+    command
+        .args(["sweep", "spec.yaml", "--out", "out", "--ray", "local"])
+        .env("DYNOSIM_RAY_PYTHON", python)
+        .current_dir(dir);
+    command
+}
+
 #[test]
 fn ray_without_a_python_that_has_it_is_a_clear_error() {
     let dir = TempDir::new().unwrap();
-    write_spec(dir.path(), "base: {}\ngrid: {num_workers: [1]}\n");
-    let output = Command::new(env!("CARGO_BIN_EXE_dynosim"))
-        .args(["sweep", "spec.yaml", "--out", "out", "--ray", "local"])
-        .env("DYNOSIM_RAY_PYTHON", "/nonexistent/python")
-        .current_dir(dir.path())
+    let output = ray_sweep(dir.path(), Path::new("/nonexistent/python"))
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
@@ -299,6 +307,36 @@ fn ray_without_a_python_that_has_it_is_a_clear_error() {
         stderr.starts_with("dynosim: error: --ray: cannot run /nonexistent/python"),
         "{stderr}"
     );
+}
+
+/// `DYNOSIM_PROG` (which the Python package's `python -m` entry points set before they exec the
+/// binary) names the program in error lines, and the processes the binary starts do not
+/// inherit it: the `--ray` probe here is a script whose last stderr line, which the error
+/// quotes, is the variable as the script sees it.
+#[cfg(unix)]
+#[test]
+fn dynosim_prog_names_the_program_and_is_not_passed_on() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = TempDir::new().unwrap();
+    let probe = dir.path().join("probe.sh");
+    fs::write(
+        &probe,
+        "#!/bin/sh\necho \"DYNOSIM_PROG=${DYNOSIM_PROG-unset}\" >&2\nexit 1\n",
+    )
+    .unwrap();
+    fs::set_permissions(&probe, fs::Permissions::from_mode(0o755)).unwrap();
+    let output = ray_sweep(dir.path(), &probe)
+        .env("DYNOSIM_PROG", "python -m dynamo.replay")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("python -m dynamo.replay: error: --ray: "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(DYNOSIM_PROG=unset)"), "{stderr}");
 }
 
 #[test]

@@ -6,8 +6,9 @@
 //! keyword-only parameters (the settings table's `ReplayFunction::keywords`), each replay option read as its setting's kind and stored
 //! through the table, so no argument is spelled here; the `text_signature`s and `_dynosim.pyi`
 //! state the signatures (tests hold them to the runtime and to the table).
-//! `main` runs the CLI itself, parser included. The GIL is released while a replay runs, and
-//! the calling thread keeps answering signals meanwhile. Ctrl-C during a replay function's
+//! The command line is not linked here: `dynosim.main` and `python -m dynosim` run the `dynosim`
+//! binary of the `dynosim-bin` wheel (`python/dynosim/_cli.py`). The GIL is released while a
+//! replay runs, and the calling thread keeps answering signals meanwhile. Ctrl-C during a replay function's
 //! simulation stops it as the command line's does: the files asked for (`report_jsonl_path`,
 //! `html_report`, `aiperf_dir`) are written with what happened until then, the report marked
 //! interrupted, and then the `KeyboardInterrupt` is raised (before the simulation, or at a
@@ -25,7 +26,6 @@ mod router_config;
 mod sub_objects;
 mod sweep;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -492,41 +492,10 @@ fn _replay_keywords(function: &str) -> PyResult<String> {
     ))
 }
 
-/// Runs the command line: `argv` excludes the program name (default: `sys.argv[1:]`),
-/// `prog` is the name shown in usage and error lines. Returns the exit code.
-#[pyfunction]
-#[pyo3(signature = (argv=None, prog="dynosim".to_owned()), text_signature = "(argv=None, prog='dynosim')")]
-fn main(py: Python<'_>, argv: Option<Vec<OsString>>, prog: String) -> PyResult<i32> {
-    let argv = match argv {
-        Some(argv) => argv,
-        None => {
-            let sys_argv: Vec<OsString> = py.import("sys")?.getattr("argv")?.extract()?;
-            sys_argv.into_iter().skip(1).collect()
-        }
-    };
-    let (code, out, err) = run_interruptibly(py, move |_| {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let code = dynosim_cli::run(&prog, argv, &mut out, &mut err);
-        (code, out, err)
-    })?;
-    // Through sys.stdout/sys.stderr so Python-level redirection (pytest, contextlib) works.
-    let sys = py.import("sys")?;
-    for (stream, bytes) in [("stdout", out), ("stderr", err)] {
-        if !bytes.is_empty() {
-            let stream = sys.getattr(stream)?;
-            stream.call_method1("write", (String::from_utf8_lossy(&bytes).into_owned(),))?;
-            stream.call_method0("flush")?;
-        }
-    }
-    Ok(code)
-}
-
 #[pymodule]
 fn _dynosim(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(run_trace_replay, module)?)?;
     module.add_function(wrap_pyfunction!(run_synthetic_trace_replay, module)?)?;
-    module.add_function(wrap_pyfunction!(main, module)?)?;
     module.add_function(wrap_pyfunction!(_replay_keywords, module)?)?;
     module.add_function(wrap_pyfunction!(sweep::sweep, module)?)?;
     module.add_function(wrap_pyfunction!(sweep::_sweep_unstored, module)?)?;

@@ -99,7 +99,8 @@ pub fn sweep<'py>(
         let cancel = Arc::new(AtomicBool::new(false));
         let options = RunOptions {
             jobs,
-            progress: true,
+            // No display: drawing one is the command line's part (the extension links none).
+            progress: None,
             cancel: Some(Arc::clone(&cancel)),
         };
         let done = AtomicBool::new(false);

@@ -6,7 +6,8 @@
 //!
 //! INTERFACE
 //! - [`InterruptGuard`]: while alive, SIGINT is handled as above; dropping it restores the
-//!   previous handler. The Python front's `main` runs the same code in its own process.
+//!   previous handler. The command line's run installs it (the Python package's command line
+//!   runs the `dynosim` binary, so it is the same code in a process of its own).
 //! - [`Simulating`]: held while a simulation runs (the only time a SIGINT means "stop").
 //! - [`InterruptibleVirtualClock`]: virtual time (every moment due at once) that turns a caught
 //!   SIGINT into the run's cancellation; the live clock does the same with [`interrupted`].

@@ -15,6 +15,8 @@
 //!   `results.csv`, `pareto.csv`, `best.json` and `report.html`; returns the rows and counts.
 //! - [`settings::Settings`]: the one mapping from a candidate's settings to `ReplayOptions`
 //!   and to the `dynosim` command line.
+//! - [`SweepProgress`]: told as candidates finish ([`RunOptions::progress`]); the sweep draws
+//!   nothing itself (the command line draws a bar from it).
 //!
 //! Flow per candidate: settings -> `ReplayOptions` -> `into_spec` (a usage error becomes the
 //! row's `error`) -> GPUs (over the budget: skipped, not run) -> the workload, read once per
@@ -33,7 +35,6 @@ pub mod store;
 pub mod table;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::IsTerminal;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -210,15 +211,63 @@ pub fn candidates(spec: &SweepSpec) -> Vec<Candidate> {
 }
 
 /// How to run a sweep.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct RunOptions {
     /// Threads running candidates (default: one per core).
     pub jobs: Option<usize>,
-    /// Draw a progress bar on stderr (only when stderr is a terminal).
-    pub progress: bool,
+    /// Told how the candidates advance (none: nobody watches).
+    pub progress: Option<Arc<dyn SweepProgress>>,
     /// Once set (by another thread), candidates not yet started are not run and the call
     /// fails with "sweep interrupted"; the ones finished are stored.
     pub cancel: Option<Arc<AtomicBool>>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("jobs", &self.jobs)
+            .field("progress", &self.progress.is_some())
+            .field("cancel", &self.cancel)
+            .finish()
+    }
+}
+
+/// What a display of a sweep's progress is told. The candidates to simulate come in batches
+/// (all of a grid at once, a stage at a time in a descent): each batch is one `batch_started`
+/// with its count, a `candidate_finished` per candidate as it is stored (from the sweep's
+/// threads, in any order), then `batch_finished`. Candidates taken from the store are not
+/// counted.
+pub trait SweepProgress: Send + Sync {
+    fn batch_started(&self, candidates: usize);
+    fn candidate_finished(&self);
+    fn batch_finished(&self);
+}
+
+/// A batch's progress reports, if anybody watches; `batch_finished` when dropped, so that an
+/// early return (an interrupted sweep) ends the display too.
+struct BatchProgress<'a>(Option<&'a dyn SweepProgress>);
+
+impl<'a> BatchProgress<'a> {
+    fn start(progress: Option<&'a dyn SweepProgress>, candidates: usize) -> Self {
+        if let Some(progress) = progress {
+            progress.batch_started(candidates);
+        }
+        Self(progress)
+    }
+
+    fn candidate_finished(&self) {
+        if let Some(progress) = self.0 {
+            progress.candidate_finished();
+        }
+    }
+}
+
+impl Drop for BatchProgress<'_> {
+    fn drop(&mut self) {
+        if let Some(progress) = self.0 {
+            progress.batch_finished();
+        }
+    }
 }
 
 /// What a sweep did.
@@ -496,7 +545,7 @@ pub struct Evaluator {
     /// otherwise inline.
     collector_thread: CollectorThread,
     budget: Option<u64>,
-    progress: bool,
+    progress: Option<Arc<dyn SweepProgress>>,
     cancel: Option<Arc<AtomicBool>>,
     workload_keys: Vec<String>,
     workloads: Vec<std::result::Result<Arc<Workload>, String>>,
@@ -552,7 +601,7 @@ impl Evaluator {
             pool,
             collector_thread,
             budget,
-            progress: options.progress,
+            progress: options.progress.clone(),
             cancel: options.cancel.clone(),
             workload_keys: Vec::new(),
             workloads: Vec::new(),
@@ -699,7 +748,7 @@ impl Evaluator {
         mut rows: Vec<Option<Row>>,
         pending: Vec<Pending>,
     ) -> Result<Vec<Option<Row>>> {
-        let progress = progress_bar(self.progress, pending.len());
+        let progress = BatchProgress::start(self.progress.as_deref(), pending.len());
         let this = &*self;
         let finished: Vec<(usize, Stored)> = self.pool.install(|| {
             pending
@@ -712,12 +761,12 @@ impl Evaluator {
                     }
                     let outcome = this.simulate_pending(job, &AtomicBool::new(false));
                     let appended = this.store(&candidates[job.index], &outcome);
-                    progress.inc(1);
+                    progress.candidate_finished();
                     appended.map(|()| (job.index, outcome))
                 })
                 .collect::<Result<Vec<_>>>()
         })?;
-        progress.finish_and_clear();
+        drop(progress);
         self.evaluated += finished.len();
         for (index, outcome) in finished {
             rows[index] = Some(row_of(index, &candidates[index], outcome));
@@ -740,7 +789,7 @@ impl Evaluator {
         if threads <= 1 || pending.is_empty() {
             return self.execute(candidates, rows, pending);
         }
-        let progress = progress_bar(self.progress, pending.len());
+        let progress = BatchProgress::start(self.progress.as_deref(), pending.len());
         let batch: HashSet<&str> = candidates.iter().map(|c| c.hash.as_str()).collect();
         let shared = Mutex::new(Schedule {
             next: 0,
@@ -775,7 +824,7 @@ impl Evaluator {
                     drop(schedule);
                     let outcome = this.simulate_pending(job, &AtomicBool::new(false));
                     let stored = this.store(&candidates[job.index], &outcome);
-                    progress.inc(1);
+                    progress.candidate_finished();
                     schedule = lock();
                     if let Err(err) = stored {
                         schedule.failure = Some(err);
@@ -850,7 +899,7 @@ impl Evaluator {
                 scope.spawn(worker);
             }
         });
-        progress.finish_and_clear();
+        drop(progress);
         let schedule = shared
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -908,17 +957,4 @@ fn row_of(index: usize, candidate: &Candidate, outcome: Stored) -> Row {
         error: outcome.error,
         report: outcome.report,
     }
-}
-
-fn progress_bar(wanted: bool, total: usize) -> indicatif::ProgressBar {
-    if !wanted || !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(total as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "sweep {bar:40} {pos}/{len} candidates, {elapsed} elapsed, eta {eta}",
-    ) {
-        bar.set_style(style);
-    }
-    bar
 }

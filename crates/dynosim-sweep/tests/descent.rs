@@ -121,7 +121,7 @@ fn engine_args() -> Value {
 fn run_optimize(spec: &OptimizeSpec, dir: &std::path::Path, jobs: usize) -> Value {
     let options = RunOptions {
         jobs: Some(jobs),
-        progress: false,
+        progress: None,
         cancel: None,
     };
     optimize::run(spec, dir, &options).unwrap()

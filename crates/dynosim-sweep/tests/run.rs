@@ -34,7 +34,7 @@ fn small_spec() -> SweepSpec {
 fn jobs(count: usize) -> RunOptions {
     RunOptions {
         jobs: Some(count),
-        progress: false,
+        progress: None,
         cancel: None,
     }
 }

@@ -1,6 +1,6 @@
-"""``python -m dynosim``: the dynosim command line."""
+"""``python -m dynosim``: the dynosim command line (the ``dynosim`` binary, under this name)."""
 
-from dynosim._cli import run_command
+from dynosim._cli import exec_command
 
 if __name__ == "__main__":
-    raise SystemExit(run_command("python -m dynosim"))
+    raise SystemExit(exec_command("python -m dynosim"))

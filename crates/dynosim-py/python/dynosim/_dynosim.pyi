@@ -2,7 +2,7 @@
 ``dynamo.replay``, ``dynamo.mocker`` and ``dynamo.llm``."""
 
 import os
-from typing import Any, Dict, Iterable, Literal, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Dict, Iterable, Literal, Mapping, Optional, Protocol, Union
 
 __version__: str
 
@@ -482,7 +482,6 @@ def run_synthetic_trace_replay(
     html_report: Optional[_Path] = None,
     scaling_policy: Optional[_ScalingPolicy] = None,
 ) -> Any: ...
-def main(argv: Optional[Sequence[str]] = None, prog: str = "dynosim") -> int: ...
 def sweep(
     spec: Union[str, os.PathLike[str], Mapping[str, Any]],
     *,

@@ -1,7 +1,7 @@
 """``python -m dynamo.replay``: the dynosim command line under the reference's name."""
 
 from dynamo.replay.main import PROG
-from dynosim._cli import run_command
+from dynosim._cli import exec_command
 
 if __name__ == "__main__":
-    raise SystemExit(run_command(PROG))
+    raise SystemExit(exec_command(PROG))
