@@ -5,7 +5,7 @@
 use super::super::kv::{BlockPool, CopyId, FastMap};
 use super::super::RequestId;
 use super::schedule::Batch;
-use super::{Policy, Request, VllmScheduler};
+use super::{Policy, Request, VllmScheduler, SPARE_TABLES};
 use crate::config::{PreemptionMode, WorkerType};
 
 impl VllmScheduler {
@@ -51,6 +51,7 @@ impl VllmScheduler {
             self.worker_type,
             request,
         );
+        keep_tables(&mut self.spare_tables, request);
     }
 
     /// Finishes the running requests marked `finished` during the pass's token emission, in
@@ -65,6 +66,7 @@ impl VllmScheduler {
                     self.worker_type,
                     request,
                 );
+                keep_tables(&mut self.spare_tables, request);
             }
             !request.finished
         });
@@ -88,4 +90,17 @@ fn finish_request(
         VllmScheduler::release_blocks(pool, request);
     }
     *capacity_generation += 1;
+}
+
+/// Keeps the key and block tables of finished `request` for a later request, emptied, while
+/// there are fewer than [`SPARE_TABLES`]. (A prefill worker's blocks went to a source hold: its
+/// block table is empty and unallocated then.)
+fn keep_tables(spare_tables: &mut Vec<(Vec<u64>, Vec<CopyId>)>, request: &mut Request) {
+    if spare_tables.len() < SPARE_TABLES {
+        let mut hashes = std::mem::take(&mut request.hashes);
+        hashes.clear();
+        let mut blocks = std::mem::take(&mut request.blocks);
+        blocks.clear();
+        spare_tables.push((hashes, blocks));
+    }
 }
