@@ -24,8 +24,6 @@
 //! content and generated tokens carry a tag in the top bits (see [`unique_prompt_token`] and
 //! [`generated_token`]).
 
-use smallvec::SmallVec;
-
 /// One run of `len` tokens from `token` on: `len` copies of `token`, or, when `token` is a
 /// [`generated_token`], the `len` tokens its request generated from that index on
 /// (`token`, `token + 1`, ...).
@@ -35,15 +33,14 @@ pub struct Run {
     pub len: u32,
 }
 
-/// A token sequence as canonical runs, with prefix sums for random access by position. A
-/// sequence of one run (a synthetic prompt) keeps it inline: no allocation at all.
+/// A token sequence as canonical runs, with prefix sums for random access by position.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TokenSeq {
-    runs: SmallVec<[Run; 1]>,
+    runs: Vec<Run>,
     /// `ends[i]` = number of tokens up to and including run `i`.
-    ends: SmallVec<[usize; 1]>,
+    ends: Vec<usize>,
     /// `bases[i]` = hash of runs `0..i` and the token of run `i` (a function of `runs`).
-    bases: SmallVec<[u64; 1]>,
+    bases: Vec<u64>,
 }
 
 /// `count` consecutive blocks that end in the same token run: they share `base`.
@@ -122,9 +119,9 @@ impl TokenSeq {
     /// An empty sequence with room for `runs` runs (a prompt's are known before it is built).
     pub fn with_capacity(runs: usize) -> Self {
         Self {
-            runs: SmallVec::with_capacity(runs),
-            ends: SmallVec::with_capacity(runs),
-            bases: SmallVec::with_capacity(runs),
+            runs: Vec::with_capacity(runs),
+            ends: Vec::with_capacity(runs),
+            bases: Vec::with_capacity(runs),
         }
     }
 
