@@ -360,6 +360,7 @@ impl ChainTail {
     /// Appends the generated tokens `generated_token(request, first..first + count)`, exactly
     /// as `count` calls of [`ChainTail::push`] would: they continue one run, so this costs at
     /// most one hash whatever `count`.
+    #[inline]
     pub fn push_generated(&mut self, request: u64, first: u64, count: usize) {
         generated_runs(request, first, count as u64, |token, len| {
             self.push_run(token, len);

@@ -57,16 +57,17 @@ impl VllmScheduler {
     /// Finishes the running requests marked `finished` during the pass's token emission, in
     /// running order, and drops them from `running`.
     pub(super) fn finish_marked(&mut self) {
+        // The walk stays small enough to inline; a finished request takes a call.
         self.running.retain_mut(|request| {
             if request.finished {
-                finish_request(
+                finish_and_keep_tables(
                     &mut self.pool,
                     &mut self.source_holds,
                     &mut self.capacity_generation,
                     self.worker_type,
+                    &mut self.spare_tables,
                     request,
                 );
-                keep_tables(&mut self.spare_tables, request);
             }
             !request.finished
         });
@@ -90,6 +91,26 @@ fn finish_request(
         VllmScheduler::release_blocks(pool, request);
     }
     *capacity_generation += 1;
+}
+
+/// [`finish_request`], then [`keep_tables`].
+#[inline(never)]
+fn finish_and_keep_tables(
+    pool: &mut BlockPool,
+    source_holds: &mut FastMap<RequestId, Vec<CopyId>>,
+    capacity_generation: &mut u64,
+    worker_type: WorkerType,
+    spare_tables: &mut Vec<(Vec<u64>, Vec<CopyId>)>,
+    request: &mut Request,
+) {
+    finish_request(
+        pool,
+        source_holds,
+        capacity_generation,
+        worker_type,
+        request,
+    );
+    keep_tables(spare_tables, request);
 }
 
 /// Keeps the key and block tables of finished `request` for a later request, emptied, while
