@@ -152,7 +152,7 @@ impl RunAheadEnds {
 
     /// Hands every end at or before `t_ms` to `step`, ascending (ends that tie in time come
     /// in any order among themselves).
-    fn take_through(&mut self, t_ms: f64, mut step: impl FnMut(f64)) {
+    fn take_through(&mut self, t_ms: f64, step: impl FnMut(f64)) {
         self.runs.clear();
         self.run_starts.clear();
         for (worker, head_ms) in self.heads.iter_mut().enumerate() {
@@ -169,7 +169,7 @@ impl RunAheadEnds {
         }
         // Each pairwise round halves the runs: every end is copied log2(workers due) times,
         // instead of a scan over every worker per end.
-        while self.run_starts.len() > 1 {
+        while self.run_starts.len() > 2 {
             self.merged.clear();
             let (count, len) = (self.run_starts.len(), self.runs.len());
             let starts = &mut self.run_starts;
@@ -189,9 +189,28 @@ impl RunAheadEnds {
             self.run_starts.truncate(merged_runs);
             std::mem::swap(&mut self.runs, &mut self.merged);
         }
-        for &at_ms in &self.runs {
-            step(at_ms);
+        // The last pair is merged as it is handed out.
+        let (first, second) = match self.run_starts[..] {
+            [_, middle] => self.runs.split_at(middle),
+            _ => (&self.runs[..], &[][..]),
+        };
+        merge_ascending_into(first, second, step);
+    }
+}
+
+/// Hands the ascending merge of ascending `a` and `b` to `step`.
+fn merge_ascending_into(mut a: &[f64], mut b: &[f64], mut step: impl FnMut(f64)) {
+    while let (Some(&x), Some(&y)) = (a.first(), b.first()) {
+        if y < x {
+            step(y);
+            b = &b[1..];
+        } else {
+            step(x);
+            a = &a[1..];
         }
+    }
+    for &at_ms in a.iter().chain(b) {
+        step(at_ms);
     }
 }
 
@@ -1031,6 +1050,40 @@ mod tests {
                     }
                 },
             )
+    }
+
+    proptest! {
+        /// Pass ends come out in time order across workers, each exactly once and only once
+        /// due, whatever the number of workers with ends due (pairwise merges, the last one
+        /// as the ends are handed out) and however they tie.
+        #[test]
+        fn run_ahead_ends_are_taken_in_time_order(
+            workers in 1usize..11,
+            ops in prop::collection::vec((0usize..10, 0u32..40, any::<bool>()), 0..300),
+        ) {
+            let mut ends = RunAheadEnds::new(workers);
+            let mut latest = vec![0.0; workers];
+            let mut pending: Vec<f64> = Vec::new();
+            let mut now_ms = 0.0;
+            for (worker, quarters, take) in ops {
+                if take {
+                    now_ms += f64::from(quarters) / 4.0;
+                    let mut taken = Vec::new();
+                    ends.take_through(now_ms, |at_ms| taken.push(at_ms));
+                    let mut due: Vec<f64> =
+                        pending.iter().copied().filter(|&at_ms| at_ms <= now_ms).collect();
+                    due.sort_by(f64::total_cmp);
+                    pending.retain(|&at_ms| at_ms > now_ms);
+                    prop_assert_eq!(taken, due);
+                } else {
+                    // Each worker's ends are later than its earlier ones; workers tie often.
+                    let worker = worker % workers;
+                    latest[worker] += f64::from(quarters + 1) / 4.0;
+                    ends.push(worker, latest[worker]);
+                    pending.push(latest[worker]);
+                }
+            }
+        }
     }
 
     proptest! {

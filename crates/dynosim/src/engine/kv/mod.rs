@@ -370,14 +370,15 @@ impl BlockPool {
 
     /// Atomically takes a reference on the oldest copy of each `prefix` hash (all must be
     /// resident) and allocates `fresh` new copies, evicting inactive blocks as needed. Fresh copy
-    /// `i` is pending under `pending_hash(i)` when that is `Some` and caching is on, private
-    /// otherwise. The copies are appended to `out` in order (prefix first). Returns false, with
-    /// nothing changed, when the pool cannot supply the fresh blocks.
+    /// `i` is pending under `pending[i]` when there is one and caching is on, private otherwise
+    /// (a request's blocks past its known keys). The copies are appended to `out` in order
+    /// (prefix first). Returns false, with nothing changed, when the pool cannot supply the
+    /// fresh blocks.
     pub fn allocate(
         &mut self,
         prefix: &[u64],
         fresh: usize,
-        mut pending_hash: impl FnMut(usize) -> Option<u64>,
+        pending: &[u64],
         out: &mut Vec<CopyId>,
     ) -> bool {
         let needed_evictions = fresh.saturating_sub(self.num_free());
@@ -413,16 +414,43 @@ impl BlockPool {
         }
         self.evict_oldest(needed_evictions);
         out.extend_from_slice(&prefix_ids);
-        for i in 0..fresh {
-            let (kind, hash) = match pending_hash(i) {
-                Some(hash) if self.caching => (Kind::Pending, hash),
-                _ => (Kind::Private, 0),
-            };
-            let id = self.take_slot(kind, hash);
-            out.push(id);
-        }
         self.scratch = prefix_ids;
+        let pending = if self.caching {
+            &pending[..pending.len().min(fresh)]
+        } else {
+            &[]
+        };
+        self.take_slots(fresh, pending, out);
         true
+    }
+
+    /// Fills `fresh` slots, the first `pending.len()` pending under those keys and the rest
+    /// private, and appends their ids to `out`: free slots first, the most recently freed
+    /// first, then new ones. (One pass over each part rather than a call per slot: a prefill
+    /// takes hundreds of blocks at once.)
+    fn take_slots(&mut self, fresh: usize, pending: &[u64], out: &mut Vec<CopyId>) {
+        debug_assert!(
+            self.occupied + fresh <= self.capacity,
+            "pool over-allocated"
+        );
+        debug_assert!(pending.len() <= fresh);
+        self.occupied += fresh;
+        let slot_for = |i: usize| match pending.get(i) {
+            Some(&hash) => Slot::new(Kind::Pending, hash),
+            None => Slot::new(Kind::Private, 0),
+        };
+        let reused = fresh.min(self.free_slots.len());
+        let kept = self.free_slots.len() - reused;
+        let first = out.len();
+        out.extend(self.free_slots[kept..].iter().rev());
+        self.free_slots.truncate(kept);
+        let slots = &mut self.slots;
+        for (i, &id) in out[first..].iter().enumerate() {
+            slots[id as usize] = slot_for(i);
+        }
+        let next = slots.len();
+        slots.extend((reused..fresh).map(slot_for));
+        out.extend((next..slots.len()).map(|id| id as CopyId));
     }
 
     /// Makes a pending full block cache-visible (the scheduling decision that computes it has
@@ -550,22 +578,6 @@ impl BlockPool {
             next: NIL,
         };
         self.links_mut(first).prev = id;
-    }
-
-    fn take_slot(&mut self, kind: Kind, hash: u64) -> CopyId {
-        debug_assert!(self.occupied < self.capacity, "pool over-allocated");
-        self.occupied += 1;
-        match self.free_slots.pop() {
-            Some(id) => {
-                let slot = &mut self.slots[id as usize];
-                *slot = Slot::new(kind, hash);
-                id
-            }
-            None => {
-                self.slots.push(Slot::new(kind, hash));
-                (self.slots.len() - 1) as CopyId
-            }
-        }
     }
 
     /// The links of copy `id` (alone unless marked [`LINKED`]).
@@ -705,27 +717,37 @@ impl BlockPool {
     /// Evicts the `count` oldest inactive copies, oldest first, while prefetching the slots
     /// and index buckets of the victims [`EVICT_PREFETCH_AHEAD`] entries ahead.
     fn evict_oldest(&mut self, count: usize) {
+        if count == 0 {
+            return;
+        }
+        // The counts change once for the whole run, and the free list has room for every
+        // victim, so that the loop keeps its state in registers.
+        self.inactive -= count;
+        self.occupied -= count;
+        self.free_slots.reserve(count);
+        let mut at = self.lru_front;
         for _ in 0..count {
-            loop {
-                let at = self.lru_front;
+            let victim = loop {
                 let entry = *self.lru.get(at).expect("eviction from an empty LRU");
-                self.lru_front = at + 1;
                 if let Some(ahead) = self.lru.get(at + EVICT_PREFETCH_AHEAD) {
                     prefetch(&self.slots[ahead.id as usize]);
                     self.by_hash.prefetch_tag(ahead.tag);
                 }
                 let seq = self.lru_base.wrapping_add(at as u32);
+                at += 1;
                 if is_current(&self.slots[entry.id as usize], seq) {
-                    self.evict(entry.id);
-                    break;
+                    break entry.id;
                 }
-            }
+            };
+            self.evict(victim);
         }
+        self.lru_front = at;
     }
 
-    /// Evicts inactive copy `id`, whose LRU entry is gone.
+    /// Evicts inactive copy `id`, whose LRU entry is gone, into the free list (the caller
+    /// counts it out of `inactive` and `occupied`).
+    #[inline(always)]
     fn evict(&mut self, id: CopyId) {
-        self.inactive -= 1;
         let slot = self.slots[id as usize];
         let hash = slot.hash;
         debug_assert_eq!(slot.kind(), Kind::Cached, "LRU holds an uncached slot");
@@ -736,9 +758,15 @@ impl BlockPool {
             if let Some(events) = &mut self.events {
                 events.push(KvEvent::Removed { hash });
             }
-            self.free_slot(id);
-            return;
+            self.free_evicted(id);
+        } else {
+            self.evict_linked(id, hash);
         }
+    }
+
+    /// [`BlockPool::evict`] of a copy that shares its hash with other copies (rare).
+    #[inline(never)]
+    fn evict_linked(&mut self, id: CopyId, hash: u64) {
         let Links {
             prev: same_prev,
             next: same_next,
@@ -770,7 +798,14 @@ impl BlockPool {
                 self.links_mut(same_next).prev = same_prev;
             }
         }
-        self.free_slot(id);
+        self.free_evicted(id);
+    }
+
+    /// Frees slot `id` (an evicted copy, already counted out of `occupied`).
+    #[inline(always)]
+    fn free_evicted(&mut self, id: CopyId) {
+        self.slots[id as usize].state = Kind::Free as u32;
+        self.free_slots.push(id);
     }
 }
 
@@ -778,9 +813,13 @@ impl BlockPool {
 mod tests {
     use super::*;
 
+    /// Allocates a copy per entry of `fresh`: pending under its key, or private where `None`
+    /// (only after the keyed ones, as a request's blocks come).
     fn alloc(pool: &mut BlockPool, prefix: &[u64], fresh: &[Option<u64>]) -> Option<Vec<CopyId>> {
+        let keys: Vec<u64> = fresh.iter().map_while(|key| *key).collect();
+        assert!(fresh[keys.len()..].iter().all(Option::is_none));
         let mut out = Vec::new();
-        pool.allocate(prefix, fresh.len(), |i| fresh[i], &mut out)
+        pool.allocate(prefix, fresh.len(), &keys, &mut out)
             .then_some(out)
     }
 

@@ -34,9 +34,9 @@ impl VllmScheduler {
         };
         let fresh_start = have + reuse;
         let fresh = want - fresh_start;
-        if request.blocks.capacity() == 0 {
+        if request.blocks.is_empty() {
             // Room for the blocks of the whole generation at once (within the pool), so that
-            // decoding never regrows the table.
+            // decoding never regrows the table (a reused table may have it already).
             let planned = (request.prompt_len + request.max_output).div_ceil(bs);
             request
                 .blocks
@@ -50,7 +50,7 @@ impl VllmScheduler {
                 &hashes[have..have + reuse]
             },
             fresh,
-            |i| hashes.get(fresh_start + i).copied(),
+            hashes.get(fresh_start..).unwrap_or(&[]),
             &mut request.blocks,
         );
         if ok {

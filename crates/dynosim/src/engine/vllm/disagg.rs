@@ -80,7 +80,7 @@ impl VllmScheduler {
         if !self.pool.allocate(
             &hashes[..resident],
             fresh,
-            |i| hashes.get(resident + i).copied(),
+            hashes.get(resident..).unwrap_or(&[]),
             &mut request.blocks,
         ) {
             return None;

@@ -99,7 +99,7 @@ impl VllmScheduler {
                     (request.len() + burst).div_ceil(bs) - request.len().div_ceil(bs)
                 })
                 .sum();
-            if self.pool.allocate(&[], required, |_| None, &mut reserved) {
+            if self.pool.allocate(&[], required, &[], &mut reserved) {
                 break;
             }
             let Some(victim) = self.pick_victim() else {

@@ -5,7 +5,7 @@
 use super::super::kv::{BlockPool, CopyId, FastMap};
 use super::super::RequestId;
 use super::schedule::Batch;
-use super::{Policy, Request, VllmScheduler};
+use super::{Policy, Request, VllmScheduler, SPARE_TABLES};
 use crate::config::{PreemptionMode, WorkerType};
 
 impl VllmScheduler {
@@ -51,18 +51,21 @@ impl VllmScheduler {
             self.worker_type,
             request,
         );
+        keep_tables(&mut self.spare_tables, request);
     }
 
     /// Finishes the running requests marked `finished` during the pass's token emission, in
     /// running order, and drops them from `running`.
     pub(super) fn finish_marked(&mut self) {
+        // The walk stays small enough to inline; a finished request takes a call.
         self.running.retain_mut(|request| {
             if request.finished {
-                finish_request(
+                finish_and_keep_tables(
                     &mut self.pool,
                     &mut self.source_holds,
                     &mut self.capacity_generation,
                     self.worker_type,
+                    &mut self.spare_tables,
                     request,
                 );
             }
@@ -88,4 +91,37 @@ fn finish_request(
         VllmScheduler::release_blocks(pool, request);
     }
     *capacity_generation += 1;
+}
+
+/// [`finish_request`], then [`keep_tables`].
+#[inline(never)]
+fn finish_and_keep_tables(
+    pool: &mut BlockPool,
+    source_holds: &mut FastMap<RequestId, Vec<CopyId>>,
+    capacity_generation: &mut u64,
+    worker_type: WorkerType,
+    spare_tables: &mut Vec<(Vec<u64>, Vec<CopyId>)>,
+    request: &mut Request,
+) {
+    finish_request(
+        pool,
+        source_holds,
+        capacity_generation,
+        worker_type,
+        request,
+    );
+    keep_tables(spare_tables, request);
+}
+
+/// Keeps the key and block tables of finished `request` for a later request, emptied, while
+/// there are fewer than [`SPARE_TABLES`]. (A prefill worker's blocks went to a source hold: its
+/// block table is empty and unallocated then.)
+fn keep_tables(spare_tables: &mut Vec<(Vec<u64>, Vec<CopyId>)>, request: &mut Request) {
+    if spare_tables.len() < SPARE_TABLES {
+        let mut hashes = std::mem::take(&mut request.hashes);
+        hashes.clear();
+        let mut blocks = std::mem::take(&mut request.blocks);
+        blocks.clear();
+        spare_tables.push((hashes, blocks));
+    }
 }
