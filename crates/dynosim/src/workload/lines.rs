@@ -16,7 +16,7 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// The lines of one trace file.
 pub(super) struct TraceLines {
-    reader: Box<dyn BufRead + Send>,
+    reader: Box<dyn BufRead>,
     buf: Vec<u8>,
     line_no: usize,
     gzip: bool,
@@ -32,7 +32,7 @@ impl TraceLines {
     /// Opens `path`, through a multi-member gzip decoder when `gzip` is set.
     pub(super) fn open(path: &Path, gzip: bool) -> std::io::Result<Self> {
         let file = File::open(path)?;
-        let reader: Box<dyn Read + Send> = if gzip {
+        let reader: Box<dyn Read> = if gzip {
             Box::new(flate2::read::MultiGzDecoder::new(file))
         } else {
             Box::new(file)

@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
@@ -22,101 +22,40 @@ use super::{HashIdArena, HashIdInterner, Session, SessionId, Turn, Turns, Worklo
 use crate::error::{Error, Result};
 
 /// Reads a Mooncake JSONL trace. `trace_block_size` is the number of tokens each hash id stands for.
-///
-/// A second thread reads and parses the lines while this one folds the rows in (in line order,
-/// so every result and every error is the one a single thread gives): the parse is most of a
-/// load, and a simulation's thread starts its run that much sooner.
 pub fn read_mooncake(path: &Path, trace_block_size: u32) -> Result<Workload> {
     if trace_block_size == 0 {
         return Err(Error::usage("trace_block_size must be greater than 0"));
     }
     let shown = path.display().to_string();
-    let lines = TraceLines::open(path, false)
+    let mut lines = TraceLines::open(path, false)
         .map_err(|e| Error::usage(format!("failed to open trace file {shown}: {e}")))?;
     let mut builder = Builder::new(&shown, trace_block_size);
-    std::thread::scope(|scope| {
-        let (parsed, batches) = mpsc::sync_channel::<RowBatch>(BATCHES_IN_FLIGHT);
-        let (spare, spares) = mpsc::channel::<RowBatch>();
-        let shown = &shown;
-        scope.spawn(move || parse_rows(lines, shown, &parsed, &spares));
-        for mut batch in batches {
-            for (line_no, row) in &mut batch.rows {
-                builder.push(*line_no, row)?;
-            }
-            if let Some(failure) = batch.failure.take() {
-                return Err(failure);
-            }
-            // Its rows' hash-id buffers go back to be filled again (the reader may be done).
-            let _ = spare.send(batch);
-        }
-        Ok(())
-    })?;
-    builder.finish()
-}
-
-/// Rows handed from the parsing thread to the folding one at a time.
-const ROWS_PER_BATCH: usize = 256;
-
-/// Batches parsed ahead of the one being folded in, at most.
-const BATCHES_IN_FLIGHT: usize = 4;
-
-/// Consecutive rows of the trace with their line numbers, and what stopped the reading after
-/// them, if anything did.
-#[derive(Default)]
-struct RowBatch {
-    rows: Vec<(usize, Row)>,
-    failure: Option<Error>,
-}
-
-/// Reads and parses the lines of a trace into batches sent to `parsed`, in order, until the
-/// end, the first line that fails (its error ends the last batch) or the receiver leaving.
-/// Batches back from `spares` lend their rows' hash-id buffers to the rows read next.
-fn parse_rows(
-    mut lines: TraceLines,
-    shown: &str,
-    parsed: &mpsc::SyncSender<RowBatch>,
-    spares: &mpsc::Receiver<RowBatch>,
-) {
-    let mut buffers: Vec<Vec<u64>> = Vec::new();
+    // The hash-id buffer of the previous row, reused by the next one.
+    let mut spare_hash_ids = None;
     loop {
-        let mut batch = spares.try_recv().unwrap_or_default();
-        buffers.extend(batch.rows.drain(..).filter_map(|(_, row)| row.hash_ids));
-        while batch.rows.len() < ROWS_PER_BATCH {
-            let next = lines.next_line().map_err(|failure| {
+        let next = lines.next_line().map_err(|failure| {
+            Error::usage(format!(
+                "failed to read line {} from {shown}: {}",
+                failure.line_no, failure.reason
+            ))
+        })?;
+        let Some((line_no, text)) = next else {
+            break;
+        };
+        let mut row = match usual_row::scan(text, spare_hash_ids.take()) {
+            Some(row) => row,
+            None => serde_json::from_str::<Row>(text).map_err(|e| {
                 Error::usage(format!(
-                    "failed to read line {} from {shown}: {}",
-                    failure.line_no, failure.reason
+                    "failed to parse line {line_no} from {shown} as JSON: {}{}",
+                    describe_json_error::<Row>(text, &e),
+                    format_hint(line_no, text)
                 ))
-            });
-            let (line_no, text) = match next {
-                Ok(Some(line)) => line,
-                Ok(None) => break,
-                Err(failure) => {
-                    batch.failure = Some(failure);
-                    break;
-                }
-            };
-            let row = match usual_row::scan(text, buffers.pop()) {
-                Some(row) => row,
-                None => match serde_json::from_str::<Row>(text) {
-                    Ok(row) => row,
-                    Err(e) => {
-                        batch.failure = Some(Error::usage(format!(
-                            "failed to parse line {line_no} from {shown} as JSON: {}{}",
-                            describe_json_error::<Row>(text, &e),
-                            format_hint(line_no, text)
-                        )));
-                        break;
-                    }
-                },
-            };
-            batch.rows.push((line_no, row));
-        }
-        let last = batch.rows.len() < ROWS_PER_BATCH;
-        if parsed.send(batch).is_err() || last {
-            return;
-        }
+            })?,
+        };
+        builder.push(line_no, &mut row)?;
+        spare_hash_ids = row.hash_ids.take();
     }
+    builder.finish()
 }
 
 /// One trace row. Every field is optional at the serde level so that a missing required field
