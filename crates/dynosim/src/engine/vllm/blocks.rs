@@ -35,6 +35,11 @@ impl VllmScheduler {
         let fresh_start = have + reuse;
         let fresh = want - fresh_start;
         if request.blocks.is_empty() {
+            if request.blocks.capacity() == 0 {
+                if let Some(spare) = self.spare_block_tables.pop() {
+                    request.blocks = spare;
+                }
+            }
             // Room for the blocks of the whole generation at once (within the pool), so that
             // decoding never regrows the table (a reused table may have it already).
             let planned = (request.prompt_len + request.max_output).div_ceil(bs);

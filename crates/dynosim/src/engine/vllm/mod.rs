@@ -65,8 +65,8 @@ use disagg::PendingDestination;
 use request::Request;
 use schedule::Scheduled;
 
-/// The most emptied request tables a rank keeps for reuse.
-const SPARE_TABLES: usize = 64;
+/// The most emptied block tables a rank keeps for reuse.
+const SPARE_BLOCK_TABLES: usize = 64;
 
 /// Which admission/preemption policy the shared core follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,9 +107,11 @@ pub struct VllmScheduler {
     fpm: Option<ForwardPassMetrics>,
     /// The last pass's scheduled requests, kept for the allocation.
     scheduled_scratch: Vec<Scheduled>,
-    /// The key and block tables of finished requests, emptied, for the next requests to
-    /// fill (at most [`SPARE_TABLES`]): two allocations and two frees fewer per request.
-    spare_tables: Vec<(Vec<u64>, Vec<CopyId>)>,
+    /// The block tables of finished requests, emptied, for the next requests' first
+    /// allocations (at most [`SPARE_BLOCK_TABLES`]): an allocation and a free fewer per
+    /// request. Taken at a request's first allocation, not at its arrival, so that a waiting
+    /// request holds no block table.
+    spare_block_tables: Vec<Vec<CopyId>>,
     /// Every running request is decoding plainly: it has exactly its last generated token to
     /// compute ([`Request::decodes_plainly`]). Set at the end of every pass; nothing changes
     /// `running` between passes.
@@ -168,7 +170,7 @@ impl VllmScheduler {
             capacity_generation: 0,
             fpm: None,
             scheduled_scratch: Vec::new(),
-            spare_tables: Vec::new(),
+            spare_block_tables: Vec::new(),
             all_decoding: false,
             decode_only_path: true,
             batch_waiting: BatchWaiting::for_rank(args, policy),
@@ -202,20 +204,19 @@ impl VllmScheduler {
                 max_output = max_output.min(capacity - prompt_len);
             }
         }
-        let (mut hashes, blocks) = self.spare_tables.pop().unwrap_or_default();
-        let chain = if self.pool.caching() {
+        let (hashes, chain) = if self.pool.caching() {
             // Room for the keys of the blocks its generation will fill too, within the bound
             // `Request::hash_blocks_through` would grow them to: growing them there copied
             // every prompt key once more.
             let prompt_blocks = prompt_len / self.block_size;
             let planned = prompt_len.saturating_add(max_output) / self.block_size;
-            hashes.reserve_exact(planned.min(2 * prompt_blocks + 64));
+            let mut hashes = Vec::with_capacity(planned.min(2 * prompt_blocks + 64));
             request
                 .prompt
                 .extend_block_hashes(self.block_size, &mut hashes);
-            request.prompt.tail()
+            (hashes, request.prompt.tail())
         } else {
-            ChainTail::default()
+            (Vec::new(), ChainTail::default())
         };
         Request {
             id: request.id,
@@ -224,7 +225,7 @@ impl VllmScheduler {
             generated: 0,
             hashes,
             chain,
-            blocks,
+            blocks: Vec::new(),
             allocated_tokens: 0,
             num_computed: 0,
             fresh: true,

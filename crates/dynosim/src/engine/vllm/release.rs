@@ -5,7 +5,7 @@
 use super::super::kv::{BlockPool, CopyId, FastMap};
 use super::super::RequestId;
 use super::schedule::Batch;
-use super::{Policy, Request, VllmScheduler, SPARE_TABLES};
+use super::{Policy, Request, VllmScheduler, SPARE_BLOCK_TABLES};
 use crate::config::{PreemptionMode, WorkerType};
 
 impl VllmScheduler {
@@ -51,7 +51,7 @@ impl VllmScheduler {
             self.worker_type,
             request,
         );
-        keep_tables(&mut self.spare_tables, request);
+        keep_block_table(&mut self.spare_block_tables, request);
     }
 
     /// Finishes the running requests marked `finished` during the pass's token emission, in
@@ -60,12 +60,12 @@ impl VllmScheduler {
         // The walk stays small enough to inline; a finished request takes a call.
         self.running.retain_mut(|request| {
             if request.finished {
-                finish_and_keep_tables(
+                finish_and_keep_block_table(
                     &mut self.pool,
                     &mut self.source_holds,
                     &mut self.capacity_generation,
                     self.worker_type,
-                    &mut self.spare_tables,
+                    &mut self.spare_block_tables,
                     request,
                 );
             }
@@ -93,14 +93,14 @@ fn finish_request(
     *capacity_generation += 1;
 }
 
-/// [`finish_request`], then [`keep_tables`].
+/// [`finish_request`], then [`keep_block_table`].
 #[inline(never)]
-fn finish_and_keep_tables(
+fn finish_and_keep_block_table(
     pool: &mut BlockPool,
     source_holds: &mut FastMap<RequestId, Vec<CopyId>>,
     capacity_generation: &mut u64,
     worker_type: WorkerType,
-    spare_tables: &mut Vec<(Vec<u64>, Vec<CopyId>)>,
+    spare_block_tables: &mut Vec<Vec<CopyId>>,
     request: &mut Request,
 ) {
     finish_request(
@@ -110,18 +110,16 @@ fn finish_and_keep_tables(
         worker_type,
         request,
     );
-    keep_tables(spare_tables, request);
+    keep_block_table(spare_block_tables, request);
 }
 
-/// Keeps the key and block tables of finished `request` for a later request, emptied, while
-/// there are fewer than [`SPARE_TABLES`]. (A prefill worker's blocks went to a source hold: its
-/// block table is empty and unallocated then.)
-fn keep_tables(spare_tables: &mut Vec<(Vec<u64>, Vec<CopyId>)>, request: &mut Request) {
-    if spare_tables.len() < SPARE_TABLES {
-        let mut hashes = std::mem::take(&mut request.hashes);
-        hashes.clear();
+/// Keeps the block table of finished `request` for a later request's first allocation,
+/// emptied, while there are fewer than [`SPARE_BLOCK_TABLES`]. (A prefill worker's blocks went
+/// to a source hold: its block table is empty and unallocated then, and not worth keeping.)
+fn keep_block_table(spare_block_tables: &mut Vec<Vec<CopyId>>, request: &mut Request) {
+    if spare_block_tables.len() < SPARE_BLOCK_TABLES && request.blocks.capacity() > 0 {
         let mut blocks = std::mem::take(&mut request.blocks);
         blocks.clear();
-        spare_tables.push((hashes, blocks));
+        spare_block_tables.push(blocks);
     }
 }
