@@ -3,8 +3,7 @@
 //! One JSON object per line, each one request (a turn). Rows sharing a `session_id` form a
 //! session in file order; rows without one are single-turn sessions named `request_<line>`.
 //! The file is streamed line by line and each row is parsed into a short-lived struct, so memory
-//! grows with the hash ids kept (interned to `u32`), not with the file size. A second thread
-//! reads and parses the lines a few batches ahead of the rows being folded in (in line order).
+//! grows with the hash ids kept (interned to `u32`), not with the file size.
 //!
 //! Error messages start with the reference's words (users grep for them) and then add what the
 //! reference leaves out: the file, and for JSON errors the column, the field and serde's reason.
