@@ -369,7 +369,6 @@ fn inferencex_rows_are_rebuilt_with_their_benchmark_scripts_server_settings() {
     );
 }
 
-
 #[test]
 fn a_disaggregated_row_runs_its_recorded_workers_and_one_without_them_is_not_modelled() {
     let tmp = TempDir::new().unwrap();
