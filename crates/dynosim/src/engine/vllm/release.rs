@@ -49,9 +49,9 @@ impl VllmScheduler {
             &mut self.source_holds,
             &mut self.capacity_generation,
             self.worker_type,
+            &mut self.spare_block_tables,
             request,
         );
-        keep_block_table(&mut self.spare_block_tables, request);
     }
 
     /// Finishes the running requests marked `finished` during the pass's token emission, in
@@ -60,7 +60,7 @@ impl VllmScheduler {
         // The walk stays small enough to inline; a finished request takes a call.
         self.running.retain_mut(|request| {
             if request.finished {
-                finish_and_keep_block_table(
+                finish_request(
                     &mut self.pool,
                     &mut self.source_holds,
                     &mut self.capacity_generation,
@@ -74,14 +74,17 @@ impl VllmScheduler {
     }
 }
 
-/// A request finished: its blocks are released, or held for the handoff on a prefill worker.
-/// Either way a running slot was freed. (A free function over the scheduler's parts, so that it
-/// can run while `running` is borrowed.)
+/// A request finished: its blocks are released, or held for the handoff on a prefill worker,
+/// and its emptied block table kept for a later request ([`keep_block_table`]). Either way a
+/// running slot was freed. (A free function over the scheduler's parts, so that it can run
+/// while `running` is borrowed; not inlined, so that `finish_marked`'s walk stays small.)
+#[inline(never)]
 fn finish_request(
     pool: &mut BlockPool,
     source_holds: &mut FastMap<RequestId, Vec<CopyId>>,
     capacity_generation: &mut u64,
     worker_type: WorkerType,
+    spare_block_tables: &mut Vec<Vec<CopyId>>,
     request: &mut Request,
 ) {
     if worker_type == WorkerType::Prefill {
@@ -91,25 +94,6 @@ fn finish_request(
         VllmScheduler::release_blocks(pool, request);
     }
     *capacity_generation += 1;
-}
-
-/// [`finish_request`], then [`keep_block_table`].
-#[inline(never)]
-fn finish_and_keep_block_table(
-    pool: &mut BlockPool,
-    source_holds: &mut FastMap<RequestId, Vec<CopyId>>,
-    capacity_generation: &mut u64,
-    worker_type: WorkerType,
-    spare_block_tables: &mut Vec<Vec<CopyId>>,
-    request: &mut Request,
-) {
-    finish_request(
-        pool,
-        source_holds,
-        capacity_generation,
-        worker_type,
-        request,
-    );
     keep_block_table(spare_block_tables, request);
 }
 
