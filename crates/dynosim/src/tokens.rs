@@ -173,44 +173,6 @@ impl TokenSeq {
         self.push_run(token, 1);
     }
 
-    /// The sequence that [`TokenSeq::push_run`] of each `(token, len)` of `runs`, in order,
-    /// builds from an empty one with room for `capacity` runs, built in one pass: the run
-    /// being extended stays in locals until the next one starts (a prompt's hundred runs).
-    pub fn from_runs(runs: impl IntoIterator<Item = (u64, u32)>, capacity: usize) -> Self {
-        let mut seq = Self::with_capacity(capacity);
-        // The run being built, its base and the tokens through it.
-        let mut current: Option<(Run, u64, usize)> = None;
-        for (token, len) in runs {
-            if len == 0 {
-                continue;
-            }
-            debug_assert!(
-                !is_generated(token) || (token & INDEX_MASK) + u64::from(len) <= INDEX_MASK + 1,
-                "a run of generated tokens passes the last index"
-            );
-            current = Some(match current {
-                Some((mut run, base, end)) if continues(run.token, u64::from(run.len), token) => {
-                    run.len += len;
-                    (run, base, end + len as usize)
-                }
-                Some((run, base, end)) => {
-                    seq.runs.push(run);
-                    seq.ends.push(end);
-                    seq.bases.push(base);
-                    let before = mix(base, u64::from(run.len));
-                    (Run { token, len }, mix(before, token), end + len as usize)
-                }
-                None => (Run { token, len }, mix(SEED, token), len as usize),
-            });
-        }
-        if let Some((run, base, end)) = current {
-            seq.runs.push(run);
-            seq.ends.push(end);
-            seq.bases.push(base);
-        }
-        seq
-    }
-
     /// Appends the generated tokens `generated_token(request, first..first + count)`, exactly as
     /// `count` calls of [`TokenSeq::push`] would, in O(1) (they continue one run).
     #[inline]
@@ -552,36 +514,6 @@ mod tests {
             s.push(t);
         }
         s
-    }
-
-    proptest::proptest! {
-        /// A sequence built from runs in one pass equals the one their pushes build: runs that
-        /// continue merge (equal tokens, a request's consecutive generated tokens), empty ones
-        /// vanish, bases and ends are the pushed ones.
-        #[test]
-        fn from_runs_is_pushing_each_run(
-            runs in proptest::collection::vec((0u64..4, 0u32..4, proptest::bool::ANY), 0..40),
-        ) {
-            let mut next_index = [0u64; 4];
-            let runs: Vec<(u64, u32)> = runs
-                .into_iter()
-                .map(|(token, len, generated)| {
-                    if generated {
-                        // Often continuing the request's last run, sometimes skipping ahead.
-                        let first = next_index[token as usize] + u64::from(len % 2);
-                        next_index[token as usize] = first + u64::from(len);
-                        (generated_token(token, first), len)
-                    } else {
-                        (token, len)
-                    }
-                })
-                .collect();
-            let mut pushed = TokenSeq::new();
-            for &(token, len) in &runs {
-                pushed.push_run(token, len);
-            }
-            proptest::prop_assert_eq!(TokenSeq::from_runs(runs.iter().copied(), runs.len()), pushed);
-        }
     }
 
     #[test]

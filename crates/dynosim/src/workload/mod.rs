@@ -318,13 +318,16 @@ impl Prompt {
                     .ids()
                     .len()
                     .min(input_length.div_ceil(block_size.max(1)));
+                let mut seq = TokenSeq::with_capacity(ids);
                 let mut remaining = input_length;
-                let runs = prompt.ids().iter().map_while(|&id| {
+                for &id in prompt.ids() {
+                    if remaining == 0 {
+                        break;
+                    }
                     let take = remaining.min(block_size);
+                    seq.push_run(u64::from(id), take as u32);
                     remaining -= take;
-                    (take > 0).then_some((u64::from(id), take as u32))
-                });
-                let seq = TokenSeq::from_runs(runs, ids);
+                }
                 debug_assert_eq!(remaining, 0, "prompt capacity is checked by the reader");
                 seq
             }
