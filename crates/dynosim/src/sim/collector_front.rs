@@ -26,7 +26,7 @@
 //!   an error if the collector's thread died. Dropping a front without finishing (a failed
 //!   run) disconnects and joins the thread: neither side can wait for the other forever.
 
-use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 
 use crate::engine::{PassEvent, RankLoad, RequestId};
@@ -46,17 +46,26 @@ pub enum CollectorThread {
     OwnThread,
 }
 
-/// Calls per batch (40 bytes each, 1.3 MB a batch). Waking the collector's sleeping thread
-/// costs the simulating thread a system call, and on a virtual machine far more than that in
-/// wake-up latency: with 2048 calls a batch, the synthetic 100k run switched threads 6,500
-/// times and took 20% more CPU than inline; with 32768 calls it switches a few hundred times.
-const BATCH_CALLS: usize = 32768;
-/// Request ids of grouped tokens per batch, per call of [`BATCH_CALLS`] (4 bytes each: 512 KiB
+/// Calls per batch (40 bytes each, 160 KiB a batch). The simulation's end waits for the
+/// collector to apply the last batch or two, so smaller batches end a run sooner; what kept
+/// batches large before (32768 calls) was the system call that wakes a thread blocked on the
+/// channel, paid by the simulating thread per batch (with 2048 calls a batch, the synthetic
+/// 100k run switched threads 6,500 times and took 20% more CPU than inline). The collector's
+/// thread now never blocks on the channel: it polls it, sleeping [`IDLE_POLL`] between empty
+/// looks, so sending a batch wakes nobody.
+const BATCH_CALLS: usize = 4096;
+/// Request ids of grouped tokens per batch, per call of [`BATCH_CALLS`] (4 bytes each: 64 KiB
 /// a batch): a batch ends when either fills.
 const IDS_PER_CALL: usize = 4;
+/// How long the collector's thread sleeps when it finds no batch waiting. Short against a
+/// batch's worth of simulation (a few hundred microseconds), so the collector is at most about
+/// one batch behind; long enough that an idle collector costs its core little.
+const IDLE_POLL: std::time::Duration = std::time::Duration::from_micros(50);
 /// Full batches waiting for the collector at most; beyond this the simulation waits for it,
-/// so memory stays bounded (about 5 batches in all) when the collector is the slower side.
-const BATCHES_IN_FLIGHT: usize = 2;
+/// so memory stays bounded (about 11 batches in all, 2.5 MB) when the collector is the slower
+/// side. Several, so that a stretch where the collector has more to do per call (many requests
+/// ending) does not stall the simulation.
+const BATCHES_IN_FLIGHT: usize = 8;
 
 /// One collector call, as a message. The rare bulky arguments (a session name, a pass's load)
 /// travel beside the calls in their batch, so that the common ones stay small.
@@ -286,12 +295,19 @@ impl Threaded {
         let thread = std::thread::Builder::new()
             .name("dynosim-collector".into())
             .spawn(move || {
-                // Ends when the front hangs up (finished, or dropped by a failed run).
-                for mut batch in full_rx {
-                    batch.apply(&mut collector);
-                    batch.clear();
-                    // The front may be gone already; the batch is then simply dropped.
-                    let _ = empty_tx.send(batch);
+                // Ends when the front hangs up (finished, or dropped by a failed run) and
+                // every batch it sent is applied. Polled, never blocked on: see BATCH_CALLS.
+                loop {
+                    match full_rx.try_recv() {
+                        Ok(mut batch) => {
+                            batch.apply(&mut collector);
+                            batch.clear();
+                            // The front may be gone already; the batch is then simply dropped.
+                            let _ = empty_tx.send(batch);
+                        }
+                        Err(TryRecvError::Empty) => std::thread::sleep(IDLE_POLL),
+                        Err(TryRecvError::Disconnected) => break,
+                    }
                 }
                 collector
             });
