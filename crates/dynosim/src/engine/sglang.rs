@@ -32,7 +32,7 @@ use super::{
     DestinationRefused, DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId,
 };
 use crate::config::{EngineArgs, WorkerType};
-use crate::tokens::{Blocks, TokenSeq};
+use crate::tokens::{full_blocks, Blocks, TokenSeq};
 
 const DEFAULT_MAX_PREFILL_TOKENS: usize = 16384;
 const DEFAULT_CHUNKED_PREFILL_SIZE: usize = 8192;
@@ -141,7 +141,7 @@ fn change_may_alter(change: &ContentChange, pages: Blocks<'_>, matched: usize) -
 }
 
 fn ceil_to_page(tokens: usize, page_size: usize) -> usize {
-    tokens.div_ceil(page_size) * page_size
+    full_blocks(tokens + (page_size - 1), page_size) * page_size
 }
 
 /// What admission produced in one pass.
@@ -762,12 +762,15 @@ impl SglangScheduler {
     #[inline(always)]
     fn publish_decoded(&mut self, request: &mut Request) {
         let ps = self.page_size;
-        let aligned = request.materialized / ps * ps;
+        let aligned_pages = full_blocks(request.materialized, ps);
+        let aligned = aligned_pages * ps;
         if aligned <= request.cached {
             return;
         }
         if let Some(last) = request.last_node {
-            let pages = request.pages(ps).range(request.cached / ps, aligned / ps);
+            let pages = request
+                .pages(ps)
+                .range(full_blocks(request.cached, ps), aligned_pages);
             if let Some(base) = pages.base_if_in_last_run() {
                 if self
                     .cache
@@ -947,7 +950,7 @@ impl SglangScheduler {
             total_kv_tokens: self.total_kv_tokens,
             context_tokens: context,
         });
-        let reserved_pages = growth / ps;
+        let reserved_pages = full_blocks(growth, ps);
         if !self.cache.allocate_pages(reserved_pages) {
             // Even after evicting everything the pages are not there: no token this pass.
             return;

@@ -313,12 +313,14 @@ impl Prompt {
         match self {
             Prompt::HashIds(prompt) => {
                 let block_size = prompt.block_size as usize;
-                // One run per id at most (equal neighbours merge).
+                // One run per id at most (equal neighbours merge), and one for the tokens
+                // the request will generate (which would otherwise regrow all three of the
+                // sequence's vectors at its first output token).
                 let ids = prompt
                     .ids()
                     .len()
                     .min(input_length.div_ceil(block_size.max(1)));
-                let mut seq = TokenSeq::with_capacity(ids);
+                let mut seq = TokenSeq::with_capacity(ids + 1);
                 let mut remaining = input_length;
                 for &id in prompt.ids() {
                     if remaining == 0 {
@@ -332,7 +334,8 @@ impl Prompt {
                 seq
             }
             Prompt::Unique { key } => {
-                let mut seq = TokenSeq::with_capacity(1);
+                // The prompt's run and the generated tokens' run.
+                let mut seq = TokenSeq::with_capacity(2);
                 seq.push_run(unique_prompt_token(*key), input_length as u32);
                 seq
             }
