@@ -28,6 +28,7 @@
 
 use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::engine::{PassEvent, RankLoad, RequestId};
 use crate::error::{Error, Result};
@@ -51,16 +52,19 @@ pub enum CollectorThread {
 /// batches large before (32768 calls) was the system call that wakes a thread blocked on the
 /// channel, paid by the simulating thread per batch (with 2048 calls a batch, the synthetic
 /// 100k run switched threads 6,500 times and took 20% more CPU than inline). The collector's
-/// thread now never blocks on the channel: it polls it, sleeping [`IDLE_POLL`] between empty
-/// looks, so sending a batch wakes nobody.
+/// thread now never blocks on the channel: it polls it, sleeping between empty looks (see
+/// [`IDLE_POLL_FIRST`]), so sending a batch wakes nobody.
 const BATCH_CALLS: usize = 4096;
 /// Request ids of grouped tokens per batch, per call of [`BATCH_CALLS`] (4 bytes each: 64 KiB
 /// a batch): a batch ends when either fills.
 const IDS_PER_CALL: usize = 4;
-/// How long the collector's thread sleeps when it finds no batch waiting. Short against a
-/// batch's worth of simulation (a few hundred microseconds), so the collector is at most about
-/// one batch behind; long enough that an idle collector costs its core little.
-const IDLE_POLL: std::time::Duration = std::time::Duration::from_micros(50);
+/// How long the collector's thread sleeps when it finds no batch waiting: first short against
+/// a batch's worth of simulation (a few hundred microseconds), so that the collector stays
+/// about one batch behind, then twice as long after each further empty look, up to
+/// [`IDLE_POLL_LONGEST`], so that a collector left idle (a live replay waiting for its
+/// arrivals) costs its core next to nothing. A run's end waits at most that long for it.
+const IDLE_POLL_FIRST: Duration = Duration::from_micros(50);
+const IDLE_POLL_LONGEST: Duration = Duration::from_millis(1);
 /// Full batches waiting for the collector at most; beyond this the simulation waits for it,
 /// so memory stays bounded (about 11 batches in all, 2.5 MB) when the collector is the slower
 /// side. Several, so that a stretch where the collector has more to do per call (many requests
@@ -297,6 +301,7 @@ impl Threaded {
             .spawn(move || {
                 // Ends when the front hangs up (finished, or dropped by a failed run) and
                 // every batch it sent is applied. Polled, never blocked on: see BATCH_CALLS.
+                let mut idle = IDLE_POLL_FIRST;
                 loop {
                     match full_rx.try_recv() {
                         Ok(mut batch) => {
@@ -304,8 +309,12 @@ impl Threaded {
                             batch.clear();
                             // The front may be gone already; the batch is then simply dropped.
                             let _ = empty_tx.send(batch);
+                            idle = IDLE_POLL_FIRST;
                         }
-                        Err(TryRecvError::Empty) => std::thread::sleep(IDLE_POLL),
+                        Err(TryRecvError::Empty) => {
+                            std::thread::sleep(idle);
+                            idle = (idle * 2).min(IDLE_POLL_LONGEST);
+                        }
                         Err(TryRecvError::Disconnected) => break,
                     }
                 }
