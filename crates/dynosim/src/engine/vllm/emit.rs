@@ -9,12 +9,87 @@ use super::{Request, VllmScheduler};
 use crate::config::WorkerType;
 
 impl VllmScheduler {
-    /// Completes requests with nothing left to generate, then lets every ready request emit one
-    /// token. Returns the decode part of the pass duration.
+    /// Completes requests with nothing left to generate, and lets every other ready request
+    /// emit one token. Returns the decode part of the pass duration.
+    ///
+    /// One walk over the running requests: the decode time needs the batch as it was before
+    /// the tokens (its size and context), which the walk counts as it goes, and the KV in use
+    /// after the requests that leave without a token released theirs, which the walk does
+    /// where it meets them; those that finish with their token are released after the time is
+    /// taken, as before. (Two walks, one to count and one to emit, cost the single-worker
+    /// conversation row a walk over up to `max_num_seqs` requests per pass.)
     pub(super) fn emit_tokens(&mut self, events: &mut Vec<PassEvent>) -> f64 {
+        if self.speculative.is_some() {
+            return match self.complete_finished_and_count(events) {
+                (0, _) => 0.0,
+                _ => self.emit_bursts(events),
+            };
+        }
         let max_model_len = self.max_model_len;
-        // Requests already complete after their prefill leave without a token, before the
-        // decode time is measured.
+        let mut ready = 0usize;
+        let mut context_tokens = 0usize;
+        let mut any_finished = false;
+        // The requests that leave without a token (rare: an output length of 0). Their
+        // completions go before every token of the pass, in running order, as a first walk
+        // would have made them: the order of a pass's events reaches the KV router's queue.
+        let mut leaving = Vec::new();
+        let first_event = events.len();
+        let mut i = 0;
+        while i < self.running.len() {
+            let request = &mut self.running[i];
+            if request.num_computed < request.len() {
+                i += 1;
+                continue;
+            }
+            if request.nothing_left(max_model_len) {
+                let mut done = self.running.remove(i);
+                self.finish_request(&mut done);
+                leaving.push(PassEvent::Completed { id: done.id });
+                continue;
+            }
+            ready += 1;
+            context_tokens += request.len();
+            // The new token is not computed yet: it gets its KV when it is next scheduled.
+            request.generated += 1;
+            events.push(PassEvent::Tokens {
+                id: request.id,
+                count: 1,
+            });
+            if request.nothing_left(max_model_len) {
+                // Released after the decode time is taken, in this order: nothing in between
+                // touches the pool.
+                request.finished = true;
+                any_finished = true;
+                events.push(PassEvent::Completed { id: request.id });
+            }
+            i += 1;
+        }
+        if !leaving.is_empty() {
+            events.splice(first_event..first_event, leaving);
+        }
+        if ready == 0 {
+            return 0.0;
+        }
+        let decode_ms = if self.worker_type == WorkerType::Prefill {
+            0.0
+        } else {
+            self.timing.decode_clock_ms(&DecodeBatch {
+                ready,
+                active_kv_tokens: self.pool.num_active() * self.block_size,
+                total_kv_tokens: self.num_blocks * self.block_size,
+                context_tokens,
+            })
+        };
+        if any_finished {
+            self.finish_marked();
+        }
+        decode_ms
+    }
+
+    /// Completes the ready requests with nothing left to generate (they leave without a
+    /// token); returns how many ready requests are left, and their total length.
+    fn complete_finished_and_count(&mut self, events: &mut Vec<PassEvent>) -> (usize, usize) {
+        let max_model_len = self.max_model_len;
         let mut ready = 0usize;
         let mut context_tokens = 0usize;
         let mut i = 0;
@@ -34,44 +109,7 @@ impl VllmScheduler {
             context_tokens += request.len();
             i += 1;
         }
-        if ready == 0 {
-            return 0.0;
-        }
-        if self.speculative.is_some() {
-            return self.emit_bursts(events);
-        }
-        let decode_ms = if self.worker_type == WorkerType::Prefill {
-            0.0
-        } else {
-            self.timing.decode_clock_ms(&DecodeBatch {
-                ready,
-                active_kv_tokens: self.pool.num_active() * self.block_size,
-                total_kv_tokens: self.num_blocks * self.block_size,
-                context_tokens,
-            })
-        };
-        // The new token is not computed yet: it gets its KV when it is next scheduled.
-        let mut any_finished = false;
-        for request in &mut self.running {
-            if request.num_computed < request.len() {
-                continue;
-            }
-            request.generated += 1;
-            events.push(PassEvent::Tokens {
-                id: request.id,
-                count: 1,
-            });
-            if request.nothing_left(max_model_len) {
-                // Released after the loop, in this order: nothing in between touches the pool.
-                request.finished = true;
-                any_finished = true;
-                events.push(PassEvent::Completed { id: request.id });
-            }
-        }
-        if any_finished {
-            self.finish_marked();
-        }
-        decode_ms
+        (ready, context_tokens)
     }
 
     /// Speculative decoding: every ready request emits a sampled burst of tokens. KV for the

@@ -799,3 +799,38 @@ fn batch_waiting_needs_a_decode_and_both_limits() {
     let (admitted, _) = admission_passes(&mut sched, &[1], 0, 10);
     assert_eq!(admitted, [Some(0)]);
 }
+
+#[test]
+fn a_request_leaving_without_a_token_completes_before_the_pass_tokens() {
+    // The request with nothing to generate runs after the one that decodes; its completion
+    // still comes first in the pass's events (their order reaches the KV router's queue).
+    let args = vllm(16, 1024);
+    let mut sched = VllmScheduler::new(&args, 0);
+    for (id, output) in [(0, 3), (1, 0)] {
+        sched.enqueue(EngineRequest {
+            id,
+            prompt: prompt(100, &[id as u64], 512),
+            max_output_tokens: output,
+        });
+    }
+    let mut events = Vec::new();
+    for _ in 0..8 {
+        events.clear();
+        sched.run_pass_timed(&mut events);
+        if events.contains(&PassEvent::Completed { id: 1 }) {
+            break;
+        }
+    }
+    let completed = events
+        .iter()
+        .position(|e| *e == PassEvent::Completed { id: 1 });
+    let token = events
+        .iter()
+        .position(|e| matches!(e, PassEvent::Tokens { id: 0, .. }));
+    assert!(completed.is_some(), "request 1 completed: {events:?}");
+    assert!(
+        token.is_some(),
+        "request 0 emitted in the same pass: {events:?}"
+    );
+    assert!(completed < token, "completion first: {events:?}");
+}
