@@ -37,7 +37,7 @@ pub mod table;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::{Condvar, Mutex};
 use std::time::Instant;
@@ -719,9 +719,14 @@ impl Evaluator {
     }
 
     /// Simulates one validated candidate on its shared workload (`cancel` ends it early).
-    fn simulate_pending(&self, job: &Pending, cancel: &AtomicBool) -> Stored {
+    fn simulate_pending(
+        &self,
+        job: &Pending,
+        cancel: &AtomicBool,
+        collector_thread: CollectorThread,
+    ) -> Stored {
         let result = match &self.workloads[job.workload] {
-            Ok(workload) => simulate_one(&job.spec, workload, cancel, self.collector_thread),
+            Ok(workload) => simulate_one(&job.spec, workload, cancel, collector_thread),
             Err(error) => Err(error.clone()),
         };
         let (report, error) = match result {
@@ -732,6 +737,19 @@ impl Evaluator {
             gpus: Some(job.gpus),
             error,
             report,
+        }
+    }
+
+    /// Where the collector of a candidate runs that leaves `left` candidates of its batch
+    /// still to start, on `threads` threads. The batch's last candidates finish while other
+    /// threads have nothing left to start, so their cores fall idle: the collector of each of
+    /// the last `threads - 1` to start gets a thread of its own, which those cores take up.
+    /// (Reports and records are the same whichever thread applies a collector.)
+    fn tail_collector_thread(&self, left: usize, threads: usize) -> CollectorThread {
+        if left + 1 < threads {
+            CollectorThread::OwnThread
+        } else {
+            self.collector_thread
         }
     }
 
@@ -750,6 +768,8 @@ impl Evaluator {
     ) -> Result<Vec<Option<Row>>> {
         let progress = BatchProgress::start(self.progress.as_deref(), pending.len());
         let this = &*self;
+        let threads = self.pool.current_num_threads();
+        let unstarted = AtomicUsize::new(pending.len());
         let finished: Vec<(usize, Stored)> = self.pool.install(|| {
             pending
                 .par_iter()
@@ -759,7 +779,10 @@ impl Evaluator {
                     if this.interrupted() {
                         return Err(Error::runtime("sweep interrupted"));
                     }
-                    let outcome = this.simulate_pending(job, &AtomicBool::new(false));
+                    let left = unstarted.fetch_sub(1, Ordering::Relaxed) - 1;
+                    let collector_thread = this.tail_collector_thread(left, threads);
+                    let outcome =
+                        this.simulate_pending(job, &AtomicBool::new(false), collector_thread);
                     let appended = this.store(&candidates[job.index], &outcome);
                     progress.candidate_finished();
                     appended.map(|()| (job.index, outcome))
@@ -822,7 +845,9 @@ impl Evaluator {
                     let job = &pending[schedule.next];
                     schedule.next += 1;
                     drop(schedule);
-                    let outcome = this.simulate_pending(job, &AtomicBool::new(false));
+                    // Threads that would idle run guesses instead, so every core stays busy.
+                    let outcome =
+                        this.simulate_pending(job, &AtomicBool::new(false), this.collector_thread);
                     let stored = this.store(&candidates[job.index], &outcome);
                     progress.candidate_finished();
                     schedule = lock();
@@ -877,7 +902,7 @@ impl Evaluator {
                 drop(schedule);
                 let outcome = this
                     .pending_of(&candidate)
-                    .map(|job| this.simulate_pending(&job, &cancel));
+                    .map(|job| this.simulate_pending(&job, &cancel, this.collector_thread));
                 schedule = lock();
                 schedule.guessed.retain(|(hash, _)| *hash != candidate.hash);
                 if outcome.is_none() {
