@@ -491,6 +491,9 @@ impl SglangScheduler {
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         let events_before = events.len();
         self.receive();
+        // Every request running at the start of a pass has output left to generate (the last
+        // decode step let the finished ones go): only those that join below need the check.
+        let settled = self.running.len();
         // Activated handoffs join the running batch first, without prefill.
         while self.running.len() < self.max_running {
             let Some(request) = self.prebuilt_ready.pop_front() else {
@@ -534,7 +537,7 @@ impl SglangScheduler {
             }
         }
 
-        let decode = self.decode(events);
+        let decode = self.decode(events, settled);
         for request in decode.retracted.into_iter().rev() {
             self.waiting.push_front(request);
         }
@@ -613,6 +616,12 @@ impl SglangScheduler {
     /// Admits requests (or their next chunk) from the front of the waiting queue.
     fn admit(&mut self, events: &mut Vec<PassEvent>) -> Admission {
         let ps = self.page_size;
+        let slots = self.max_running.saturating_sub(self.running.len());
+        if self.waiting.is_empty() || slots == 0 {
+            // Nothing can be admitted: skip the walk over the running requests below (most
+            // passes of a decoding rank end here).
+            return Admission::default();
+        }
         let ratio = self.new_token_ratio;
         let clip = self.clip_max_new_tokens;
         let reserved_output: f64 = self
@@ -624,16 +633,16 @@ impl SglangScheduler {
             - reserved_output;
         let mut rem_input = self.max_prefill_tokens as f64;
         let mut rem_chunk = self.chunked_prefill_size as f64;
-        let slots = self.max_running.saturating_sub(self.running.len());
 
         let mut admission = Admission::default();
         while admission.admitted.len() < slots {
-            let Some(mut request) = self.waiting.pop_front() else {
+            // The head is looked at in place and taken only once it fits the budgets (it stays
+            // at the head when it does not).
+            let Some(request) = self.waiting.front() else {
                 break;
             };
             let extend = request.extend_input();
             if extend == 0 {
-                self.waiting.push_front(request);
                 break;
             }
             let chunk = if extend <= self.chunked_prefill_size {
@@ -641,7 +650,6 @@ impl SglangScheduler {
             } else {
                 let chunk = (rem_chunk as usize / ps) * ps;
                 if chunk == 0 {
-                    self.waiting.push_front(request);
                     break;
                 }
                 chunk.min(extend)
@@ -656,9 +664,12 @@ impl SglangScheduler {
                 || charged > rem_input
                 || charged > rem_chunk
             {
-                self.waiting.push_front(request);
                 break;
             }
+            let mut request = self
+                .waiting
+                .pop_front()
+                .expect("the head was looked at above");
 
             let chunk_end = request.materialized + chunk;
             let old_allocated = request.allocated;
@@ -748,8 +759,8 @@ impl SglangScheduler {
         let pages = request.pages(ps).range(first, aligned / ps);
         let inserted = self.cache.insert_from_node(last, pages);
         if inserted.node != last {
-            self.cache.inc_lock_ref(inserted.node);
-            self.cache.dec_lock_ref(last);
+            // The new end lies below `last`, whose lock this request holds.
+            self.cache.move_lock_down(last, inserted.node);
         }
         request.last_node = Some(inserted.node);
         request.cached = aligned;
@@ -867,16 +878,20 @@ impl SglangScheduler {
         (growth, context)
     }
 
-    /// The decode step over every running request.
-    fn decode(&mut self, events: &mut Vec<PassEvent>) -> Decode {
+    /// The decode step over every running request; the first `settled` of them are known to
+    /// have output left to generate.
+    fn decode(&mut self, events: &mut Vec<PassEvent>, settled: usize) -> Decode {
         let mut result = Decode::default();
         if self.running.is_empty() {
             return result;
         }
+        debug_assert!(self.running[..settled]
+            .iter()
+            .all(|request| request.remaining_output() > 0));
         // Requests with nothing left to generate (an output length of 0) leave without a token.
         // Their KV is released with the other completions, after the step.
         let mut completed = Vec::new();
-        let mut index = 0;
+        let mut index = settled;
         while index < self.running.len() {
             if self.running[index].remaining_output() == 0 {
                 let request = self.running.remove(index);
@@ -959,6 +974,7 @@ impl SglangScheduler {
         let mut used_pages = 0;
         let mut running = std::mem::take(&mut self.running);
         let prefill_role = self.worker_type == WorkerType::Prefill;
+        let mut finished = 0;
         for request in running.iter_mut() {
             // (The sampler is drawn from in request order, as before any token is pushed.)
             let burst = match &mut self.speculative {
@@ -984,14 +1000,18 @@ impl SglangScheduler {
             result.emitted += 1;
             if request.remaining_output() == 0 {
                 events.push(PassEvent::Completed { id: request.id });
+                finished += 1;
             } else {
                 self.publish_decoded(request);
             }
         }
         self.cache.free_pages(reserved_pages - used_pages);
         // The finished leave in order; the others stay, in order, in the same allocation
-        // (rebuilding `running` by pushes reallocated it a few times every pass).
-        completed.extend(running.extract_if(.., |request| request.remaining_output() == 0));
+        // (rebuilding `running` by pushes reallocated it a few times every pass). Most passes
+        // finish nobody, and then the walk is skipped.
+        if finished > 0 {
+            completed.extend(running.extract_if(.., |request| request.remaining_output() == 0));
+        }
         debug_assert!(self.running.is_empty());
         self.running = running;
     }

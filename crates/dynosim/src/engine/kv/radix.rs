@@ -753,8 +753,24 @@ impl RadixCache {
 
     /// Protects the path from `id` up to the root.
     pub fn inc_lock_ref(&mut self, id: NodeId) {
+        self.lock_up_to(id, ROOT);
+    }
+
+    /// Moves one protection from `ancestor` (a node the caller holds a lock on, or the root) to
+    /// `id`, a node below it or itself: the same as [`RadixCache::inc_lock_ref`] on `id` then
+    /// [`RadixCache::dec_lock_ref`] on `ancestor`, without walking the shared path above
+    /// `ancestor` twice (its counts go up and back down without reaching 0 there).
+    pub fn move_lock_down(&mut self, ancestor: NodeId, id: NodeId) {
+        debug_assert!(ancestor == ROOT || self.node(ancestor).lock_ref > 0);
+        self.lock_up_to(id, ancestor);
+    }
+
+    /// Adds a protection to the nodes from `id` up to, not including, `stop` (an ancestor of
+    /// `id`, or `id` itself).
+    fn lock_up_to(&mut self, id: NodeId, stop: NodeId) {
         let mut current = id;
-        while current != ROOT {
+        while current != stop {
+            debug_assert!(current != ROOT, "the walk passed the root: not an ancestor");
             let node = self.node_mut(current);
             node.lock_ref += 1;
             let pages = node.key_len;
@@ -806,11 +822,15 @@ impl RadixCache {
             if wanted < victim_pages {
                 let kept = victim_pages - wanted;
                 let node = &mut self.nodes[victim as usize];
-                let removed = Self::truncate_runs(&mut node.key, wanted);
-                node.key_len = kept;
                 let first_removed = node.start + kept;
-                Self::record_removed(&mut self.events, &removed, first_removed);
-                self.log_change(first_removed, removed[0].base, true);
+                let first_base = Self::truncate_runs(
+                    &mut node.key,
+                    wanted,
+                    node.start + victim_pages,
+                    &mut self.events,
+                );
+                node.key_len = kept;
+                self.log_change(first_removed, first_base, true);
                 self.free_pages += wanted;
                 self.evictable_pages -= wanted;
                 evicted += wanted * ps;
@@ -836,26 +856,38 @@ impl RadixCache {
         evicted
     }
 
-    /// Cuts the last `pages` pages off `key` and returns them as runs, in order.
-    fn truncate_runs(key: &mut Vec<BlockRun>, pages: usize) -> Vec<BlockRun> {
-        let mut removed = Vec::new();
+    /// Cuts the last `pages` pages off `key`, whose pages end at depth `end`, recording their
+    /// removal newest first (as [`RadixCache::record_removed`] does), and returns the base of
+    /// the first page cut. Nothing is collected on the way: a decoding rank with a full pool
+    /// trims a leaf like this about once a pass.
+    fn truncate_runs(
+        key: &mut Vec<BlockRun>,
+        pages: usize,
+        end: usize,
+        events: &mut Option<Vec<KvEvent>>,
+    ) -> u64 {
         let mut left = pages;
+        let mut end = end;
+        let mut first_base = 0;
         while left > 0 {
             let last = key.last_mut().expect("truncating within the key");
             let take = left.min(last.count as usize);
-            let take32 = u32::try_from(take).expect("run lengths fit u32");
-            removed.push(BlockRun {
-                base: last.base,
-                count: take32,
-            });
-            last.count -= take32;
+            end -= take;
+            if let Some(events) = events {
+                events.push(KvEvent::RemovedRun {
+                    base: last.base,
+                    first: end,
+                    count: take,
+                });
+            }
+            first_base = last.base;
+            last.count -= u32::try_from(take).expect("run lengths fit u32");
             if last.count == 0 {
                 key.pop();
             }
             left -= take;
         }
-        removed.reverse();
-        removed
+        first_base
     }
 
     /// Every page identity held by the tree, as [`crate::tokens::block_key`]s, sorted (tests).
