@@ -144,6 +144,39 @@ fn ceil_to_page(tokens: usize, page_size: usize) -> usize {
     full_blocks(tokens + (page_size - 1), page_size) * page_size
 }
 
+/// The page size, with its shift when it is a power of two (as it is in practice): the decode
+/// step counts pages several times per running request and token, and [`full_blocks`] tests the
+/// size anew each time. Same results as [`full_blocks`] and [`ceil_to_page`].
+#[derive(Clone, Copy, Debug)]
+struct PageSize {
+    tokens: usize,
+    shift: Option<u32>,
+}
+
+impl PageSize {
+    fn new(tokens: usize) -> Self {
+        Self {
+            tokens,
+            shift: tokens.is_power_of_two().then(|| tokens.trailing_zeros()),
+        }
+    }
+
+    /// Full pages in `tokens`.
+    #[inline(always)]
+    fn full(self, tokens: usize) -> usize {
+        match self.shift {
+            Some(shift) => tokens >> shift,
+            None => tokens / self.tokens,
+        }
+    }
+
+    /// `tokens` rounded up to a page.
+    #[inline(always)]
+    fn round_up(self, tokens: usize) -> usize {
+        self.full(tokens + (self.tokens - 1)) * self.tokens
+    }
+}
+
 /// What admission produced in one pass.
 #[derive(Default)]
 struct Admission {
@@ -161,6 +194,8 @@ struct Admission {
 #[derive(Debug)]
 pub struct SglangScheduler {
     page_size: usize,
+    /// `page_size` for the decode step's page counts.
+    page: PageSize,
     total_kv_tokens: usize,
     max_running: usize,
     max_prefill_tokens: usize,
@@ -194,6 +229,20 @@ pub struct SglangScheduler {
     /// Bumped whenever pages may have been freed; a pending destination is retried at most
     /// once per value.
     capacity_generation: u64,
+    /// What the next decode step needs of the first running requests, summed by the last one
+    /// (see [`DecodeSums`]); `None` once one of them may have changed otherwise.
+    decode_sums: Option<DecodeSums>,
+}
+
+/// [`SglangScheduler::decode_growth_and_context`]'s sums over the first `covered` running
+/// requests, as the decode step left them. The step visits every running request anyway, so it
+/// sums them for the next one as it goes: the next pass then walks only the requests that join
+/// `running` after them (pushed at its end), not all of them a second time.
+#[derive(Clone, Copy, Debug)]
+struct DecodeSums {
+    covered: usize,
+    growth: usize,
+    context: usize,
 }
 
 impl SglangScheduler {
@@ -216,6 +265,7 @@ impl SglangScheduler {
         }
         Self {
             page_size,
+            page: PageSize::new(page_size),
             total_kv_tokens,
             max_running: args.max_num_seqs.unwrap_or(usize::MAX),
             max_prefill_tokens: settings
@@ -259,6 +309,7 @@ impl SglangScheduler {
             pending_destinations: VecDeque::new(),
             reserved_destinations: FastMap::default(),
             capacity_generation: 0,
+            decode_sums: None,
         }
     }
 
@@ -771,9 +822,9 @@ impl SglangScheduler {
     /// the tail leaf it alone holds: [`RadixCache::grow_own_leaf`] does that without the
     /// general insertion's walk (once per running request and token at page size 1).
     #[inline(always)]
-    fn publish_decoded(&mut self, request: &mut Request) {
-        let ps = self.page_size;
-        let aligned_pages = full_blocks(request.materialized, ps);
+    fn publish_decoded(&mut self, request: &mut Request, page: PageSize) {
+        let ps = page.tokens;
+        let aligned_pages = page.full(request.materialized);
         let aligned = aligned_pages * ps;
         if aligned <= request.cached {
             return;
@@ -781,7 +832,7 @@ impl SglangScheduler {
         if let Some(last) = request.last_node {
             let pages = request
                 .pages(ps)
-                .range(full_blocks(request.cached, ps), aligned_pages);
+                .range(page.full(request.cached), aligned_pages);
             if let Some(base) = pages.base_if_in_last_run() {
                 if self
                     .cache
@@ -811,6 +862,7 @@ impl SglangScheduler {
         } else if let Some(at) = self.prebuilt_ready.iter().position(|r| r.id == id) {
             self.prebuilt_ready.remove(at).expect("found above")
         } else if let Some(at) = self.running.iter().position(|r| r.id == id) {
+            self.decode_sums = None;
             self.running.remove(at)
         } else {
             return false;
@@ -864,18 +916,40 @@ impl SglangScheduler {
     }
 
     /// Tokens of fresh pages the running requests need to each take their largest burst.
-    /// Also returns the running requests' total length, from the same walk.
+    /// Also returns the running requests' total length, from the same walk (which starts after
+    /// the requests the last decode step summed already).
     fn decode_growth_and_context(&self) -> (usize, usize) {
         let max_burst = self.max_burst();
-        let mut growth = 0;
-        let mut context = 0;
-        for r in &self.running {
-            let len = r.len();
-            let burst = r.remaining_output().min(max_burst);
-            growth += ceil_to_page(len + burst, self.page_size).saturating_sub(r.allocated);
+        let (covered, mut growth, mut context) = match self.decode_sums {
+            Some(sums) => (sums.covered, sums.growth, sums.context),
+            None => (0, 0, 0),
+        };
+        debug_assert!(covered <= self.running.len());
+        for r in &self.running[covered..] {
+            let (request_growth, len) = self.decode_need(r, max_burst);
+            growth += request_growth;
             context += len;
         }
+        debug_assert_eq!(
+            (growth, context),
+            self.running
+                .iter()
+                .map(|r| self.decode_need(r, max_burst))
+                .fold((0, 0), |(g, c), (rg, len)| (g + rg, c + len))
+        );
         (growth, context)
+    }
+
+    /// Tokens of fresh pages `request` needs to take a burst of up to `max_burst`, and its length.
+    #[inline(always)]
+    fn decode_need(&self, request: &Request, max_burst: usize) -> (usize, usize) {
+        let len = request.len();
+        let burst = request.remaining_output().min(max_burst);
+        let growth = self
+            .page
+            .round_up(len + burst)
+            .saturating_sub(request.allocated);
+        (growth, len)
     }
 
     /// The decode step over every running request; the first `settled` of them are known to
@@ -894,6 +968,9 @@ impl SglangScheduler {
         let mut index = settled;
         while index < self.running.len() {
             if self.running[index].remaining_output() == 0 {
+                if self.decode_sums.is_some_and(|sums| index < sums.covered) {
+                    self.decode_sums = None;
+                }
                 let request = self.running.remove(index);
                 events.push(PassEvent::Completed { id: request.id });
                 completed.push(request);
@@ -935,6 +1012,7 @@ impl SglangScheduler {
                     victim = index;
                 }
             }
+            self.decode_sums = None;
             let mut request = self.running.remove(victim);
             self.retract(&mut request);
             result.retracted.push(request);
@@ -971,38 +1049,58 @@ impl SglangScheduler {
             return;
         }
         result.decode_ms = decode_ms;
+        self.decode_sums = None;
+        let max_burst = self.max_burst();
+        let page = self.page;
+        let mut next = DecodeSums {
+            covered: 0,
+            growth: 0,
+            context: 0,
+        };
         let mut used_pages = 0;
         let mut running = std::mem::take(&mut self.running);
         let prefill_role = self.worker_type == WorkerType::Prefill;
         let mut finished = 0;
         for request in running.iter_mut() {
+            // Read once: pushing the tokens below changes the sequence, so the compiler would
+            // read its length again for every use.
+            let len = request.len();
+            let output = len - request.prompt_len;
+            // Positive: the requests with nothing left to generate were let go before the step.
+            let remaining = request.max_output.saturating_sub(output);
             // (The sampler is drawn from in request order, as before any token is pushed.)
             let burst = match &mut self.speculative {
-                Some(sampler) if !prefill_role => sampler.burst(request.remaining_output()),
-                _ => request.remaining_output().min(1),
+                Some(sampler) if !prefill_role => sampler.burst(remaining),
+                _ => remaining.min(1),
             };
             // The held pages take the sequence up to `allocated` (a running request's whole
             // length, rounded up to a page); a page is added whenever a token passes it.
-            let len = request.len() + burst;
+            let len = len + burst;
             while len > request.allocated {
                 request.allocated += ps;
                 used_pages += 1;
             }
-            let first_index = request.output_len() as u64;
             request
                 .tokens
-                .push_generated(request.id as u64, first_index, burst);
+                .push_generated(request.id as u64, output as u64, burst);
             request.materialized += burst;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: burst,
             });
             result.emitted += 1;
-            if request.remaining_output() == 0 {
+            // A burst never passes the remaining output (the sampler's is clipped to it).
+            if burst >= remaining {
                 events.push(PassEvent::Completed { id: request.id });
                 finished += 1;
             } else {
-                self.publish_decoded(request);
+                self.publish_decoded(request, page);
+                // What the next step needs of it (it stays running unless retracted then).
+                let next_burst = (remaining - burst).min(max_burst);
+                next.growth += page
+                    .round_up(len + next_burst)
+                    .saturating_sub(request.allocated);
+                next.context += len;
             }
         }
         self.cache.free_pages(reserved_pages - used_pages);
@@ -1013,7 +1111,9 @@ impl SglangScheduler {
             completed.extend(running.extract_if(.., |request| request.remaining_output() == 0));
         }
         debug_assert!(self.running.is_empty());
+        next.covered = running.len();
         self.running = running;
+        self.decode_sums = Some(next);
     }
 
     /// Checks the KV bookkeeping of the whole rank (tests).

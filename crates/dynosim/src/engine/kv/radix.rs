@@ -546,16 +546,26 @@ impl RadixCache {
     /// False (nothing done) when `id` is not such a leaf; the general insertion applies then.
     #[inline]
     pub fn grow_own_leaf(&mut self, id: NodeId, first: usize, base: u64, count: usize) -> bool {
-        let node = self.node(id);
+        // One look-up of the node for the whole step (the fields below are disjoint from it):
+        // this runs once per running request and token.
+        let node = &mut self.nodes[id as usize];
         if id == ROOT || !node.children.is_empty() || node.lock_ref != 1 || count == 0 {
             return false;
         }
-        let now = self.tick();
-        self.log_change(first, base, false);
+        // `tick` and `log_change`, spelled out to keep `node`.
+        self.clock += 1;
+        let now = self.clock;
+        self.contents_generation += 1;
+        if let Some(changes) = &mut self.changes {
+            changes.push(ContentChange {
+                depth: first,
+                base,
+                removed: false,
+            });
+        }
         if let Some(events) = &mut self.events {
             events.push(KvEvent::StoredRun { base, first, count });
         }
-        let node = self.node_mut(id);
         debug_assert_eq!(node.start + node.key_len, first);
         // Locked, so not among the evictable leaves: marking its use is setting `used`.
         debug_assert!(!node.evictable);
