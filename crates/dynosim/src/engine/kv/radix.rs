@@ -22,7 +22,8 @@
 //! kept lazily, on the deepest node only, and handed to the parent when a node is evicted. A
 //! node's last use only matters once it is a leaf, and by then it has received the marks of every
 //! descendant, so the order is the same as with eager marking, without an O(depth) walk per
-//! decoded token.
+//! decoded token or per prefix match (a match marks the deepest node whose whole edge it
+//! matched; a split copies the stamps of the node it cuts, so nothing is lost there either).
 //!
 //! Matching walks an edge run by run: O(runs compared), whatever the page count.
 //!
@@ -471,6 +472,11 @@ impl RadixCache {
         let now = self.tick();
         self.set_access(ROOT, now);
         let mut current = ROOT;
+        // The deepest node whose whole edge matched: the path's mark goes there only (see the
+        // module docs: an inner node's mark is observed only once it is a leaf, and by then
+        // this node, or what it was cut into, has handed it up). A path of a long conversation
+        // has about a hundred nodes, and a match walks it once per admitted request.
+        let mut deepest_whole = ROOT;
         let mut matched = 0;
         let mut query = QueryCursor::new(pages);
         while let Some(base) = query.next_base() {
@@ -488,8 +494,9 @@ impl RadixCache {
             }
             matched += common;
             current = child;
-            self.set_access(current, now);
+            deepest_whole = child;
         }
+        self.set_access(deepest_whole, now);
         (matched, current)
     }
 
@@ -1192,6 +1199,29 @@ mod tests {
         // Asking for less than a leaf trims its newest pages only.
         assert_eq!(cache.evict(1), 1);
         assert_eq!(prefix_len(&cache, &[7, 8, 9]), 2);
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn a_match_marks_the_inner_nodes_it_passes() {
+        let mut cache = RadixCache::new(100, 1);
+        // [1, 2] becomes an inner node with the leaves [3] and [4].
+        insert(&mut cache, &[1, 2, 3]);
+        insert(&mut cache, &[1, 2, 4]);
+        insert(&mut cache, &[7, 8]);
+        // [7, 8] is used (and kept from eviction), then the path through [1, 2] to [3].
+        let (_, held) = cache.match_prefix(seq(&[7, 8]).blocks(1));
+        cache.inc_lock_ref(held);
+        assert_eq!(matched(&mut cache, &[1, 2, 3]), 3);
+        // The leaves [4] and [3] go; [1, 2] is a leaf now.
+        assert_eq!(cache.evict(2), 2);
+        assert_eq!(prefix_len(&cache, &[1, 2, 3]), 2);
+        assert_eq!(prefix_len(&cache, &[1, 2, 4]), 2);
+        cache.dec_lock_ref(held);
+        // [1, 2] was used after [7, 8] (by the match that passed it), so [7, 8] goes first.
+        assert_eq!(cache.evict(2), 2);
+        assert_eq!(prefix_len(&cache, &[7, 8]), 0);
+        assert_eq!(prefix_len(&cache, &[1, 2]), 2);
         cache.check_invariants(0);
     }
 
