@@ -1203,6 +1203,37 @@ mod tests {
     }
 
     #[test]
+    fn moving_a_lock_down_equals_locking_the_new_end_and_unlocking_the_old() {
+        // Two caches alike: a request holds [1, 2] (shared with the finished [1, 2, 3]) and
+        // publishes its pages [4, 5], ending on the node below it (grown in place).
+        let build = || {
+            let mut cache = RadixCache::new(100, 1);
+            insert(&mut cache, &[1, 2, 3]);
+            insert(&mut cache, &[1, 2, 4]);
+            let (_, held) = cache.match_prefix(seq(&[1, 2]).blocks(1));
+            cache.inc_lock_ref(held);
+            assert!(cache.allocate_pages(2));
+            let tokens = seq(&[1, 2, 4, 5]);
+            let end = cache.insert_from_node(held, tokens.blocks(1).skip(2)).node;
+            (cache, held, end)
+        };
+        let (mut moved, held, end) = build();
+        let (mut general, _, _) = build();
+        assert_ne!(end, held);
+        moved.move_lock_down(held, end);
+        general.inc_lock_ref(end);
+        general.dec_lock_ref(held);
+        // Lock counts, page counts and the evictable leaves alike.
+        assert_eq!(format!("{moved:?}"), format!("{general:?}"));
+        assert_eq!(moved.lock_ref(end), 1);
+        assert_eq!(moved.lock_ref(held), 1);
+        assert_eq!(moved.protected_tokens(), 4);
+        moved.check_invariants(0);
+        // Only [3] is evictable now.
+        assert_eq!(moved.evict(100), 1);
+    }
+
+    #[test]
     fn a_match_marks_the_inner_nodes_it_passes() {
         let mut cache = RadixCache::new(100, 1);
         // [1, 2] becomes an inner node with the leaves [3] and [4].
