@@ -144,6 +144,39 @@ fn ceil_to_page(tokens: usize, page_size: usize) -> usize {
     full_blocks(tokens + (page_size - 1), page_size) * page_size
 }
 
+/// The page size, with its shift when it is a power of two (as it is in practice): the decode
+/// step counts pages several times per running request and token, and [`full_blocks`] tests the
+/// size anew each time. Same results as [`full_blocks`] and [`ceil_to_page`].
+#[derive(Clone, Copy, Debug)]
+struct PageSize {
+    tokens: usize,
+    shift: Option<u32>,
+}
+
+impl PageSize {
+    fn new(tokens: usize) -> Self {
+        Self {
+            tokens,
+            shift: tokens.is_power_of_two().then(|| tokens.trailing_zeros()),
+        }
+    }
+
+    /// Full pages in `tokens`.
+    #[inline(always)]
+    fn full(self, tokens: usize) -> usize {
+        match self.shift {
+            Some(shift) => tokens >> shift,
+            None => tokens / self.tokens,
+        }
+    }
+
+    /// `tokens` rounded up to a page.
+    #[inline(always)]
+    fn round_up(self, tokens: usize) -> usize {
+        self.full(tokens + (self.tokens - 1)) * self.tokens
+    }
+}
+
 /// What admission produced in one pass.
 #[derive(Default)]
 struct Admission {
@@ -161,6 +194,8 @@ struct Admission {
 #[derive(Debug)]
 pub struct SglangScheduler {
     page_size: usize,
+    /// `page_size` for the decode step's page counts.
+    page: PageSize,
     total_kv_tokens: usize,
     max_running: usize,
     max_prefill_tokens: usize,
@@ -194,6 +229,20 @@ pub struct SglangScheduler {
     /// Bumped whenever pages may have been freed; a pending destination is retried at most
     /// once per value.
     capacity_generation: u64,
+    /// What the next decode step needs of the first running requests, summed by the last one
+    /// (see [`DecodeSums`]); `None` once one of them may have changed otherwise.
+    decode_sums: Option<DecodeSums>,
+}
+
+/// [`SglangScheduler::decode_growth_and_context`]'s sums over the first `covered` running
+/// requests, as the decode step left them. The step visits every running request anyway, so it
+/// sums them for the next one as it goes: the next pass then walks only the requests that join
+/// `running` after them (pushed at its end), not all of them a second time.
+#[derive(Clone, Copy, Debug)]
+struct DecodeSums {
+    covered: usize,
+    growth: usize,
+    context: usize,
 }
 
 impl SglangScheduler {
@@ -216,6 +265,7 @@ impl SglangScheduler {
         }
         Self {
             page_size,
+            page: PageSize::new(page_size),
             total_kv_tokens,
             max_running: args.max_num_seqs.unwrap_or(usize::MAX),
             max_prefill_tokens: settings
@@ -259,6 +309,7 @@ impl SglangScheduler {
             pending_destinations: VecDeque::new(),
             reserved_destinations: FastMap::default(),
             capacity_generation: 0,
+            decode_sums: None,
         }
     }
 
@@ -491,6 +542,9 @@ impl SglangScheduler {
     pub fn run_pass_timed(&mut self, events: &mut Vec<PassEvent>) -> PassTime {
         let events_before = events.len();
         self.receive();
+        // Every request running at the start of a pass has output left to generate (the last
+        // decode step let the finished ones go): only those that join below need the check.
+        let settled = self.running.len();
         // Activated handoffs join the running batch first, without prefill.
         while self.running.len() < self.max_running {
             let Some(request) = self.prebuilt_ready.pop_front() else {
@@ -534,7 +588,7 @@ impl SglangScheduler {
             }
         }
 
-        let decode = self.decode(events);
+        let decode = self.decode(events, settled);
         for request in decode.retracted.into_iter().rev() {
             self.waiting.push_front(request);
         }
@@ -613,6 +667,12 @@ impl SglangScheduler {
     /// Admits requests (or their next chunk) from the front of the waiting queue.
     fn admit(&mut self, events: &mut Vec<PassEvent>) -> Admission {
         let ps = self.page_size;
+        let slots = self.max_running.saturating_sub(self.running.len());
+        if self.waiting.is_empty() || slots == 0 {
+            // Nothing can be admitted: skip the walk over the running requests below (most
+            // passes of a decoding rank end here).
+            return Admission::default();
+        }
         let ratio = self.new_token_ratio;
         let clip = self.clip_max_new_tokens;
         let reserved_output: f64 = self
@@ -624,16 +684,16 @@ impl SglangScheduler {
             - reserved_output;
         let mut rem_input = self.max_prefill_tokens as f64;
         let mut rem_chunk = self.chunked_prefill_size as f64;
-        let slots = self.max_running.saturating_sub(self.running.len());
 
         let mut admission = Admission::default();
         while admission.admitted.len() < slots {
-            let Some(mut request) = self.waiting.pop_front() else {
+            // The head is looked at in place and taken only once it fits the budgets (it stays
+            // at the head when it does not).
+            let Some(request) = self.waiting.front() else {
                 break;
             };
             let extend = request.extend_input();
             if extend == 0 {
-                self.waiting.push_front(request);
                 break;
             }
             let chunk = if extend <= self.chunked_prefill_size {
@@ -641,7 +701,6 @@ impl SglangScheduler {
             } else {
                 let chunk = (rem_chunk as usize / ps) * ps;
                 if chunk == 0 {
-                    self.waiting.push_front(request);
                     break;
                 }
                 chunk.min(extend)
@@ -656,9 +715,12 @@ impl SglangScheduler {
                 || charged > rem_input
                 || charged > rem_chunk
             {
-                self.waiting.push_front(request);
                 break;
             }
+            let mut request = self
+                .waiting
+                .pop_front()
+                .expect("the head was looked at above");
 
             let chunk_end = request.materialized + chunk;
             let old_allocated = request.allocated;
@@ -748,8 +810,8 @@ impl SglangScheduler {
         let pages = request.pages(ps).range(first, aligned / ps);
         let inserted = self.cache.insert_from_node(last, pages);
         if inserted.node != last {
-            self.cache.inc_lock_ref(inserted.node);
-            self.cache.dec_lock_ref(last);
+            // The new end lies below `last`, whose lock this request holds.
+            self.cache.move_lock_down(last, inserted.node);
         }
         request.last_node = Some(inserted.node);
         request.cached = aligned;
@@ -760,9 +822,9 @@ impl SglangScheduler {
     /// the tail leaf it alone holds: [`RadixCache::grow_own_leaf`] does that without the
     /// general insertion's walk (once per running request and token at page size 1).
     #[inline(always)]
-    fn publish_decoded(&mut self, request: &mut Request) {
-        let ps = self.page_size;
-        let aligned_pages = full_blocks(request.materialized, ps);
+    fn publish_decoded(&mut self, request: &mut Request, page: PageSize) {
+        let ps = page.tokens;
+        let aligned_pages = page.full(request.materialized);
         let aligned = aligned_pages * ps;
         if aligned <= request.cached {
             return;
@@ -770,7 +832,7 @@ impl SglangScheduler {
         if let Some(last) = request.last_node {
             let pages = request
                 .pages(ps)
-                .range(full_blocks(request.cached, ps), aligned_pages);
+                .range(page.full(request.cached), aligned_pages);
             if let Some(base) = pages.base_if_in_last_run() {
                 if self
                     .cache
@@ -800,6 +862,7 @@ impl SglangScheduler {
         } else if let Some(at) = self.prebuilt_ready.iter().position(|r| r.id == id) {
             self.prebuilt_ready.remove(at).expect("found above")
         } else if let Some(at) = self.running.iter().position(|r| r.id == id) {
+            self.decode_sums = None;
             self.running.remove(at)
         } else {
             return false;
@@ -853,32 +916,61 @@ impl SglangScheduler {
     }
 
     /// Tokens of fresh pages the running requests need to each take their largest burst.
-    /// Also returns the running requests' total length, from the same walk.
+    /// Also returns the running requests' total length, from the same walk (which starts after
+    /// the requests the last decode step summed already).
     fn decode_growth_and_context(&self) -> (usize, usize) {
         let max_burst = self.max_burst();
-        let mut growth = 0;
-        let mut context = 0;
-        for r in &self.running {
-            let len = r.len();
-            let burst = r.remaining_output().min(max_burst);
-            growth += ceil_to_page(len + burst, self.page_size).saturating_sub(r.allocated);
+        let (covered, mut growth, mut context) = match self.decode_sums {
+            Some(sums) => (sums.covered, sums.growth, sums.context),
+            None => (0, 0, 0),
+        };
+        debug_assert!(covered <= self.running.len());
+        for r in &self.running[covered..] {
+            let (request_growth, len) = self.decode_need(r, max_burst);
+            growth += request_growth;
             context += len;
         }
+        debug_assert_eq!(
+            (growth, context),
+            self.running
+                .iter()
+                .map(|r| self.decode_need(r, max_burst))
+                .fold((0, 0), |(g, c), (rg, len)| (g + rg, c + len))
+        );
         (growth, context)
     }
 
-    /// The decode step over every running request.
-    fn decode(&mut self, events: &mut Vec<PassEvent>) -> Decode {
+    /// Tokens of fresh pages `request` needs to take a burst of up to `max_burst`, and its length.
+    #[inline(always)]
+    fn decode_need(&self, request: &Request, max_burst: usize) -> (usize, usize) {
+        let len = request.len();
+        let burst = request.remaining_output().min(max_burst);
+        let growth = self
+            .page
+            .round_up(len + burst)
+            .saturating_sub(request.allocated);
+        (growth, len)
+    }
+
+    /// The decode step over every running request; the first `settled` of them are known to
+    /// have output left to generate.
+    fn decode(&mut self, events: &mut Vec<PassEvent>, settled: usize) -> Decode {
         let mut result = Decode::default();
         if self.running.is_empty() {
             return result;
         }
+        debug_assert!(self.running[..settled]
+            .iter()
+            .all(|request| request.remaining_output() > 0));
         // Requests with nothing left to generate (an output length of 0) leave without a token.
         // Their KV is released with the other completions, after the step.
         let mut completed = Vec::new();
-        let mut index = 0;
+        let mut index = settled;
         while index < self.running.len() {
             if self.running[index].remaining_output() == 0 {
+                if self.decode_sums.is_some_and(|sums| index < sums.covered) {
+                    self.decode_sums = None;
+                }
                 let request = self.running.remove(index);
                 events.push(PassEvent::Completed { id: request.id });
                 completed.push(request);
@@ -920,6 +1012,7 @@ impl SglangScheduler {
                     victim = index;
                 }
             }
+            self.decode_sums = None;
             let mut request = self.running.remove(victim);
             self.retract(&mut request);
             result.retracted.push(request);
@@ -956,44 +1049,71 @@ impl SglangScheduler {
             return;
         }
         result.decode_ms = decode_ms;
+        self.decode_sums = None;
+        let max_burst = self.max_burst();
+        let page = self.page;
+        let mut next = DecodeSums {
+            covered: 0,
+            growth: 0,
+            context: 0,
+        };
         let mut used_pages = 0;
         let mut running = std::mem::take(&mut self.running);
         let prefill_role = self.worker_type == WorkerType::Prefill;
+        let mut finished = 0;
         for request in running.iter_mut() {
+            // Read once: pushing the tokens below changes the sequence, so the compiler would
+            // read its length again for every use.
+            let len = request.len();
+            let output = len - request.prompt_len;
+            // Positive: the requests with nothing left to generate were let go before the step.
+            let remaining = request.max_output.saturating_sub(output);
             // (The sampler is drawn from in request order, as before any token is pushed.)
             let burst = match &mut self.speculative {
-                Some(sampler) if !prefill_role => sampler.burst(request.remaining_output()),
-                _ => request.remaining_output().min(1),
+                Some(sampler) if !prefill_role => sampler.burst(remaining),
+                _ => remaining.min(1),
             };
             // The held pages take the sequence up to `allocated` (a running request's whole
             // length, rounded up to a page); a page is added whenever a token passes it.
-            let len = request.len() + burst;
+            let len = len + burst;
             while len > request.allocated {
                 request.allocated += ps;
                 used_pages += 1;
             }
-            let first_index = request.output_len() as u64;
             request
                 .tokens
-                .push_generated(request.id as u64, first_index, burst);
+                .push_generated(request.id as u64, output as u64, burst);
             request.materialized += burst;
             events.push(PassEvent::Tokens {
                 id: request.id,
                 count: burst,
             });
             result.emitted += 1;
-            if request.remaining_output() == 0 {
+            // A burst never passes the remaining output (the sampler's is clipped to it).
+            if burst >= remaining {
                 events.push(PassEvent::Completed { id: request.id });
+                finished += 1;
             } else {
-                self.publish_decoded(request);
+                self.publish_decoded(request, page);
+                // What the next step needs of it (it stays running unless retracted then).
+                let next_burst = (remaining - burst).min(max_burst);
+                next.growth += page
+                    .round_up(len + next_burst)
+                    .saturating_sub(request.allocated);
+                next.context += len;
             }
         }
         self.cache.free_pages(reserved_pages - used_pages);
         // The finished leave in order; the others stay, in order, in the same allocation
-        // (rebuilding `running` by pushes reallocated it a few times every pass).
-        completed.extend(running.extract_if(.., |request| request.remaining_output() == 0));
+        // (rebuilding `running` by pushes reallocated it a few times every pass). Most passes
+        // finish nobody, and then the walk is skipped.
+        if finished > 0 {
+            completed.extend(running.extract_if(.., |request| request.remaining_output() == 0));
+        }
         debug_assert!(self.running.is_empty());
+        next.covered = running.len();
         self.running = running;
+        self.decode_sums = Some(next);
     }
 
     /// Checks the KV bookkeeping of the whole rank (tests).

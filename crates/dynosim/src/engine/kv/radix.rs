@@ -22,7 +22,8 @@
 //! kept lazily, on the deepest node only, and handed to the parent when a node is evicted. A
 //! node's last use only matters once it is a leaf, and by then it has received the marks of every
 //! descendant, so the order is the same as with eager marking, without an O(depth) walk per
-//! decoded token.
+//! decoded token or per prefix match (a match marks the deepest node whose whole edge it
+//! matched; a split copies the stamps of the node it cuts, so nothing is lost there either).
 //!
 //! Matching walks an edge run by run: O(runs compared), whatever the page count.
 //!
@@ -471,6 +472,11 @@ impl RadixCache {
         let now = self.tick();
         self.set_access(ROOT, now);
         let mut current = ROOT;
+        // The deepest node whose whole edge matched: the path's mark goes there only (see the
+        // module docs: an inner node's mark is observed only once it is a leaf, and by then
+        // this node, or what it was cut into, has handed it up). A path of a long conversation
+        // has about a hundred nodes, and a match walks it once per admitted request.
+        let mut deepest_whole = ROOT;
         let mut matched = 0;
         let mut query = QueryCursor::new(pages);
         while let Some(base) = query.next_base() {
@@ -488,8 +494,9 @@ impl RadixCache {
             }
             matched += common;
             current = child;
-            self.set_access(current, now);
+            deepest_whole = child;
         }
+        self.set_access(deepest_whole, now);
         (matched, current)
     }
 
@@ -546,16 +553,26 @@ impl RadixCache {
     /// False (nothing done) when `id` is not such a leaf; the general insertion applies then.
     #[inline]
     pub fn grow_own_leaf(&mut self, id: NodeId, first: usize, base: u64, count: usize) -> bool {
-        let node = self.node(id);
+        // One look-up of the node for the whole step (the fields below are disjoint from it):
+        // this runs once per running request and token.
+        let node = &mut self.nodes[id as usize];
         if id == ROOT || !node.children.is_empty() || node.lock_ref != 1 || count == 0 {
             return false;
         }
-        let now = self.tick();
-        self.log_change(first, base, false);
+        // `tick` and `log_change`, spelled out to keep `node`.
+        self.clock += 1;
+        let now = self.clock;
+        self.contents_generation += 1;
+        if let Some(changes) = &mut self.changes {
+            changes.push(ContentChange {
+                depth: first,
+                base,
+                removed: false,
+            });
+        }
         if let Some(events) = &mut self.events {
             events.push(KvEvent::StoredRun { base, first, count });
         }
-        let node = self.node_mut(id);
         debug_assert_eq!(node.start + node.key_len, first);
         // Locked, so not among the evictable leaves: marking its use is setting `used`.
         debug_assert!(!node.evictable);
@@ -753,8 +770,24 @@ impl RadixCache {
 
     /// Protects the path from `id` up to the root.
     pub fn inc_lock_ref(&mut self, id: NodeId) {
+        self.lock_up_to(id, ROOT);
+    }
+
+    /// Moves one protection from `ancestor` (a node the caller holds a lock on, or the root) to
+    /// `id`, a node below it or itself: the same as [`RadixCache::inc_lock_ref`] on `id` then
+    /// [`RadixCache::dec_lock_ref`] on `ancestor`, without walking the shared path above
+    /// `ancestor` twice (its counts go up and back down without reaching 0 there).
+    pub fn move_lock_down(&mut self, ancestor: NodeId, id: NodeId) {
+        debug_assert!(ancestor == ROOT || self.node(ancestor).lock_ref > 0);
+        self.lock_up_to(id, ancestor);
+    }
+
+    /// Adds a protection to the nodes from `id` up to, not including, `stop` (an ancestor of
+    /// `id`, or `id` itself).
+    fn lock_up_to(&mut self, id: NodeId, stop: NodeId) {
         let mut current = id;
-        while current != ROOT {
+        while current != stop {
+            debug_assert!(current != ROOT, "the walk passed the root: not an ancestor");
             let node = self.node_mut(current);
             node.lock_ref += 1;
             let pages = node.key_len;
@@ -806,11 +839,15 @@ impl RadixCache {
             if wanted < victim_pages {
                 let kept = victim_pages - wanted;
                 let node = &mut self.nodes[victim as usize];
-                let removed = Self::truncate_runs(&mut node.key, wanted);
-                node.key_len = kept;
                 let first_removed = node.start + kept;
-                Self::record_removed(&mut self.events, &removed, first_removed);
-                self.log_change(first_removed, removed[0].base, true);
+                let first_base = Self::truncate_runs(
+                    &mut node.key,
+                    wanted,
+                    node.start + victim_pages,
+                    &mut self.events,
+                );
+                node.key_len = kept;
+                self.log_change(first_removed, first_base, true);
                 self.free_pages += wanted;
                 self.evictable_pages -= wanted;
                 evicted += wanted * ps;
@@ -836,26 +873,38 @@ impl RadixCache {
         evicted
     }
 
-    /// Cuts the last `pages` pages off `key` and returns them as runs, in order.
-    fn truncate_runs(key: &mut Vec<BlockRun>, pages: usize) -> Vec<BlockRun> {
-        let mut removed = Vec::new();
+    /// Cuts the last `pages` pages off `key`, whose pages end at depth `end`, recording their
+    /// removal newest first (as [`RadixCache::record_removed`] does), and returns the base of
+    /// the first page cut. Nothing is collected on the way: a decoding rank with a full pool
+    /// trims a leaf like this about once a pass.
+    fn truncate_runs(
+        key: &mut Vec<BlockRun>,
+        pages: usize,
+        end: usize,
+        events: &mut Option<Vec<KvEvent>>,
+    ) -> u64 {
         let mut left = pages;
+        let mut end = end;
+        let mut first_base = 0;
         while left > 0 {
             let last = key.last_mut().expect("truncating within the key");
             let take = left.min(last.count as usize);
-            let take32 = u32::try_from(take).expect("run lengths fit u32");
-            removed.push(BlockRun {
-                base: last.base,
-                count: take32,
-            });
-            last.count -= take32;
+            end -= take;
+            if let Some(events) = events {
+                events.push(KvEvent::RemovedRun {
+                    base: last.base,
+                    first: end,
+                    count: take,
+                });
+            }
+            first_base = last.base;
+            last.count -= u32::try_from(take).expect("run lengths fit u32");
             if last.count == 0 {
                 key.pop();
             }
             left -= take;
         }
-        removed.reverse();
-        removed
+        first_base
     }
 
     /// Every page identity held by the tree, as [`crate::tokens::block_key`]s, sorted (tests).
@@ -1150,6 +1199,60 @@ mod tests {
         // Asking for less than a leaf trims its newest pages only.
         assert_eq!(cache.evict(1), 1);
         assert_eq!(prefix_len(&cache, &[7, 8, 9]), 2);
+        cache.check_invariants(0);
+    }
+
+    #[test]
+    fn moving_a_lock_down_equals_locking_the_new_end_and_unlocking_the_old() {
+        // Two caches alike: a request holds [1, 2] (shared with the finished [1, 2, 3]) and
+        // publishes its pages [4, 5], ending on the node below it (grown in place).
+        let build = || {
+            let mut cache = RadixCache::new(100, 1);
+            insert(&mut cache, &[1, 2, 3]);
+            insert(&mut cache, &[1, 2, 4]);
+            let (_, held) = cache.match_prefix(seq(&[1, 2]).blocks(1));
+            cache.inc_lock_ref(held);
+            assert!(cache.allocate_pages(2));
+            let tokens = seq(&[1, 2, 4, 5]);
+            let end = cache.insert_from_node(held, tokens.blocks(1).skip(2)).node;
+            (cache, held, end)
+        };
+        let (mut moved, held, end) = build();
+        let (mut general, _, _) = build();
+        assert_ne!(end, held);
+        moved.move_lock_down(held, end);
+        general.inc_lock_ref(end);
+        general.dec_lock_ref(held);
+        // Lock counts, page counts and the evictable leaves alike.
+        assert_eq!(format!("{moved:?}"), format!("{general:?}"));
+        assert_eq!(moved.lock_ref(end), 1);
+        assert_eq!(moved.lock_ref(held), 1);
+        assert_eq!(moved.protected_tokens(), 4);
+        moved.check_invariants(0);
+        // Only [3] is evictable now.
+        assert_eq!(moved.evict(100), 1);
+    }
+
+    #[test]
+    fn a_match_marks_the_inner_nodes_it_passes() {
+        let mut cache = RadixCache::new(100, 1);
+        // [1, 2] becomes an inner node with the leaves [3] and [4].
+        insert(&mut cache, &[1, 2, 3]);
+        insert(&mut cache, &[1, 2, 4]);
+        insert(&mut cache, &[7, 8]);
+        // [7, 8] is used (and kept from eviction), then the path through [1, 2] to [3].
+        let (_, held) = cache.match_prefix(seq(&[7, 8]).blocks(1));
+        cache.inc_lock_ref(held);
+        assert_eq!(matched(&mut cache, &[1, 2, 3]), 3);
+        // The leaves [4] and [3] go; [1, 2] is a leaf now.
+        assert_eq!(cache.evict(2), 2);
+        assert_eq!(prefix_len(&cache, &[1, 2, 3]), 2);
+        assert_eq!(prefix_len(&cache, &[1, 2, 4]), 2);
+        cache.dec_lock_ref(held);
+        // [1, 2] was used after [7, 8] (by the match that passed it), so [7, 8] goes first.
+        assert_eq!(cache.evict(2), 2);
+        assert_eq!(prefix_len(&cache, &[7, 8]), 0);
+        assert_eq!(prefix_len(&cache, &[1, 2]), 2);
         cache.check_invariants(0);
     }
 
