@@ -1149,9 +1149,10 @@ fn fold_token_gaps(
             continue;
         }
         let per_user = memo.count(gap, samples, itl, output_token_throughput_per_user);
-        itl_moments.add_repeated(gap, samples);
         if per_user.is_finite() {
-            throughput_moments.add_repeated(per_user, samples);
+            itl_moments.add_repeated_beside(gap, &mut throughput_moments, per_user, samples);
+        } else {
+            itl_moments.add_repeated(gap, samples);
         }
     }
     itl.set_moments(itl_moments);

@@ -239,6 +239,24 @@ impl Moments {
             self.add(value);
         }
     }
+
+    /// `count` calls of [`Moments::add`] with `value` on `self` and with `other_value` on
+    /// `other`, interleaved. Each update waits for the division of the one before it in its
+    /// own state; two states updated in one loop wait side by side, in about the time of one
+    /// (each state still sees the same operations in the same order).
+    #[inline(always)]
+    pub(crate) fn add_repeated_beside(
+        &mut self,
+        value: f64,
+        other: &mut Moments,
+        other_value: f64,
+        count: u64,
+    ) {
+        for _ in 0..count {
+            self.add(value);
+            other.add(other_value);
+        }
+    }
 }
 
 /// Where a value counts in a sketch: a bucket of positive or of negative magnitudes, or the
