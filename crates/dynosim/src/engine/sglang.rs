@@ -32,7 +32,7 @@ use super::{
     DestinationRefused, DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId,
 };
 use crate::config::{EngineArgs, WorkerType};
-use crate::tokens::{full_blocks, Blocks, TokenSeq};
+use crate::tokens::{Blocks, TokenSeq};
 
 const DEFAULT_MAX_PREFILL_TOKENS: usize = 16384;
 const DEFAULT_CHUNKED_PREFILL_SIZE: usize = 8192;
@@ -140,13 +140,10 @@ fn change_may_alter(change: &ContentChange, pages: Blocks<'_>, matched: usize) -
     reaches && pages.base(change.depth) == change.base
 }
 
-fn ceil_to_page(tokens: usize, page_size: usize) -> usize {
-    full_blocks(tokens + (page_size - 1), page_size) * page_size
-}
-
 /// The page size, with its shift when it is a power of two (as it is in practice): the decode
-/// step counts pages several times per running request and token, and [`full_blocks`] tests the
-/// size anew each time. Same results as [`full_blocks`] and [`ceil_to_page`].
+/// step counts pages several times per running request and token, where a division costs tens
+/// of cycles and [`crate::tokens::full_blocks`] tests the size anew each time. Every page count
+/// and rounding of the rank goes through it.
 #[derive(Clone, Copy, Debug)]
 struct PageSize {
     tokens: usize,
@@ -394,7 +391,7 @@ impl SglangScheduler {
         request: EngineRequest,
         try_now: bool,
     ) -> Result<Option<DestinationReserved>, DestinationRefused> {
-        if ceil_to_page(request.prompt.len(), self.page_size) > self.total_kv_tokens {
+        if self.page.round_up(request.prompt.len()) > self.total_kv_tokens {
             return Err(DestinationRefused::TooLarge);
         }
         let request = Self::new_request(request);
@@ -442,7 +439,7 @@ impl SglangScheduler {
         let (matched, node) = self
             .cache
             .match_prefix(request.pages(ps).range(0, full_pages));
-        let allocated = ceil_to_page(prompt_len, ps);
+        let allocated = self.page.round_up(prompt_len);
         let fresh_pages = (allocated - matched * ps) / ps;
         if !self.lock_prefix_and_allocate(node, fresh_pages) {
             return None;
@@ -705,7 +702,7 @@ impl SglangScheduler {
                 }
                 chunk.min(extend)
             };
-            let charged = ceil_to_page(chunk, ps) as f64;
+            let charged = self.page.round_up(chunk) as f64;
             let output_reserve = if chunk < extend {
                 0
             } else {
@@ -725,7 +722,7 @@ impl SglangScheduler {
             let chunk_end = request.materialized + chunk;
             let old_allocated = request.allocated;
             let prefix = if request.materialized > 0 {
-                let required = ceil_to_page(chunk_end, ps).saturating_sub(old_allocated);
+                let required = self.page.round_up(chunk_end).saturating_sub(old_allocated);
                 let available = self.cache.available_tokens();
                 if available < required {
                     self.cache.evict(required - available);
@@ -741,7 +738,7 @@ impl SglangScheduler {
                 break;
             };
             request.materialized = chunk_end;
-            request.allocated = ceil_to_page(chunk_end, ps);
+            request.allocated = self.page.round_up(chunk_end);
 
             events.push(PassEvent::Admitted {
                 id: request.id,
@@ -1043,7 +1040,7 @@ impl SglangScheduler {
             total_kv_tokens: self.total_kv_tokens,
             context_tokens: context,
         });
-        let reserved_pages = full_blocks(growth, ps);
+        let reserved_pages = self.page.full(growth);
         if !self.cache.allocate_pages(reserved_pages) {
             // Even after evicting everything the pages are not there: no token this pass.
             return;
@@ -1130,7 +1127,7 @@ impl SglangScheduler {
         for r in self.running.iter().chain(self.waiting.iter()) {
             assert!(r.cached <= r.materialized);
             assert_eq!(r.cached % ps, 0);
-            assert_eq!(r.allocated, ceil_to_page(r.materialized, ps));
+            assert_eq!(r.allocated, self.page.round_up(r.materialized));
             assert_eq!(r.last_node.is_some(), r.materialized > 0);
         }
     }
