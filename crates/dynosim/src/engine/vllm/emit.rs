@@ -21,7 +21,7 @@ impl VllmScheduler {
     pub(super) fn emit_tokens(&mut self, events: &mut Vec<PassEvent>) -> f64 {
         if self.speculative.is_some() {
             return match self.complete_finished_and_count(events) {
-                (0, _) => 0.0,
+                0 => 0.0,
                 _ => self.emit_bursts(events),
             };
         }
@@ -87,11 +87,10 @@ impl VllmScheduler {
     }
 
     /// Completes the ready requests with nothing left to generate (they leave without a
-    /// token); returns how many ready requests are left, and their total length.
-    fn complete_finished_and_count(&mut self, events: &mut Vec<PassEvent>) -> (usize, usize) {
+    /// token); returns how many ready requests are left.
+    fn complete_finished_and_count(&mut self, events: &mut Vec<PassEvent>) -> usize {
         let max_model_len = self.max_model_len;
         let mut ready = 0usize;
-        let mut context_tokens = 0usize;
         let mut i = 0;
         while i < self.running.len() {
             let request = &self.running[i];
@@ -106,10 +105,9 @@ impl VllmScheduler {
                 continue;
             }
             ready += 1;
-            context_tokens += request.len();
             i += 1;
         }
-        (ready, context_tokens)
+        ready
     }
 
     /// Speculative decoding: every ready request emits a sampled burst of tokens. KV for the
