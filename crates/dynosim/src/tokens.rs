@@ -99,10 +99,51 @@ fn generated_runs(request: u64, first: u64, count: u64, mut push: impl FnMut(u64
     }
 }
 
-/// The full blocks of `block_size` tokens in `tokens` (`tokens / block_size`). Block and page
-/// sizes are powers of two in practice, and this is done per running request and token (a
-/// decoding SGLang request at page size 1 asks it several times a token), where a division
-/// costs tens of cycles and a shift one.
+/// A block (or page) size in tokens, with its shift when it is a power of two, as block and
+/// page sizes are in practice: block counts are taken per running request and token (a
+/// decoding SGLang request at page size 1 several times a token), where a division costs tens
+/// of cycles and a shift one. A holder that counts often keeps one; [`full_blocks`] makes one
+/// for a single count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockSize {
+    tokens: usize,
+    shift: Option<u32>,
+}
+
+impl BlockSize {
+    /// `tokens` must be positive.
+    pub fn new(tokens: usize) -> Self {
+        debug_assert!(tokens > 0, "block size must be positive");
+        Self {
+            tokens,
+            shift: tokens.is_power_of_two().then(|| tokens.trailing_zeros()),
+        }
+    }
+
+    /// The size in tokens.
+    #[inline(always)]
+    pub fn tokens(self) -> usize {
+        self.tokens
+    }
+
+    /// Full blocks in `tokens` (`tokens / size`).
+    #[inline(always)]
+    pub fn full(self, tokens: usize) -> usize {
+        match self.shift {
+            Some(shift) => tokens >> shift,
+            None => tokens / self.tokens,
+        }
+    }
+
+    /// `tokens` rounded up to a whole block.
+    #[inline(always)]
+    pub fn round_up(self, tokens: usize) -> usize {
+        self.full(tokens + (self.tokens - 1)) * self.tokens
+    }
+}
+
+/// The full blocks of `block_size` tokens in `tokens`: [`BlockSize::full`] without keeping a
+/// [`BlockSize`] (the size is tested where the shift is taken).
 #[inline(always)]
 pub fn full_blocks(tokens: usize, block_size: usize) -> usize {
     if block_size.is_power_of_two() {

@@ -32,7 +32,7 @@ use super::{
     DestinationRefused, DestinationReserved, EngineRequest, NotReserved, PassEvent, RequestId,
 };
 use crate::config::{EngineArgs, WorkerType};
-use crate::tokens::{Blocks, TokenSeq};
+use crate::tokens::{BlockSize, Blocks, TokenSeq};
 
 const DEFAULT_MAX_PREFILL_TOKENS: usize = 16384;
 const DEFAULT_CHUNKED_PREFILL_SIZE: usize = 8192;
@@ -140,40 +140,6 @@ fn change_may_alter(change: &ContentChange, pages: Blocks<'_>, matched: usize) -
     reaches && pages.base(change.depth) == change.base
 }
 
-/// The page size, with its shift when it is a power of two (as it is in practice): the decode
-/// step counts pages several times per running request and token, where a division costs tens
-/// of cycles and [`crate::tokens::full_blocks`] tests the size anew each time. Every page count
-/// and rounding of the rank goes through it.
-#[derive(Clone, Copy, Debug)]
-struct PageSize {
-    tokens: usize,
-    shift: Option<u32>,
-}
-
-impl PageSize {
-    fn new(tokens: usize) -> Self {
-        Self {
-            tokens,
-            shift: tokens.is_power_of_two().then(|| tokens.trailing_zeros()),
-        }
-    }
-
-    /// Full pages in `tokens`.
-    #[inline(always)]
-    fn full(self, tokens: usize) -> usize {
-        match self.shift {
-            Some(shift) => tokens >> shift,
-            None => tokens / self.tokens,
-        }
-    }
-
-    /// `tokens` rounded up to a page.
-    #[inline(always)]
-    fn round_up(self, tokens: usize) -> usize {
-        self.full(tokens + (self.tokens - 1)) * self.tokens
-    }
-}
-
 /// What admission produced in one pass.
 #[derive(Default)]
 struct Admission {
@@ -190,9 +156,8 @@ struct Admission {
 
 #[derive(Debug)]
 pub struct SglangScheduler {
-    page_size: usize,
-    /// `page_size` for the decode step's page counts.
-    page: PageSize,
+    /// The page size (tokens per page).
+    page: BlockSize,
     total_kv_tokens: usize,
     max_running: usize,
     max_prefill_tokens: usize,
@@ -261,8 +226,7 @@ impl SglangScheduler {
             cache.track_changes();
         }
         Self {
-            page_size,
-            page: PageSize::new(page_size),
+            page: BlockSize::new(page_size),
             total_kv_tokens,
             max_running: args.max_num_seqs.unwrap_or(usize::MAX),
             max_prefill_tokens: settings
@@ -407,7 +371,7 @@ impl SglangScheduler {
     /// unlocked cache as needed. The lock comes first so that making room cannot evict the
     /// prefix; when the pages cannot be had, nothing is taken and the lock is released.
     fn lock_prefix_and_allocate(&mut self, node: NodeId, fresh_pages: usize) -> bool {
-        let fresh_tokens = fresh_pages * self.page_size;
+        let fresh_tokens = fresh_pages * self.page.tokens();
         self.cache.inc_lock_ref(node);
         if fresh_tokens > self.cache.available_tokens() + self.cache.evictable_tokens() {
             self.cache.dec_lock_ref(node);
@@ -428,7 +392,7 @@ impl SglangScheduler {
     /// current capacity. Reserves at most one.
     pub fn retry_destinations(&mut self) -> Option<DestinationReserved> {
         let generation = self.capacity_generation;
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let (request, last_attempt) = self.pending_destinations.front_mut()?;
         if *last_attempt == Some(generation) {
             return None;
@@ -492,7 +456,7 @@ impl SglangScheduler {
         let Some(request) = self.reserved_destinations.remove(&id) else {
             return false;
         };
-        let reserved_pages = (request.allocated - request.cached) / self.page_size;
+        let reserved_pages = (request.allocated - request.cached) / self.page.tokens();
         self.cache.free_pages(reserved_pages);
         if let Some(node) = request.last_node {
             self.cache.dec_lock_ref(node);
@@ -623,7 +587,7 @@ impl SglangScheduler {
             self.cache.forget_changes();
             return;
         }
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let twin_tokens = IN_BATCH_PREFIX_TOKENS.div_ceil(ps) * ps;
         let mut openings = HashSet::new();
         let mut scored: Vec<(bool, usize, Request)> = Vec::with_capacity(self.waiting.len());
@@ -663,7 +627,7 @@ impl SglangScheduler {
 
     /// Admits requests (or their next chunk) from the front of the waiting queue.
     fn admit(&mut self, events: &mut Vec<PassEvent>) -> Admission {
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let slots = self.max_running.saturating_sub(self.running.len());
         if self.waiting.is_empty() || slots == 0 {
             // Nothing can be admitted: skip the walk over the running requests below (most
@@ -764,7 +728,7 @@ impl SglangScheduler {
     /// `end` tokens (locking it), evict if needed, and take pages for the rest. Returns the
     /// reused tokens, or `None` (nothing held) when the pool cannot supply the pages.
     fn allocate(&mut self, request: &mut Request, end: usize) -> Option<usize> {
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let (matched, node) = self
             .cache
             .match_prefix(request.pages(ps).range(0, end / ps));
@@ -780,7 +744,7 @@ impl SglangScheduler {
 
     /// Grows a partly prefilled request's KV to `end` tokens, filling its last page first.
     fn extend_allocation(&mut self, request: &mut Request, end: usize) -> bool {
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let held = request.materialized;
         let room_in_last_page = if held == 0 {
             0
@@ -795,7 +759,7 @@ impl SglangScheduler {
     /// so later requests can reuse them while it still runs.
     #[inline]
     fn cache_materialized_prefix(&mut self, request: &mut Request) {
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let aligned = request.materialized / ps * ps;
         if aligned == 0 || aligned <= request.cached {
             return;
@@ -817,10 +781,11 @@ impl SglangScheduler {
     /// [`SglangScheduler::cache_materialized_prefix`] after a decode step. The pages a step
     /// fills end in the request's run of generated tokens and, but for its first step, extend
     /// the tail leaf it alone holds: [`RadixCache::grow_own_leaf`] does that without the
-    /// general insertion's walk (once per running request and token at page size 1).
+    /// general insertion's walk (once per running request and token at page size 1). `page`
+    /// is the rank's page size, passed in so that the step's loop keeps it in a register.
     #[inline(always)]
-    fn publish_decoded(&mut self, request: &mut Request, page: PageSize) {
-        let ps = page.tokens;
+    fn publish_decoded(&mut self, request: &mut Request, page: BlockSize) {
+        let ps = page.tokens();
         let aligned_pages = page.full(request.materialized);
         let aligned = aligned_pages * ps;
         if aligned <= request.cached {
@@ -875,7 +840,7 @@ impl SglangScheduler {
     /// A finished request leaves its full pages in the cache (unlocked) and frees its partial
     /// tail page.
     fn finish(&mut self, request: &mut Request) {
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let Some(last) = request.last_node.take() else {
             return;
         };
@@ -895,7 +860,8 @@ impl SglangScheduler {
     /// It keeps its generated tokens and recomputes everything on re-admission.
     fn retract(&mut self, request: &mut Request) {
         if let Some(last) = request.last_node.take() {
-            self.cache.free_pages(request.private_pages(self.page_size));
+            self.cache
+                .free_pages(request.private_pages(self.page.tokens()));
             self.cache.dec_lock_ref(last);
         }
         request.materialized = 0;
@@ -1032,7 +998,7 @@ impl SglangScheduler {
         growth: usize,
         context: usize,
     ) {
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let active = context.min(self.total_kv_tokens);
         let decode_ms = self.timing.decode_clock_ms(&DecodeBatch {
             ready: self.running.len(),
@@ -1116,7 +1082,7 @@ impl SglangScheduler {
     /// Checks the KV bookkeeping of the whole rank (tests).
     #[cfg(test)]
     fn check_invariants(&self) {
-        let ps = self.page_size;
+        let ps = self.page.tokens();
         let private: usize = self
             .running
             .iter()
