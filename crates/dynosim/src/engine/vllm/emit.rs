@@ -42,9 +42,7 @@ impl VllmScheduler {
                 continue;
             }
             if request.nothing_left(max_model_len) {
-                let mut done = self.running.remove(i);
-                self.finish_request(&mut done);
-                leaving.push(PassEvent::Completed { id: done.id });
+                leaving.push(self.leave_without_token(i));
                 continue;
             }
             ready += 1;
@@ -99,15 +97,24 @@ impl VllmScheduler {
                 continue;
             }
             if request.nothing_left(max_model_len) {
-                let mut done = self.running.remove(i);
-                self.finish_request(&mut done);
-                events.push(PassEvent::Completed { id: done.id });
+                events.push(self.leave_without_token(i));
                 continue;
             }
             ready += 1;
             i += 1;
         }
         ready
+    }
+
+    /// Running request `i`, ready with nothing left to generate, leaves without a token: its
+    /// KV is released now, before the pass's decode time reads the pool. Returns its completion.
+    /// (Rare: kept out of the walks, whose loops stay small.)
+    #[cold]
+    #[inline(never)]
+    fn leave_without_token(&mut self, i: usize) -> PassEvent {
+        let mut done = self.running.remove(i);
+        self.finish_request(&mut done);
+        PassEvent::Completed { id: done.id }
     }
 
     /// Speculative decoding: every ready request emits a sampled burst of tokens. KV for the
